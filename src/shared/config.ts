@@ -1,0 +1,156 @@
+// Loads the node's configuration: defaults from config/, an optional JSON file, then environment variables.
+// Validated once at start and deep-frozen, so every later reader can trust it without re-checking.
+import { readFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { Type, type Static } from '@sinclair/typebox';
+import { Value } from '@sinclair/typebox/value';
+import { PlanSchema, type Plan } from './plans.ts';
+
+const Port = Type.Integer({ minimum: 0, maximum: 65535 });
+const Role = Type.Union([Type.Literal('all'), Type.Literal('control'), Type.Literal('edge'), Type.Literal('worker')]);
+
+export const ConfigSchema = Type.Object(
+  {
+    role: Role,
+    bindHost: Type.String({ minLength: 1 }),
+    controlPort: Port,
+    httpPort: Port,
+    httpsPort: Port,
+    dataDir: Type.String({ minLength: 1 }),
+    baseDomain: Type.String({ pattern: '^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$' }),
+    region: Type.String({ pattern: '^[a-z0-9][a-z0-9-]{0,31}$' }),
+    nodeId: Type.String({ pattern: '^[A-Za-z0-9._-]{1,64}$' }),
+    adminApiKey: Type.String(),
+    databaseUrl: Type.String(),
+    databaseSchema: Type.String({ pattern: '^[a-z_][a-z0-9_]{0,62}$' }),
+    redisUrl: Type.String(),
+    redisPrefix: Type.String({ pattern: '^[A-Za-z0-9:_.-]{1,64}$' }),
+    logLevel: Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l))),
+    bodyLimitBytes: Type.Integer({ minimum: 1024, maximum: 64 * 1024 * 1024 }),
+    listMaxOffset: Type.Integer({ minimum: 100 }),
+    feed: Type.Object(
+      {
+        checkIntervalMs: Type.Integer({ minimum: 100 }),
+        streamMaxLen: Type.Integer({ minimum: 100 }),
+        outboxRetention: Type.Integer({ minimum: 100 }),
+        publishPollMs: Type.Integer({ minimum: 10 }),
+      },
+      { additionalProperties: false },
+    ),
+    plans: Type.Record(Type.String({ pattern: '^[a-z][a-z0-9_-]{0,31}$' }), PlanSchema),
+  },
+  { additionalProperties: false },
+);
+
+export type Config = Readonly<Static<typeof ConfigSchema>> & { readonly plans: Readonly<Record<string, Plan>> };
+
+/** Environment variables and the setting each one overrides. This table is the documented contract. */
+export const ENV_SETTINGS = {
+  EDGE_ROLE: 'role',
+  EDGE_BIND_HOST: 'bindHost',
+  EDGE_CONTROL_PORT: 'controlPort',
+  EDGE_HTTP_PORT: 'httpPort',
+  EDGE_HTTPS_PORT: 'httpsPort',
+  EDGE_DATA_DIR: 'dataDir',
+  EDGE_BASE_DOMAIN: 'baseDomain',
+  EDGE_REGION: 'region',
+  EDGE_NODE_ID: 'nodeId',
+  EDGE_ADMIN_API_KEY: 'adminApiKey',
+  DATABASE_URL: 'databaseUrl',
+  EDGE_DATABASE_SCHEMA: 'databaseSchema',
+  REDIS_URL: 'redisUrl',
+  EDGE_REDIS_PREFIX: 'redisPrefix',
+  EDGE_LOG_LEVEL: 'logLevel',
+  EDGE_BODY_LIMIT_BYTES: 'bodyLimitBytes',
+  EDGE_LIST_MAX_OFFSET: 'listMaxOffset',
+  EDGE_FEED_CHECK_INTERVAL_MS: 'feed.checkIntervalMs',
+  EDGE_FEED_PUBLISH_POLL_MS: 'feed.publishPollMs',
+} as const;
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+const CONFIG_DIR = fileURLToPath(new URL('../../config/', import.meta.url));
+
+function readJson(path: string): Record<string, unknown> {
+  try {
+    return JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
+  } catch (err) {
+    throw new ConfigError(`cannot read config file ${path}: ${(err as Error).message}`);
+  }
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function merge(base: Record<string, unknown>, over: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...base };
+  for (const [k, v] of Object.entries(over)) {
+    if (k === '__proto__' || k === 'constructor') throw new ConfigError(`config key "${k}" is not allowed`);
+    out[k] = isObject(v) && isObject(out[k]) ? merge(out[k] as Record<string, unknown>, v) : v;
+  }
+  return out;
+}
+
+function setPath(target: Record<string, unknown>, path: string, value: unknown): void {
+  const parts = path.split('.');
+  let node = target;
+  for (const p of parts.slice(0, -1)) node = node[p] as Record<string, unknown>;
+  node[parts[parts.length - 1]] = value;
+}
+
+function getPath(target: Record<string, unknown>, path: string): unknown {
+  return path.split('.').reduce<unknown>((n, p) => (isObject(n) ? n[p] : undefined), target);
+}
+
+/** Environment strings become the type the default has, so "8080" fills an integer setting. */
+function coerce(variable: string, raw: string, current: unknown): unknown {
+  if (typeof current === 'number') {
+    if (!/^-?\d+$/.test(raw.trim())) throw new ConfigError(`${variable} must be an integer, got "${raw}"`);
+    return Number(raw);
+  }
+  return raw;
+}
+
+function deepFreeze<T>(value: T): T {
+  if (typeof value === 'object' && value !== null) {
+    for (const v of Object.values(value)) deepFreeze(v);
+    Object.freeze(value);
+  }
+  return value;
+}
+
+/**
+ * Builds the configuration from defaults, `EDGE_CONFIG_FILE` (a JSON file merged over them) and the
+ * environment. Throws ConfigError naming the bad setting and the variable that set it.
+ */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  let raw = readJson(CONFIG_DIR + 'default.json');
+  raw.plans = readJson(CONFIG_DIR + 'plans.json');
+  if (env.EDGE_CONFIG_FILE) raw = merge(raw, readJson(env.EDGE_CONFIG_FILE));
+  const source: Record<string, string> = {};
+  for (const [variable, path] of Object.entries(ENV_SETTINGS)) {
+    const value = env[variable];
+    if (value === undefined || value === '') continue;
+    setPath(raw, path, coerce(variable, value, getPath(raw, path)));
+    source[path] = variable;
+  }
+  if (!raw.nodeId) raw.nodeId = `${hostname().replace(/[^A-Za-z0-9._-]/g, '-').slice(0, 40)}-${randomBytes(3).toString('hex')}`;
+  const first = Value.Errors(ConfigSchema, raw).First();
+  if (first) {
+    const path = first.path.replace(/^\//, '').replace(/\//g, '.');
+    const origin = source[path] ? ` (from ${source[path]})` : '';
+    throw new ConfigError(`invalid setting "${path || '(root)'}"${origin}: ${first.message}, got ${JSON.stringify(first.value)}`);
+  }
+  const config = raw as Config;
+  for (const [name, plan] of Object.entries(config.plans)) {
+    for (const feature of Object.keys(plan.verification_gates)) {
+      if (!(feature in plan.entitlements)) throw new ConfigError(`plan "${name}": verification gate on unknown feature "${feature}"`);
+    }
+  }
+  return deepFreeze(config);
+}

@@ -1,0 +1,75 @@
+// The one registry of API and edge errors: each has a stable snake_case code and an HTTP status.
+// Code raises `fail.<code>(...)`; the control API's error handler turns any EdgeError into the uniform body.
+
+export interface ErrorBody {
+  error: string;
+  code: string;
+  detail?: unknown;
+  [extra: string]: unknown;
+}
+
+export class EdgeError extends Error {
+  override name = 'EdgeError';
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly detail?: unknown,
+    /** Where SPEC.md fixes a different body for this error (plain text or extra fields). */
+    readonly body?: string | Record<string, unknown>,
+  ) {
+    super(message);
+  }
+
+  toBody(): ErrorBody | string {
+    if (typeof this.body === 'string') return this.body;
+    const out: ErrorBody = { error: this.message, code: this.code };
+    if (this.detail !== undefined) out.detail = this.detail;
+    return this.body ? { ...out, ...this.body } : out;
+  }
+}
+
+/** Every code with its status and default message; docs/errors.md documents each (a test checks). */
+export const ERROR_CODES = {
+  invalid_json: [400, 'Invalid JSON body'],
+  invalid_request: [400, 'Invalid request body'],
+  unknown_field: [400, 'Invalid request body'],
+  invalid_id: [400, 'Invalid identifier'],
+  invalid_query: [400, 'Invalid query parameter'],
+  pagination_too_deep: [400, 'Pagination offset too large'],
+  bad_request: [400, 'Bad request'],
+  unauthorized: [401, 'Missing or invalid API key'],
+  forbidden: [403, 'Forbidden'],
+  permission_denied: [403, 'Missing permission'],
+  not_a_member: [403, 'Not a member of the active account'],
+  account_suspended: [403, 'Account suspended'],
+  admin_required: [403, 'Administrator privileges required'],
+  entitlement_required: [403, 'Plan does not include this feature'],
+  quota_exceeded: [403, 'Quota reached'],
+  verification_required: [403, 'Verification required'],
+  not_found: [404, 'Not found'],
+  route_not_found: [404, 'No such route'],
+  conflict: [409, 'Conflict'],
+  already_exists: [409, 'Already exists'],
+  quota_paused: [409, 'Endpoint is paused over plan limits and is read-only'],
+  body_too_large: [413, 'Request body too large'],
+  unsupported_media_type: [415, 'Content-Type must be application/json'],
+  internal: [500, 'Internal server error'],
+  unavailable: [503, 'Service unavailable'],
+} as const satisfies Record<string, readonly [number, string]>;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+type Raise = (message?: string, detail?: unknown) => EdgeError;
+
+/** `fail.not_found('endpoint not found')` builds the registered error, with an optional message and detail. */
+export const fail = Object.fromEntries(
+  Object.entries(ERROR_CODES).map(([code, [status, message]]) => [
+    code,
+    (custom?: string, detail?: unknown) => new EdgeError(status, code, custom ?? message, detail),
+  ]),
+) as Record<ErrorCode, Raise>;
+
+export function isEdgeError(err: unknown): err is EdgeError {
+  return err instanceof EdgeError;
+}

@@ -1,0 +1,174 @@
+// The source of truth: PostgreSQL through `pg` when DATABASE_URL is set, embedded PGlite otherwise.
+// Both engines run the same SQL and migrations behind one small interface; int8 columns read as numbers.
+import { mkdirSync } from 'node:fs';
+import pg from 'pg';
+import { PGlite, types as pgliteTypes } from '@electric-sql/pglite';
+import { migrate } from './migrate.ts';
+
+export interface QueryResult<R> {
+  rows: R[];
+  rowCount: number;
+}
+
+/** Anything SQL can be sent to: the database itself or an open transaction. */
+export interface Queryable {
+  query<R = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<QueryResult<R>>;
+}
+
+export interface Database extends Queryable {
+  readonly engine: 'postgres' | 'pglite';
+  readonly schema: string;
+  /** Runs `fn` in one transaction: committed when it resolves, rolled back when it throws. */
+  transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
+  /** LISTEN on a channel; NOTIFY payloads arrive after the notifying transaction commits. */
+  listen(channel: string, onPayload: (payload: string) => void): Promise<() => Promise<void>>;
+  close(): Promise<void>;
+}
+
+export interface DatabaseOptions {
+  /** postgres:// URL; empty selects embedded PGlite. */
+  url: string;
+  /** Where PGlite keeps its files; `memory://` keeps them in memory. */
+  dataDir: string;
+  /** PostgreSQL schema holding every table, so several instances can share one database. */
+  schema: string;
+}
+
+/** Postgres reports int8 as text to stay exact; our ids stay far below 2^53, so numbers are safe and simpler. */
+function parseInt8(value: string): number {
+  return Number(value);
+}
+
+/** Unique-violation check that works for both drivers (both surface SQLSTATE in `code`). */
+export function isUniqueViolation(err: unknown, constraint?: string): boolean {
+  const e = err as { code?: string; constraint?: string; message?: string };
+  if (e?.code !== '23505') return false;
+  return constraint === undefined || e.constraint === constraint || (e.message ?? '').includes(constraint);
+}
+
+class PostgresDatabase implements Database {
+  readonly engine = 'postgres' as const;
+  get schema(): string {
+    return this.options.schema;
+  }
+  private listener: pg.Client | null = null;
+  private readonly channels = new Map<string, Set<(payload: string) => void>>();
+
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly options: DatabaseOptions,
+  ) {}
+
+  async query<R>(sql: string, params: readonly unknown[] = []): Promise<QueryResult<R>> {
+    const res = await this.pool.query(sql, params as unknown[]);
+    return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 };
+  }
+
+  async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
+    const client = await this.pool.connect();
+    const tx: Queryable = {
+      query: async <R>(sql: string, params: readonly unknown[] = []) => {
+        const res = await client.query(sql, params as unknown[]);
+        return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 };
+      },
+    };
+    try {
+      await client.query('BEGIN');
+      const out = await fn(tx);
+      await client.query('COMMIT');
+      return out;
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => {});
+      throw err;
+    } finally {
+      client.release();
+    }
+  }
+
+  async listen(channel: string, onPayload: (payload: string) => void): Promise<() => Promise<void>> {
+    if (!this.listener) {
+      this.listener = new pg.Client({ connectionString: this.options.url });
+      this.listener.on('notification', (msg) => {
+        for (const cb of this.channels.get(msg.channel) ?? []) cb(msg.payload ?? '');
+      });
+      // A lost LISTEN connection only delays delivery: consumers also poll, so log-and-drop is enough here.
+      this.listener.on('error', () => {});
+      await this.listener.connect();
+    }
+    let set = this.channels.get(channel);
+    if (!set) {
+      set = new Set();
+      this.channels.set(channel, set);
+      await this.listener.query(`LISTEN "${channel.replace(/"/g, '')}"`);
+    }
+    set.add(onPayload);
+    return async () => {
+      set.delete(onPayload);
+    };
+  }
+
+  async close(): Promise<void> {
+    await this.listener?.end().catch(() => {});
+    await this.pool.end();
+  }
+}
+
+/** PGlite reports affectedRows 0 for SELECT; pg's rowCount counts returned rows there, so match it. */
+function liteResult<R>(res: { rows: R[]; affectedRows?: number }): QueryResult<R> {
+  return { rows: res.rows, rowCount: res.rows.length > 0 ? res.rows.length : (res.affectedRows ?? 0) };
+}
+
+class PgliteDatabase implements Database {
+  readonly engine = 'pglite' as const;
+  constructor(
+    private readonly db: PGlite,
+    readonly schema: string,
+  ) {}
+
+  async query<R>(sql: string, params: readonly unknown[] = []): Promise<QueryResult<R>> {
+    return liteResult(await this.db.query<R>(sql, params as unknown[]));
+  }
+
+  transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
+    // PGlite has one backend; its transaction() queues callers, which matches row locking's outcome.
+    return this.db.transaction(async (t) =>
+      fn({
+        query: async <R>(sql: string, params: readonly unknown[] = []) => {
+          return liteResult(await t.query<R>(sql, params as unknown[]));
+        },
+      }),
+    );
+  }
+
+  async listen(channel: string, onPayload: (payload: string) => void): Promise<() => Promise<void>> {
+    const unlisten = await this.db.listen(channel, onPayload);
+    return async () => unlisten();
+  }
+
+  async close(): Promise<void> {
+    if (!this.db.closed) await this.db.close();
+  }
+}
+
+/** Opens the configured engine and applies pending migrations before returning. */
+export async function openDatabase(options: DatabaseOptions): Promise<Database> {
+  let db: Database;
+  if (options.url) {
+    // The server applies search_path at connection start, so no query can run before it takes effect.
+    const pool = new pg.Pool({ connectionString: options.url, max: 10, options: `-c search_path=${options.schema}` });
+    pool.on('error', () => {}); // idle-client errors surface on the next query instead
+    pool.on('connect', (client) => client.setTypeParser(20, parseInt8));
+    db = new PostgresDatabase(pool, options);
+    await db.query(`CREATE SCHEMA IF NOT EXISTS "${options.schema}"`);
+  } else {
+    if (!options.dataDir.startsWith('memory://')) mkdirSync(options.dataDir, { recursive: true });
+    const lite = await PGlite.create(options.dataDir, { parsers: { [pgliteTypes.INT8]: parseInt8 } });
+    db = new PgliteDatabase(lite, options.schema);
+    if (options.schema !== 'public') {
+      await db.query(`CREATE SCHEMA IF NOT EXISTS "${options.schema}"`);
+      await lite.exec(`SET search_path TO "${options.schema}"`);
+    }
+  }
+  await migrate(db);
+  return db;
+}
