@@ -1,0 +1,184 @@
+// The `edge` command: `serve` runs the node, `admin` bootstraps users and keys directly against the store.
+// Configuration errors exit with status 2 and one line naming the bad setting.
+import { parseArgs } from 'node:util';
+import { ConfigError, loadConfig, type Config } from './shared/config.ts';
+import { createLogger } from './shared/log.ts';
+import { generateApiKey } from './shared/api-keys.ts';
+import { openDatabase } from './store/db.ts';
+import * as accounts from './store/accounts.ts';
+import { bootstrapAdmin } from './control/bootstrap.ts';
+import { startNode } from './main.ts';
+
+const HELP = `Usage: edge <command> [options]
+
+Commands:
+  serve [--role all|control|edge|worker]   Run the node (default role: EDGE_ROLE or all)
+  admin <subcommand>                       Operate on the store directly (no running server needed)
+  help                                     Show this text
+
+Run "edge <command> --help" for a command's options. Configuration: environment variables (see README).`;
+
+const ADMIN_HELP = `Usage: edge admin <subcommand> [options]
+
+Subcommands:
+  bootstrap                                   Ensure the admin user exists; prints a generated key if the store is empty
+  create-user --email E --plan P [--admin]    Create a user and print their first API key (JSON)
+  set-plan --email E --plan P                 Change a user's plan
+  suspend --email E | unsuspend --email E     Suspend or reinstate a user's personal account
+  create-key --email E [--name N]             Issue another API key for a user (printed once)
+  verify --email E [--email-verified] [--payment-method] [--identity-verified]
+                                              Set a user's verification flags`;
+
+function config(): Config {
+  try {
+    return loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`edge: configuration error: ${err.message}\n`);
+      process.exit(2);
+    }
+    throw err;
+  }
+}
+
+async function serve(args: string[]): Promise<void> {
+  const { values } = parseArgs({ args, options: { role: { type: 'string' }, help: { type: 'boolean', short: 'h' } } });
+  if (values.help) return void process.stdout.write('Usage: edge serve [--role all|control|edge|worker]\n');
+  if (values.role) process.env.EDGE_ROLE = values.role;
+  const cfg = config();
+  const logger = createLogger(cfg.logLevel, { role: cfg.role, node: cfg.nodeId, region: cfg.region });
+  const node = await startNode(cfg, logger);
+  if (node.generatedAdminKey) {
+    process.stdout.write(`\nAdmin API key (shown once, store it now): ${node.generatedAdminKey}\n\n`);
+  }
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, 'shutting down');
+    // A drain that hangs must not keep the process alive forever.
+    setTimeout(() => process.exit(1), 15_000).unref();
+    await node.close();
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+}
+
+async function admin(args: string[]): Promise<void> {
+  const [sub, ...rest] = args;
+  const { values } = parseArgs({
+    args: rest,
+    options: {
+      email: { type: 'string' },
+      plan: { type: 'string' },
+      name: { type: 'string' },
+      admin: { type: 'boolean' },
+      'email-verified': { type: 'boolean' },
+      'payment-method': { type: 'boolean' },
+      'identity-verified': { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (!sub || values.help || sub === 'help') return void process.stdout.write(ADMIN_HELP + '\n');
+  const cfg = config();
+  const db = await openDatabase({ url: cfg.databaseUrl, dataDir: `${cfg.dataDir}/pglite`, schema: cfg.databaseSchema });
+  const out = (v: unknown) => process.stdout.write(JSON.stringify(v, null, 2) + '\n');
+  const need = (name: 'email' | 'plan'): string => {
+    const v = values[name];
+    if (!v) throw new UsageError(`--${name} is required`);
+    if (name === 'plan' && !cfg.plans[v]) throw new UsageError(`unknown plan "${v}" (configured: ${Object.keys(cfg.plans).join(', ')})`);
+    return v;
+  };
+  const user = async () => {
+    const u = await accounts.findUserByEmail(db, need('email'));
+    if (!u) throw new UsageError(`no user with e-mail ${values.email}`);
+    return u;
+  };
+  try {
+    switch (sub) {
+      case 'bootstrap': {
+        const res = await bootstrapAdmin(db, cfg);
+        out({ admin_user_id: res?.adminUserId ?? null, api_key: res?.generatedKey ?? null });
+        break;
+      }
+      case 'create-user': {
+        const key = generateApiKey();
+        const { user: u, account } = await db.transaction((tx) =>
+          accounts.createUserWithKey(tx, { email: need('email'), plan: need('plan'), isAdmin: values.admin, key }),
+        );
+        out({ id: u.id, email: u.email, plan: account.plan, account_id: account.id, api_key: key.key });
+        break;
+      }
+      case 'set-plan': {
+        const u = await user();
+        const account = await db.transaction((tx) => accounts.setAccountPlan(tx, u.personal_account_id, need('plan')));
+        out({ id: u.id, email: u.email, plan: account?.plan });
+        break;
+      }
+      case 'suspend':
+      case 'unsuspend': {
+        const u = await user();
+        const account = await db.transaction((tx) => accounts.setAccountSuspended(tx, u.personal_account_id, sub === 'suspend'));
+        out({ id: u.id, account_id: account?.id, suspended: account?.suspended_at !== null });
+        break;
+      }
+      case 'create-key': {
+        const u = await user();
+        const key = generateApiKey();
+        const row = await db.transaction((tx) => accounts.insertApiKey(tx, { userId: u.id, accountId: u.personal_account_id, name: values.name ?? '', key }));
+        out({ id: row.id, user_id: u.id, api_key: key.key });
+        break;
+      }
+      case 'verify': {
+        const u = await user();
+        const row = await db.transaction((tx) =>
+          accounts.setVerification(tx, u.id, {
+            email_verified: values['email-verified'],
+            payment_method: values['payment-method'],
+            identity_verified: values['identity-verified'],
+          }),
+        );
+        out({ id: row?.id, email_verified: row?.email_verified, payment_method: row?.payment_method, identity_verified: row?.identity_verified });
+        break;
+      }
+      default:
+        throw new UsageError(`unknown admin subcommand "${sub}"\n\n${ADMIN_HELP}`);
+    }
+  } finally {
+    await db.close();
+  }
+}
+
+class UsageError extends Error {}
+
+async function main(argv: string[]): Promise<void> {
+  const [command, ...args] = argv;
+  switch (command) {
+    case 'serve':
+      return serve(args);
+    case 'admin':
+      return admin(args);
+    case undefined:
+    case 'help':
+    case '--help':
+    case '-h':
+      process.stdout.write(HELP + '\n');
+      return;
+    default:
+      throw new UsageError(`unknown command "${command}"\n\n${HELP}`);
+  }
+}
+
+main(process.argv.slice(2)).catch((err) => {
+  if (err instanceof UsageError || (err as { code?: string }).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
+    process.stderr.write(`edge: ${(err as Error).message}\n`);
+    process.exit(2);
+  }
+  if ((err as { code?: string }).code === '23505') {
+    process.stderr.write('edge: already exists\n');
+    process.exit(1);
+  }
+  process.stderr.write(`edge: ${(err as Error).stack ?? err}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,223 @@
+// The control API's HTTP layer: fastify with TypeBox schemas (validation and OpenAPI from one source),
+// API-key authentication, and the one place where any error becomes the uniform `{error, code, detail}` body.
+import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyRequest } from 'fastify';
+import swagger from '@fastify/swagger';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { TypeCompiler } from '@sinclair/typebox/compiler';
+import { ValueErrorType } from '@sinclair/typebox/errors';
+import { Value } from '@sinclair/typebox/value';
+import type { TSchema } from '@sinclair/typebox';
+import { Registry, collectDefaultMetrics, Counter, Histogram } from 'prom-client';
+import { EdgeError, fail } from '../shared/errors.ts';
+import type { Config } from '../shared/config.ts';
+import type { Logger } from '../shared/log.ts';
+import { parseInt64 } from '../shared/schema.ts';
+import type { Database } from '../store/db.ts';
+import { Caller, resolveCaller } from './caller.ts';
+
+export interface ControlDeps {
+  config: Config;
+  db: Database;
+  logger: Logger;
+  /** Extra readiness probes (Redis, when configured): each resolves true when its dependency answers. */
+  readiness: Record<string, () => Promise<boolean>>;
+}
+
+export type ControlApp = FastifyInstance<any, any, any, any, TypeBoxTypeProvider>;
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    caller: Caller;
+  }
+  interface FastifyContextConfig {
+    /** No API key needed (health, OpenAPI, public webhooks). */
+    public?: boolean;
+  }
+}
+
+const FORBIDDEN_KEYS = new Set(['__proto__', 'constructor', 'prototype']);
+
+/** JSON.parse that refuses prototype-pollution keys anywhere in the document (SPEC: rejected, 400). */
+export function parseJsonBody(text: string): unknown {
+  return JSON.parse(text, (key, value) => {
+    if (FORBIDDEN_KEYS.has(key)) throw fail.invalid_request('Invalid request body', `forbidden key "${key}"`);
+    return value;
+  });
+}
+
+interface ValidationIssue {
+  message: string;
+  instancePath: string;
+  type: ValueErrorType;
+}
+
+/** TypeBox compiled checkers: bodies are checked as sent (strict types); query and path strings are converted first. */
+function validatorCompiler({ schema, httpPart }: { schema: TSchema; httpPart?: string }) {
+  const check = TypeCompiler.Compile(schema);
+  return (value: unknown) => {
+    const input = httpPart === 'body' ? value : Value.Convert(schema, value);
+    if (check.Check(input)) return { value: input };
+    const error: ValidationIssue[] = [...check.Errors(input)].slice(0, 5).map((e) => ({ message: e.message, instancePath: e.path, type: e.type }));
+    return { error: error as never };
+  };
+}
+
+function fieldName(path: string): string {
+  return path.replace(/^\//, '').replace(/\//g, '.') || '(body)';
+}
+
+/** Maps fastify's and the validator's errors onto the registry, so every response has a stable code. */
+export function toEdgeError(err: unknown): EdgeError {
+  if (err instanceof EdgeError) return err;
+  const e = err as FastifyError & { validation?: ValidationIssue[]; validationContext?: string };
+  if (e.validation) {
+    const first = e.validation[0];
+    const field = fieldName(first?.instancePath ?? '');
+    switch (e.validationContext) {
+      case 'params':
+        return fail.invalid_id(`Invalid ${field}`, `${field}: ${first?.message}`);
+      case 'querystring':
+        return fail.invalid_query(`Invalid query parameter ${field}`, `${field}: ${first?.message}`);
+      case 'headers':
+        return fail.bad_request(`Invalid header ${field}`, first?.message);
+    }
+    if (first?.type === ValueErrorType.ObjectAdditionalProperties) return fail.unknown_field('Invalid request body', `unknown field "${field}"`);
+    if (first?.type === ValueErrorType.ObjectRequiredProperty) return fail.invalid_request('Invalid request body', `missing required field "${field}"`);
+    return fail.invalid_request('Invalid request body', `${field}: ${first?.message}`);
+  }
+  switch (e.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return fail.body_too_large();
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return fail.unsupported_media_type();
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return fail.bad_request('Content-Length does not match the body');
+  }
+  if (err instanceof SyntaxError) return fail.invalid_json('Invalid JSON body', err.message);
+  if (typeof e.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500) return fail.bad_request(e.message);
+  return fail.internal();
+}
+
+/** Reads an int64 path segment; 400 when it is not one (SPEC.md: non-numeric id in path). */
+export function int64Param(value: string, name = 'id'): number {
+  const id = parseInt64(value);
+  if (id === null) throw fail.invalid_id(`Invalid ${name}`, `${name} must be a positive int64`);
+  return id;
+}
+
+/** Route guard for SPEC.md operations that answer 415 unless the body is declared as JSON. */
+export async function requireJsonContentType(req: FastifyRequest): Promise<void> {
+  const type = req.headers['content-type'] ?? '';
+  if (!/^application\/json\s*(;|$)/i.test(type)) throw fail.unsupported_media_type();
+}
+
+export function createControlApp(deps: ControlDeps): ControlApp {
+  const app = Fastify({
+    loggerInstance: deps.logger.child({ component: 'control' }),
+    bodyLimit: deps.config.bodyLimitBytes,
+    // One compact line per request comes from the onResponse hook below instead of fastify's two.
+    logController: new LogController({ disableRequestLogging: true }),
+    // Ids and routes are case-sensitive; a trailing slash is the same route.
+    routerOptions: { ignoreTrailingSlash: true },
+    return503OnClosing: true,
+  }).withTypeProvider<TypeBoxTypeProvider>();
+
+  app.setValidatorCompiler(validatorCompiler as never);
+  // JSON only: any other media type (text/plain included, which fastify parses by default) is a 415.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
+    // An empty JSON body means "no body": SPEC.md accepts "no body (empty object or none)" on several operations.
+    if (body === '') return done(null, undefined);
+    try {
+      done(null, parseJsonBody(body as string));
+    } catch (err) {
+      done(err instanceof EdgeError ? err : fail.invalid_json('Invalid JSON body', (err as Error).message), undefined);
+    }
+  });
+
+  app.setErrorHandler((err, req, reply) => {
+    const error = toEdgeError(err);
+    if (error.status >= 500) req.log.error({ err }, 'request failed');
+    const body = error.toBody();
+    reply.status(error.status);
+    if (typeof body === 'string') reply.type('text/plain; charset=utf-8');
+    return reply.send(body);
+  });
+  app.setNotFoundHandler((req, reply) => {
+    const error = fail.route_not_found(`No route ${req.method} ${req.url.split('?')[0]}`);
+    reply.status(404).send(error.toBody());
+  });
+
+  const metrics = new Registry();
+  collectDefaultMetrics({ register: metrics, prefix: 'edge_control_' });
+  const requests = new Counter({ name: 'edge_control_requests_total', help: 'Control API requests', labelNames: ['method', 'route', 'status'], registers: [metrics] });
+  const latency = new Histogram({
+    name: 'edge_control_request_duration_seconds',
+    help: 'Control API latency',
+    labelNames: ['method', 'route'],
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+    registers: [metrics],
+  });
+  app.decorate('metricsRegistry', metrics);
+
+  app.addHook('onResponse', async (req, reply) => {
+    const route = req.routeOptions.url ?? 'unmatched';
+    requests.inc({ method: req.method, route, status: reply.statusCode });
+    latency.observe({ method: req.method, route }, reply.elapsedTime / 1000);
+    req.log.info({ method: req.method, route, url: req.url, status: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10 }, 'request');
+  });
+
+  // A body with no Content-Type is never parsed by fastify; say so instead of reporting it as missing.
+  app.addHook('onRequest', async (req) => {
+    const hasBody = Number(req.headers['content-length'] ?? 0) > 0 || req.headers['transfer-encoding'] !== undefined;
+    if (hasBody && !req.headers['content-type']) throw fail.unsupported_media_type();
+  });
+  // No body at all reads as an empty object, so "no body (empty object or none)" operations need no special case
+  // and required fields are still reported by name.
+  app.addHook('preValidation', async (req) => {
+    if (req.body === undefined && req.routeOptions.schema?.body) req.body = {};
+  });
+
+  app.decorateRequest('caller', null as unknown as Caller);
+  // Authentication runs before the body is read or validated: an unauthenticated caller learns nothing else.
+  app.addHook('onRequest', async (req) => {
+    if (req.routeOptions.config?.public || !req.routeOptions.url?.startsWith('/v1/')) return;
+    req.caller = await resolveCaller(req, deps.db, deps.config);
+  });
+
+  app.register(swagger, {
+    openapi: {
+      openapi: '3.0.3',
+      info: {
+        title: 'Edge platform control API',
+        version: '1',
+        description: 'Management API for endpoints, visitor auth, RBAC, routing and more. Errors use the body {error, code, detail?}.',
+      },
+      components: { securitySchemes: { apiKey: { type: 'apiKey', in: 'header', name: 'X-API-KEY' } } },
+      security: [{ apiKey: [] }],
+    },
+  });
+
+  app.get('/healthz', { config: { public: true }, schema: { hide: true } }, async () => ({ status: 'ok' }));
+  app.get('/readyz', { config: { public: true }, schema: { hide: true } }, async (_req, reply) => {
+    const checks: Record<string, boolean> = {};
+    const probes = { store: () => deps.db.query('SELECT 1').then(() => true), ...deps.readiness };
+    await Promise.all(
+      Object.entries(probes).map(async ([name, probe]) => {
+        checks[name] = await Promise.race([
+          probe().catch(() => false),
+          new Promise<boolean>((resolve) => setTimeout(resolve, 2000, false).unref()),
+        ]);
+      }),
+    );
+    const ready = Object.values(checks).every(Boolean);
+    return reply.status(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not_ready', checks });
+  });
+  app.get('/metrics', { config: { public: true }, schema: { hide: true } }, async (_req, reply) => {
+    reply.type(metrics.contentType);
+    return metrics.metrics();
+  });
+  app.get('/v1/openapi.json', { config: { public: true }, schema: { hide: true } }, async () => app.swagger());
+
+  return app;
+}

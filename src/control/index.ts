@@ -1,0 +1,28 @@
+// The control role: the /v1 management API on its own port, the source of truth's only writer.
+// It never opens a data-plane socket; edges learn of its writes through the change feed.
+import type { AddressInfo } from 'node:net';
+import { createControlApp, type ControlApp, type ControlDeps } from './http.ts';
+import { accountRoutes } from './routes/accounts.ts';
+import { adminRoutes } from './routes/admin.ts';
+
+/** Every route module, in the order they are registered. Adding an API area is one entry here. */
+const ROUTES = [accountRoutes, adminRoutes];
+
+export interface ControlServer {
+  app: ControlApp;
+  port: number;
+  close(): Promise<void>;
+}
+
+export function buildControlApp(deps: ControlDeps): ControlApp {
+  const app = createControlApp(deps);
+  for (const routes of ROUTES) routes(app, deps);
+  return app;
+}
+
+export async function startControl(deps: ControlDeps): Promise<ControlServer> {
+  const app = buildControlApp(deps);
+  await app.listen({ port: deps.config.controlPort, host: deps.config.bindHost });
+  const port = (app.server.address() as AddressInfo).port;
+  return { app, port, close: () => app.close() };
+}

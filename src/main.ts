@@ -1,0 +1,105 @@
+// The composition root: starts the roles this node runs (control, edge, worker, or all of them) and wires
+// them together through the store and the change feed. The only module that may import more than one role.
+import { Redis } from 'ioredis';
+import type { Config } from './shared/config.ts';
+import type { Logger } from './shared/log.ts';
+import { FeedMirror, FeedSubscriber } from './shared/feed/subscriber.ts';
+import { MemoryFeed } from './shared/feed/memory.ts';
+import { RedisFeed } from './shared/feed/redis.ts';
+import type { FeedSink, FeedSource } from './shared/feed/transport.ts';
+import { openDatabase, type Database } from './store/db.ts';
+import { bootstrapAdmin } from './control/bootstrap.ts';
+import { FeedPublisher } from './control/feed-publisher.ts';
+import { startControl, type ControlServer } from './control/index.ts';
+
+export interface NodeHandle {
+  config: Config;
+  db?: Database;
+  control?: ControlServer;
+  /** The edge role's copy of the config feed. */
+  edgeFeed?: { subscriber: FeedSubscriber; mirror: FeedMirror };
+  publisher?: FeedPublisher;
+  /** Set when this start generated the first admin key; it is shown once and never stored in clear. */
+  generatedAdminKey?: string;
+  close(): Promise<void>;
+}
+
+function runs(config: Config, role: 'control' | 'edge' | 'worker'): boolean {
+  return config.role === 'all' || config.role === role;
+}
+
+export async function startNode(config: Config, logger: Logger): Promise<NodeHandle> {
+  const closers: Array<() => Promise<void>> = [];
+  const handle: NodeHandle = {
+    config,
+    async close() {
+      // Reverse start order: stop taking requests before closing what they use.
+      for (const close of closers.reverse()) await close().catch((err) => logger.error({ err }, 'shutdown step failed'));
+    },
+  };
+  try {
+    if (!config.redisUrl && config.role !== 'all') {
+      throw new Error(`EDGE_ROLE=${config.role} needs REDIS_URL: separate roles meet only through Redis and the database`);
+    }
+    const needsDb = runs(config, 'control') || runs(config, 'worker');
+    if (needsDb) {
+      const db = await openDatabase({ url: config.databaseUrl, dataDir: `${config.dataDir}/pglite`, schema: config.databaseSchema });
+      handle.db = db;
+      closers.push(() => db.close());
+      logger.info({ engine: db.engine, schema: db.schema }, 'store ready');
+    }
+
+    // The feed: Redis between nodes, or one in-process map shared by the roles of this process.
+    let sink: FeedSink & FeedSource;
+    let redis: Redis | undefined;
+    if (config.redisUrl) {
+      sink = new RedisFeed({ url: config.redisUrl, prefix: config.redisPrefix, maxLen: config.feed.streamMaxLen, logger });
+      redis = new Redis(config.redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1, enableOfflineQueue: false });
+      redis.on('error', () => {});
+      await redis.connect().catch((err) => logger.warn({ err }, 'redis not reachable yet; readiness will say so'));
+      closers.push(async () => {
+        redis?.disconnect();
+      });
+    } else {
+      sink = new MemoryFeed({ maxLen: config.feed.streamMaxLen });
+    }
+    closers.push(() => sink.close());
+
+    if (runs(config, 'control')) {
+      const db = handle.db!;
+      const boot = await bootstrapAdmin(db, config);
+      if (boot?.generatedKey) {
+        handle.generatedAdminKey = boot.generatedKey;
+        logger.warn({ admin_user_id: boot.adminUserId }, 'generated the first admin API key; it is printed once on stdout');
+      }
+      const publisher = new FeedPublisher({ db, sink, logger, pollMs: config.feed.publishPollMs, retain: config.feed.outboxRetention });
+      await publisher.start();
+      handle.publisher = publisher;
+      closers.push(() => publisher.stop());
+      const readiness: Record<string, () => Promise<boolean>> = {};
+      if (redis) readiness.redis = async () => (await redis!.ping()) === 'PONG';
+      const control = await startControl({ config, db, logger, readiness });
+      handle.control = control;
+      closers.push(() => control.close());
+      logger.info({ port: control.port, host: config.bindHost }, 'control API listening');
+    }
+
+    if (runs(config, 'edge')) {
+      const mirror = new FeedMirror();
+      const subscriber = new FeedSubscriber(sink, mirror, { checkIntervalMs: config.feed.checkIntervalMs, logger });
+      subscriber.on('applied', (version: number) => logger.debug({ version }, 'edge config version applied'));
+      await subscriber.start();
+      handle.edgeFeed = { subscriber, mirror };
+      closers.push(() => subscriber.stop());
+      logger.info({ region: config.region, node: config.nodeId, version: subscriber.version }, 'edge config feed subscribed');
+    }
+
+    if (runs(config, 'worker')) {
+      logger.info('worker role started (no scheduled jobs in this release)');
+    }
+    return handle;
+  } catch (err) {
+    await handle.close();
+    throw err;
+  }
+}

@@ -1,0 +1,51 @@
+// Configuration: defaults, environment overrides, and a clear refusal naming the bad setting.
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { ConfigError, loadConfig } from '../../src/shared/config.ts';
+
+describe('loadConfig', () => {
+  it('has the documented defaults', () => {
+    const c = loadConfig({});
+    assert.equal(c.role, 'all');
+    assert.equal(c.controlPort, 8081);
+    assert.equal(c.httpPort, 8080);
+    assert.equal(c.httpsPort, 8443);
+    assert.equal(c.dataDir, './data');
+    assert.equal(c.baseDomain, 'edge.localhost');
+    assert.equal(c.region, 'local');
+    assert.deepEqual(Object.keys(c.plans).sort(), ['business', 'free', 'pro']);
+  });
+
+  it('lets environment variables override, including port 0', () => {
+    const c = loadConfig({ EDGE_ROLE: 'edge', EDGE_CONTROL_PORT: '0', EDGE_REGION: 'eu-west', DATABASE_URL: 'postgres://x/y', REDIS_URL: 'redis://r:6379' });
+    assert.equal(c.role, 'edge');
+    assert.equal(c.controlPort, 0);
+    assert.equal(c.region, 'eu-west');
+    assert.equal(c.databaseUrl, 'postgres://x/y');
+    assert.equal(c.redisUrl, 'redis://r:6379');
+  });
+
+  it('is frozen, plans included', () => {
+    const c = loadConfig({});
+    assert.throws(() => {
+      (c as { controlPort: number }).controlPort = 1;
+    }, TypeError);
+    assert.throws(() => {
+      (c.plans.free.entitlements as { rbac: boolean }).rbac = true;
+    }, TypeError);
+  });
+
+  it('names the bad setting and the variable that set it', () => {
+    const cases: Array<[Record<string, string>, RegExp]> = [
+      [{ EDGE_ROLE: 'proxy' }, /"role" \(from EDGE_ROLE\)/],
+      [{ EDGE_HTTP_PORT: '70000' }, /"httpPort" \(from EDGE_HTTP_PORT\)/],
+      [{ EDGE_CONTROL_PORT: 'eighty' }, /EDGE_CONTROL_PORT must be an integer/],
+      [{ EDGE_BASE_DOMAIN: 'Bad_Domain!' }, /"baseDomain" \(from EDGE_BASE_DOMAIN\)/],
+      [{ EDGE_REGION: 'EU WEST' }, /"region" \(from EDGE_REGION\)/],
+      [{ EDGE_DATABASE_SCHEMA: 'x; drop' }, /"databaseSchema"/],
+    ];
+    for (const [env, message] of cases) {
+      assert.throws(() => loadConfig(env), (err: Error) => err instanceof ConfigError && message.test(err.message), JSON.stringify(env));
+    }
+  });
+});
