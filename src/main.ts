@@ -1,6 +1,9 @@
 // The composition root: starts the roles this node runs (control, edge, worker, or all of them) and wires
 // them together through the store and the change feed. The only module that may import more than one role.
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
+import { SecretBox } from './shared/secrets.ts';
 import type { Config } from './shared/config.ts';
 import type { Logger } from './shared/log.ts';
 import { FeedMirror, FeedSubscriber } from './shared/feed/subscriber.ts';
@@ -24,6 +27,25 @@ export interface NodeHandle {
   close(): Promise<void>;
 }
 
+/**
+ * EDGE_SECRET_KEY, or in the single-node mode a key generated once and kept in the data directory, so that
+ * `npm start` works with no setup. Clustered nodes must share one key, so they must be given it.
+ */
+function secretKey(config: Config, logger: Logger): string {
+  if (config.secretKey) return config.secretKey;
+  if (config.role !== 'all') throw new Error(`EDGE_ROLE=${config.role} needs EDGE_SECRET_KEY (the same value on every node)`);
+  const file = `${config.dataDir}/secret.key`;
+  try {
+    return readFileSync(file, 'utf8').trim();
+  } catch {
+    mkdirSync(config.dataDir, { recursive: true });
+    const key = randomBytes(32).toString('base64url');
+    writeFileSync(file, key + '\n', { mode: 0o600, flag: 'wx' });
+    logger.warn({ file }, 'generated EDGE_SECRET_KEY for this single node; set it explicitly for clusters');
+    return key;
+  }
+}
+
 function runs(config: Config, role: 'control' | 'edge' | 'worker'): boolean {
   return config.role === 'all' || config.role === role;
 }
@@ -41,6 +63,7 @@ export async function startNode(config: Config, logger: Logger): Promise<NodeHan
     if (!config.redisUrl && config.role !== 'all') {
       throw new Error(`EDGE_ROLE=${config.role} needs REDIS_URL: separate roles meet only through Redis and the database`);
     }
+    const secrets = new SecretBox(secretKey(config, logger));
     const needsDb = runs(config, 'control') || runs(config, 'worker');
     if (needsDb) {
       const db = await openDatabase({ url: config.databaseUrl, dataDir: `${config.dataDir}/pglite`, schema: config.databaseSchema });
@@ -78,7 +101,7 @@ export async function startNode(config: Config, logger: Logger): Promise<NodeHan
       closers.push(() => publisher.stop());
       const readiness: Record<string, () => Promise<boolean>> = {};
       if (redis) readiness.redis = async () => (await redis!.ping()) === 'PONG';
-      const control = await startControl({ config, db, logger, readiness });
+      const control = await startControl({ config, db, logger, secrets, readiness });
       handle.control = control;
       closers.push(() => control.close());
       logger.info({ port: control.port, host: config.bindHost }, 'control API listening');

@@ -12,6 +12,7 @@ import { EdgeError, fail } from '../shared/errors.ts';
 import type { Config } from '../shared/config.ts';
 import type { Logger } from '../shared/log.ts';
 import { parseInt64 } from '../shared/schema.ts';
+import type { SecretBox } from '../shared/secrets.ts';
 import type { Database } from '../store/db.ts';
 import { Caller, resolveCaller } from './caller.ts';
 
@@ -19,6 +20,8 @@ export interface ControlDeps {
   config: Config;
   db: Database;
   logger: Logger;
+  /** Seals secrets stored at rest (certificate private keys). */
+  secrets: SecretBox;
   /** Extra readiness probes (Redis, when configured): each resolves true when its dependency answers. */
   readiness: Record<string, () => Promise<boolean>>;
 }

@@ -4,9 +4,12 @@ import type { AddressInfo } from 'node:net';
 import { createControlApp, type ControlApp, type ControlDeps } from './http.ts';
 import { accountRoutes } from './routes/accounts.ts';
 import { adminRoutes } from './routes/admin.ts';
+import { certificateRoutes } from './routes/certificates.ts';
+import { domainRoutes } from './routes/domains.ts';
+import { endpointRoutes } from './routes/endpoints.ts';
 
 /** Every route module, in the order they are registered. Adding an API area is one entry here. */
-const ROUTES = [accountRoutes, adminRoutes];
+const ROUTES = [accountRoutes, adminRoutes, endpointRoutes, domainRoutes, certificateRoutes];
 
 export interface ControlServer {
   app: ControlApp;

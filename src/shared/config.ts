@@ -23,6 +23,10 @@ export const ConfigSchema = Type.Object(
     region: Type.String({ pattern: '^[a-z0-9][a-z0-9-]{0,31}$' }),
     nodeId: Type.String({ pattern: '^[A-Za-z0-9._-]{1,64}$' }),
     adminApiKey: Type.String(),
+    // Seals certificate private keys at rest; every node of a cluster needs the same value.
+    secretKey: Type.String(),
+    // ip[:port] list for domain-verification TXT lookups; empty uses the system resolver.
+    dnsResolvers: Type.String(),
     databaseUrl: Type.String(),
     databaseSchema: Type.String({ pattern: '^[a-z_][a-z0-9_]{0,62}$' }),
     redisUrl: Type.String(),
@@ -58,6 +62,8 @@ export const ENV_SETTINGS = {
   EDGE_REGION: 'region',
   EDGE_NODE_ID: 'nodeId',
   EDGE_ADMIN_API_KEY: 'adminApiKey',
+  EDGE_SECRET_KEY: 'secretKey',
+  EDGE_DNS_RESOLVERS: 'dnsResolvers',
   DATABASE_URL: 'databaseUrl',
   EDGE_DATABASE_SCHEMA: 'databaseSchema',
   REDIS_URL: 'redisUrl',
