@@ -10,6 +10,7 @@ import { loadConfig } from '../../src/shared/config.ts';
 import { createLogger } from '../../src/shared/log.ts';
 import { startNode, type NodeHandle } from '../../src/main.ts';
 import { testSchemaName } from './db.ts';
+import { copyPgliteTemplate } from './pglite-template.ts';
 
 export interface ApiResponse<T = any> {
   status: number;
@@ -52,6 +53,7 @@ export async function startTestNode(overrides: Record<string, string> = {}): Pro
   }
   Object.assign(env, overrides);
   const config = loadConfig(env);
+  if (!config.databaseUrl) await copyPgliteTemplate(join(config.dataDir, 'pglite'));
   const node = await startNode(config, createLogger(config.logLevel));
   const controlUrl = `http://127.0.0.1:${node.control!.port}`;
 
