@@ -19,7 +19,10 @@ export interface ControlServer {
 
 export function buildControlApp(deps: ControlDeps): ControlApp {
   const app = createControlApp(deps);
-  for (const routes of ROUTES) routes(app, deps);
+  // Registered as a plugin so it loads after @fastify/swagger, whose onRoute hook must see every route.
+  app.register(async (scope: ControlApp) => {
+    for (const routes of ROUTES) routes(scope, deps);
+  });
   return app;
 }
 
