@@ -1,0 +1,145 @@
+// The `edge` command as an operator meets it: `edge serve` on embedded defaults, the admin CLI against the store,
+// graceful shutdown, and a clear refusal of bad configuration.
+import { after, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { copyPgliteTemplate } from './helpers/pglite-template.ts';
+
+const BIN = fileURLToPath(new URL('../bin/edge.js', import.meta.url));
+
+/** The environment of a fresh machine: none of the services CI may have configured. */
+function cleanEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
+  const env = { ...process.env };
+  for (const k of Object.keys(env)) if (k.startsWith('EDGE_') || k === 'DATABASE_URL' || k === 'REDIS_URL') delete env[k];
+  return { ...env, EDGE_BIND_HOST: '127.0.0.1', ...extra };
+}
+
+function run(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [BIN, ...args], { env });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    child.on('error', reject);
+    child.on('exit', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+interface Served {
+  child: ChildProcess;
+  port: number;
+  adminKey?: string;
+  exited: Promise<number | null>;
+}
+
+/** Starts `edge serve` and resolves once it has logged its control port (and printed a generated key, if any). */
+function serve(env: NodeJS.ProcessEnv): Promise<Served> {
+  const child = spawn(process.execPath, [BIN, 'serve'], { env });
+  const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+  return new Promise((resolve, reject) => {
+    let adminKey: string | undefined;
+    let stderr = '';
+    child.stderr!.on('data', (d) => (stderr += d));
+    exited.then((code) => reject(new Error(`edge serve exited with ${code}: ${stderr}`)));
+    createInterface({ input: child.stdout! }).on('line', (line) => {
+      const key = /Admin API key \(shown once, store it now\): (\S+)/.exec(line);
+      if (key) adminKey = key[1];
+      if (!line.startsWith('{')) return;
+      const entry = JSON.parse(line);
+      if (entry.msg === 'control API listening') resolve({ child, port: entry.port, adminKey, exited });
+    });
+  });
+}
+
+describe('edge CLI', () => {
+  const dirs: string[] = [];
+  const children: ChildProcess[] = [];
+  after(async () => {
+    for (const c of children) c.kill('SIGKILL');
+    for (const d of dirs) await rm(d, { recursive: true, force: true });
+  });
+  async function dataDir(): Promise<string> {
+    const dir = await mkdtemp(join(tmpdir(), 'edge-cli-'));
+    dirs.push(dir);
+    await copyPgliteTemplate(join(dir, 'pglite'));
+    return dir;
+  }
+
+  it('serves on embedded defaults, prints a first admin key once, and shuts down cleanly on SIGTERM', async () => {
+    const dir = await dataDir();
+    const node = await serve(cleanEnv({ EDGE_DATA_DIR: dir, EDGE_CONTROL_PORT: '0' }));
+    children.push(node.child);
+    assert.ok(node.port > 0);
+    assert.match(node.adminKey ?? '', /^edge_[0-9a-f]{16}_/);
+    const base = `http://127.0.0.1:${node.port}`;
+
+    const anonymous = await fetch(`${base}/v1/me`);
+    assert.equal(anonymous.status, 401);
+    assert.deepEqual(await anonymous.json(), { error: 'Missing or invalid API key', code: 'unauthorized' });
+
+    const created = await fetch(`${base}/v1/admin/users`, {
+      method: 'POST',
+      headers: { 'x-api-key': node.adminKey!, 'content-type': 'application/json' },
+      body: JSON.stringify({ email: 'first@example.test', plan: 'free' }),
+    });
+    assert.equal(created.status, 201);
+    const user = await created.json();
+    assert.equal((await fetch(`${base}/v1/me`, { headers: { 'x-api-key': user.api_key } })).status, 200);
+
+    node.child.kill('SIGTERM');
+    assert.equal(await node.exited, 0);
+
+    // A second start on the same store generates no new key: the first one is still the admin's.
+    const again = await serve(cleanEnv({ EDGE_DATA_DIR: dir, EDGE_CONTROL_PORT: '0' }));
+    children.push(again.child);
+    assert.equal(again.adminKey, undefined);
+    assert.equal((await fetch(`http://127.0.0.1:${again.port}/v1/me`, { headers: { 'x-api-key': node.adminKey! } })).status, 200);
+    again.child.kill('SIGINT');
+    assert.equal(await again.exited, 0);
+  });
+
+  it('creates users offline with `edge admin`, and the served API accepts their keys', async () => {
+    const dir = await dataDir();
+    const env = cleanEnv({ EDGE_DATA_DIR: dir, EDGE_CONTROL_PORT: '0', EDGE_ADMIN_API_KEY: 'cli-admin-key-0123456789' });
+    const created = await run(['admin', 'create-user', '--email', 'ops@example.test', '--plan', 'pro'], env);
+    assert.equal(created.code, 0, created.stderr);
+    const user = JSON.parse(created.stdout);
+    assert.equal(user.plan, 'pro');
+
+    const duplicate = await run(['admin', 'create-user', '--email', 'ops@example.test', '--plan', 'pro'], env);
+    assert.notEqual(duplicate.code, 0);
+    const badPlan = await run(['admin', 'create-user', '--email', 'x@example.test', '--plan', 'gold'], env);
+    assert.equal(badPlan.code, 2);
+    assert.match(badPlan.stderr, /unknown plan "gold"/);
+
+    const node = await serve(env);
+    children.push(node.child);
+    const me = await fetch(`http://127.0.0.1:${node.port}/v1/me`, { headers: { 'x-api-key': user.api_key } });
+    assert.equal((await me.json()).active_account.plan, 'pro');
+    const admin = await fetch(`http://127.0.0.1:${node.port}/v1/me`, { headers: { 'x-api-key': 'cli-admin-key-0123456789' } });
+    assert.equal((await admin.json()).user.is_admin, true);
+    node.child.kill('SIGTERM');
+    await node.exited;
+  });
+
+  it('refuses bad configuration with exit status 2 and the setting named', async () => {
+    const res = await run(['serve'], cleanEnv({ EDGE_CONTROL_PORT: 'eighty' }));
+    assert.equal(res.code, 2);
+    assert.match(res.stderr, /EDGE_CONTROL_PORT must be an integer/);
+    const role = await run(['serve', '--role', 'edge'], cleanEnv({ EDGE_CONTROL_PORT: '0' }));
+    assert.notEqual(role.code, 0);
+    assert.match(role.stderr, /needs (REDIS_URL|EDGE_SECRET_KEY)/);
+  });
+
+  it('prints help', async () => {
+    const res = await run(['--help'], cleanEnv({}));
+    assert.equal(res.code, 0);
+    assert.match(res.stdout, /edge <command>/);
+  });
+});

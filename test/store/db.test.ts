@@ -1,0 +1,57 @@
+// The store behaves the same on both engines: migrations apply once, transactions roll back whole,
+// and constraints — not JavaScript checks — refuse duplicates.
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { isUniqueViolation } from '../../src/store/db.ts';
+import { migrate, listMigrations } from '../../src/store/migrate.ts';
+import { createUser, addMember, createOrganization } from '../../src/store/accounts.ts';
+import { currentVersion } from '../../src/store/feed.ts';
+import { openTestDatabase, type TestDatabase } from '../helpers/db.ts';
+
+describe(`store (${process.env.DATABASE_URL ? 'PostgreSQL' : 'PGlite'})`, () => {
+  let t: TestDatabase;
+  before(async () => {
+    t = await openTestDatabase();
+  });
+  after(() => t.close());
+
+  it('has applied every migration, and applying again changes nothing', async () => {
+    const { rows } = await t.db.query<{ version: number }>('SELECT version FROM schema_migrations ORDER BY version');
+    assert.deepEqual(rows.map((r) => r.version), listMigrations().map((m) => m.version));
+    assert.deepEqual(await migrate(t.db), []);
+  });
+
+  it('rolls a failed transaction back whole, feed version included', async () => {
+    const before = await currentVersion(t.db);
+    await assert.rejects(
+      t.db.transaction(async (tx) => {
+        await createUser(tx, { email: 'rollback@example.test', plan: 'free' });
+        throw new Error('boom');
+      }),
+      /boom/,
+    );
+    const { rows } = await t.db.query("SELECT 1 FROM users WHERE email = 'rollback@example.test'");
+    assert.equal(rows.length, 0);
+    assert.equal(await currentVersion(t.db), before);
+  });
+
+  it('refuses a second user with the same e-mail in another case, by constraint', async () => {
+    await t.db.transaction((tx) => createUser(tx, { email: 'Dup@example.test', plan: 'free' }));
+    const err = await t.db.transaction((tx) => createUser(tx, { email: 'dup@EXAMPLE.test', plan: 'free' })).catch((e) => e);
+    assert.ok(isUniqueViolation(err, 'users_email_key'), String(err));
+  });
+
+  it('refuses a duplicate membership pair, by constraint', async () => {
+    const { user: owner } = await t.db.transaction((tx) => createUser(tx, { email: 'owner@example.test', plan: 'pro' }));
+    const { user: member } = await t.db.transaction((tx) => createUser(tx, { email: 'member@example.test', plan: 'free' }));
+    const org = await t.db.transaction((tx) => createOrganization(tx, { name: 'Org', plan: 'pro', ownerId: owner.id }));
+    await t.db.transaction((tx) => addMember(tx, org.id, member.id, ['endpoints:read']));
+    const err = await t.db.transaction((tx) => addMember(tx, org.id, member.id, [])).catch((e) => e);
+    assert.ok(isUniqueViolation(err), String(err));
+  });
+
+  it('reads int8 columns as numbers on both engines', async () => {
+    const { rows } = await t.db.query<{ id: number }>('SELECT id FROM users LIMIT 1');
+    assert.equal(typeof rows[0].id, 'number');
+  });
+});
