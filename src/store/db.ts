@@ -46,6 +46,11 @@ export function isUniqueViolation(err: unknown, constraint?: string): boolean {
   return constraint === undefined || e.constraint === constraint || (e.message ?? '').includes(constraint);
 }
 
+/** SQLSTATE foreign_key_violation: a RESTRICT reference refuses deleting a row still in use. */
+export function isForeignKeyViolation(err: unknown): boolean {
+  return (err as { code?: string })?.code === '23503';
+}
+
 class PostgresDatabase implements Database {
   readonly engine = 'postgres' as const;
   get schema(): string {
