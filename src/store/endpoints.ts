@@ -1,6 +1,8 @@
 // Endpoints: the persistent routing entries connecting a public hostname to a user's agents.
 // Quotas and port uniqueness are enforced by locks and constraints inside the writing transaction.
 import type { Queryable } from './db.ts';
+import { unpublishCertificateIfUnused } from './certificates.ts';
+import { publishEndpoint, publishEndpointDeleted } from './endpoint-feed.ts';
 
 export interface EndpointRow {
   id: number;
@@ -12,7 +14,7 @@ export interface EndpointRow {
   hostname: string;
   protocol: 'unified' | 'http' | 'tcp' | 'udp';
   is_custom: boolean;
-  status: 'active' | 'provisioning' | 'error' | 'disabled';
+  status: EndpointStatus;
   mtls_mode: 'disabled' | 'optional' | 'required';
   mtls_ca_pem: string | null;
   ephemeral: boolean;
@@ -22,11 +24,17 @@ export interface EndpointRow {
   dedicated_udp_port: number | null;
   certificate_id: number | null;
   capture_enabled: boolean;
-  capture_level: 'full' | 'metadata' | 'off' | null;
+  capture_level: CaptureLevel | null;
   paused_at: Date | null;
   created_at: Date;
   updated_at: Date;
 }
+
+export const ENDPOINT_STATUSES = ['active', 'provisioning', 'error', 'disabled'] as const;
+export type EndpointStatus = (typeof ENDPOINT_STATUSES)[number];
+
+export const CAPTURE_LEVELS = ['full', 'metadata', 'off'] as const;
+export type CaptureLevel = (typeof CAPTURE_LEVELS)[number];
 
 /** Columns with the uuid as text, so both drivers hand back the same string. */
 export const ENDPOINT_COLUMNS = `id, uuid::text AS uuid, user_id, account_id, domain_id, subdomain, hostname, protocol, is_custom, status,
@@ -36,4 +44,216 @@ export const ENDPOINT_COLUMNS = `id, uuid::text AS uuid, user_id, account_id, do
 export async function findEndpointByUuid(db: Queryable, uuid: string, opts: { forUpdate?: boolean } = {}): Promise<EndpointRow | null> {
   const { rows } = await db.query<EndpointRow>(`SELECT ${ENDPOINT_COLUMNS} FROM endpoints WHERE uuid = $1${opts.forUpdate ? ' FOR UPDATE' : ''}`, [uuid]);
   return rows[0] ?? null;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Quota bookkeeping. Quotas are read-then-write, so they are only safe under a lock every competing writer takes:
+// the owner's users row (per-user permanent quota, dedicated-port count) and, for organizations, the accounts row
+// (organization endpoint limit). Writers take them in that order, user then account then endpoint, so they never
+// deadlock one another. Under READ COMMITTED each later statement sees what the previous lock holder committed.
+// ---------------------------------------------------------------------------------------------------------------
+
+/** Locks the user row that serialises one user's quota-checked writes; false when the user does not exist. */
+export async function lockUserForQuota(tx: Queryable, userId: number): Promise<boolean> {
+  const { rows } = await tx.query('SELECT id FROM users WHERE id = $1 FOR UPDATE', [userId]);
+  return rows.length > 0;
+}
+
+/** Locks an organization's account row, so members creating at once cannot overrun the organization limit. */
+export async function lockAccountForQuota(tx: Queryable, accountId: number): Promise<void> {
+  await tx.query('SELECT id FROM accounts WHERE id = $1 FOR UPDATE', [accountId]);
+}
+
+/** Permanent endpoints a user owns, in every account: what the per-user permanent quota counts. */
+export async function countPermanentEndpoints(db: Queryable, userId: number): Promise<number> {
+  const { rows } = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM endpoints WHERE user_id = $1 AND NOT ephemeral', [userId]);
+  return rows[0].n;
+}
+
+/** Permanent endpoints in one account: what the organization endpoint limit counts (ephemerals come and go). */
+export async function countPermanentAccountEndpoints(db: Queryable, accountId: number): Promise<number> {
+  const { rows } = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM endpoints WHERE account_id = $1 AND NOT ephemeral', [accountId]);
+  return rows[0].n;
+}
+
+/** Dedicated ports (TCP and UDP each count one) on a user's endpoints, leaving out one endpoint being rewritten. */
+export async function countDedicatedPorts(db: Queryable, userId: number, exceptEndpointId: number): Promise<number> {
+  const { rows } = await db.query<{ n: number }>(
+    `SELECT (count(dedicated_tcp_port) + count(dedicated_udp_port))::int AS n FROM endpoints WHERE user_id = $1 AND id <> $2`,
+    [userId, exceptEndpointId],
+  );
+  return rows[0].n;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Writes. Each one publishes to the change feed in the caller's transaction, so no writer can forget to tell edges.
+// ---------------------------------------------------------------------------------------------------------------
+
+export interface NewEndpoint {
+  userId: number;
+  accountId: number;
+  domainId: number | null;
+  subdomain: string;
+  hostname: string;
+  isCustom: boolean;
+  ephemeral?: boolean;
+  deviceFingerprint?: string | null;
+}
+
+/**
+ * Inserts an endpoint, or returns null when its hostname is taken. ON CONFLICT keeps the transaction usable
+ * (a unique violation would abort it), so a caller can retry another generated name inside the same transaction.
+ * Ephemerals start with last_active_at set: the janitor measures idleness from it (SPEC.md: tracked only for them).
+ */
+export async function insertEndpoint(tx: Queryable, e: NewEndpoint): Promise<EndpointRow | null> {
+  const ephemeral = e.ephemeral ?? false;
+  const { rows } = await tx.query<EndpointRow>(
+    `INSERT INTO endpoints (user_id, account_id, domain_id, subdomain, hostname, is_custom, ephemeral, device_fingerprint, last_active_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, CASE WHEN $7 THEN now() END)
+     ON CONFLICT (hostname) DO NOTHING
+     RETURNING ${ENDPOINT_COLUMNS}`,
+    [e.userId, e.accountId, e.domainId, e.subdomain, e.hostname, e.isCustom, ephemeral, ephemeral ? (e.deviceFingerprint ?? null) : null],
+  );
+  const row = rows[0];
+  if (row) await publishEndpoint(tx, row.id);
+  return row ?? null;
+}
+
+/** How many generated names to try before giving up; with 8e9 names even a crowded platform needs one or two. */
+export const NAME_ATTEMPTS = 8;
+
+/**
+ * Inserts an endpoint under a generated name, retrying on a hostname collision. `name()` yields a fresh subdomain,
+ * `hostname(sub)` the FQDN it makes. Throws after NAME_ATTEMPTS collisions (the transaction is then rolled back).
+ */
+export async function insertWithGeneratedName(
+  tx: Queryable,
+  e: Omit<NewEndpoint, 'subdomain' | 'hostname' | 'isCustom'>,
+  name: () => string,
+  hostname: (subdomain: string) => string,
+): Promise<EndpointRow> {
+  for (let attempt = 0; attempt < NAME_ATTEMPTS; attempt++) {
+    const subdomain = name();
+    const row = await insertEndpoint(tx, { ...e, subdomain, hostname: hostname(subdomain), isCustom: false });
+    if (row) return row;
+  }
+  throw new Error(`no free generated subdomain after ${NAME_ATTEMPTS} attempts`);
+}
+
+/**
+ * An ephemeral endpoint on the platform domain, as an agent's one-shot flow creates it: no quota applies (the
+ * janitor reaps it when idle), and promoting it later is what charges it to the permanent quota.
+ * Subdomain generation lives with the control API's word list, so the caller passes its generator.
+ */
+export async function createEphemeralEndpoint(
+  tx: Queryable,
+  input: { userId: number; accountId: number; deviceFingerprint?: string | null; baseDomain: string; generateSubdomain: () => string },
+): Promise<EndpointRow> {
+  return insertWithGeneratedName(
+    tx,
+    { userId: input.userId, accountId: input.accountId, domainId: null, ephemeral: true, deviceFingerprint: input.deviceFingerprint },
+    input.generateSubdomain,
+    (subdomain) => `${subdomain}.${input.baseDomain}`,
+  );
+}
+
+/** Makes an ephemeral endpoint permanent: the flag, the device fingerprint and idle tracking all go (SPEC.md). */
+export async function promoteEndpoint(tx: Queryable, id: number): Promise<EndpointRow> {
+  const { rows } = await tx.query<EndpointRow>(
+    `UPDATE endpoints SET ephemeral = false, device_fingerprint = NULL, last_active_at = NULL, updated_at = now()
+     WHERE id = $1 RETURNING ${ENDPOINT_COLUMNS}`,
+    [id],
+  );
+  await publishEndpoint(tx, id);
+  return rows[0];
+}
+
+/**
+ * Deletes an endpoint. Its ports and hostname are free once this commits (they live on the row); tables that hang
+ * off endpoints reference it ON DELETE CASCADE, so they go with it. Edges drop it when the deletion reaches them.
+ */
+export async function deleteEndpoint(tx: Queryable, endpoint: Pick<EndpointRow, 'id' | 'uuid'>): Promise<boolean> {
+  const { rows } = await tx.query<{ certificate_id: number | null }>('DELETE FROM endpoints WHERE id = $1 RETURNING certificate_id', [endpoint.id]);
+  if (rows.length === 0) return false;
+  await publishEndpointDeleted(tx, endpoint.uuid);
+  // Edges hold a certificate only while some endpoint serves it.
+  if (rows[0].certificate_id !== null) await unpublishCertificateIfUnused(tx, rows[0].certificate_id);
+  return true;
+}
+
+/**
+ * Writes both dedicated ports and the status. The unique indexes refuse a port another endpoint holds: the caller
+ * maps that violation (which aborts the transaction) to a 409; a pre-check alone would race.
+ */
+export async function setDedicatedPorts(
+  tx: Queryable,
+  id: number,
+  ports: { tcp: number | null; udp: number | null; status: EndpointStatus },
+): Promise<EndpointRow> {
+  const { rows } = await tx.query<EndpointRow>(
+    `UPDATE endpoints SET dedicated_tcp_port = $2, dedicated_udp_port = $3, status = $4, updated_at = now()
+     WHERE id = $1 RETURNING ${ENDPOINT_COLUMNS}`,
+    [id, ports.tcp, ports.udp, ports.status],
+  );
+  await publishEndpoint(tx, id);
+  return rows[0];
+}
+
+export async function setCapture(tx: Queryable, id: number, capture: { enabled: boolean; level: CaptureLevel | null }): Promise<void> {
+  await tx.query('UPDATE endpoints SET capture_enabled = $2, capture_level = $3, updated_at = now() WHERE id = $1', [id, capture.enabled, capture.level]);
+  await publishEndpoint(tx, id);
+}
+
+/** Pauses (read-only, over plan limits) or resumes an endpoint; pausing twice keeps the first timestamp. */
+export async function setPaused(tx: Queryable, id: number, paused: boolean): Promise<EndpointRow> {
+  const { rows } = await tx.query<EndpointRow>(
+    `UPDATE endpoints SET paused_at = CASE WHEN $2 THEN coalesce(paused_at, now()) END, updated_at = now()
+     WHERE id = $1 RETURNING ${ENDPOINT_COLUMNS}`,
+    [id, paused],
+  );
+  await publishEndpoint(tx, id);
+  return rows[0];
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Listing.
+// ---------------------------------------------------------------------------------------------------------------
+
+export interface EndpointFilter {
+  /** Only this account's endpoints (non-admin callers); undefined = every account (admins). */
+  accountId?: number;
+  userId?: number;
+  domainId?: number;
+  status?: EndpointStatus;
+  /** Substring of the subdomain, matched literally: LIKE wildcards in it are escaped. */
+  q?: string;
+  ephemeralOnly?: boolean;
+}
+
+/** `%`, `_` and the escape character itself match only themselves once escaped (ESCAPE '\' below). */
+export function escapeLike(text: string): string {
+  return text.replace(/[\\%_]/g, (c) => `\\${c}`);
+}
+
+/** One page, newest first (id descending is stable under inserts at the head), and the total over all pages. */
+export async function listEndpoints(db: Queryable, filter: EndpointFilter, limit: number, offset: number): Promise<{ rows: EndpointRow[]; total: number }> {
+  const where: string[] = [];
+  const params: unknown[] = [];
+  const add = (sql: (p: string) => string, value: unknown) => {
+    params.push(value);
+    where.push(sql(`$${params.length}`));
+  };
+  if (filter.accountId !== undefined) add((p) => `account_id = ${p}`, filter.accountId);
+  if (filter.userId !== undefined) add((p) => `user_id = ${p}`, filter.userId);
+  if (filter.domainId !== undefined) add((p) => `domain_id = ${p}`, filter.domainId);
+  if (filter.status !== undefined) add((p) => `status = ${p}`, filter.status);
+  if (filter.q) add((p) => `subdomain LIKE ${p} ESCAPE '\\'`, `%${escapeLike(filter.q)}%`);
+  if (filter.ephemeralOnly) where.push('ephemeral');
+  const clause = where.length ? `WHERE ${where.join(' AND ')}` : '';
+  const total = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM endpoints ${clause}`, params);
+  const page = await db.query<EndpointRow>(
+    `SELECT ${ENDPOINT_COLUMNS} FROM endpoints ${clause} ORDER BY id DESC LIMIT $${params.length + 1} OFFSET $${params.length + 2}`,
+    [...params, limit, offset],
+  );
+  return { rows: page.rows, total: total.rows[0].n };
 }
