@@ -57,6 +57,7 @@ class PostgresDatabase implements Database {
     return this.options.schema;
   }
   private listener: pg.Client | null = null;
+  private closed = false;
   private readonly channels = new Map<string, Set<(payload: string) => void>>();
 
   constructor(
@@ -91,28 +92,53 @@ class PostgresDatabase implements Database {
   }
 
   async listen(channel: string, onPayload: (payload: string) => void): Promise<() => Promise<void>> {
-    if (!this.listener) {
-      this.listener = new pg.Client({ connectionString: this.options.url });
-      this.listener.on('notification', (msg) => {
-        for (const cb of this.channels.get(msg.channel) ?? []) cb(msg.payload ?? '');
-      });
-      // A lost LISTEN connection only delays delivery: consumers also poll, so log-and-drop is enough here.
-      this.listener.on('error', () => {});
-      await this.listener.connect();
-    }
     let set = this.channels.get(channel);
     if (!set) {
       set = new Set();
       this.channels.set(channel, set);
-      await this.listener.query(`LISTEN "${channel.replace(/"/g, '')}"`);
+      if (this.listener) await this.listener.query(`LISTEN "${channel.replace(/"/g, '')}"`);
     }
     set.add(onPayload);
+    if (!this.listener) await this.connectListener();
     return async () => {
       set.delete(onPayload);
     };
   }
 
+  /**
+   * One connection holds every LISTEN. When it drops it is re-established (with backoff) and every channel is
+   * listened to again; notifications sent meanwhile are lost, which is why consumers also poll.
+   */
+  private async connectListener(attempt = 0): Promise<void> {
+    if (this.closed) return;
+    const client = new pg.Client({ connectionString: this.options.url, application_name: `edge-listen-${this.options.schema}` });
+    client.on('notification', (msg) => {
+      for (const cb of this.channels.get(msg.channel) ?? []) cb(msg.payload ?? '');
+    });
+    const reconnect = () => {
+      if (this.listener !== client || this.closed) return;
+      this.listener = null;
+      const delay = Math.min(30_000, 250 * 2 ** attempt) * (0.5 + Math.random() / 2);
+      setTimeout(() => void this.connectListener(attempt + 1).catch(() => {}), delay).unref();
+    };
+    client.on('error', reconnect);
+    client.on('end', reconnect);
+    this.listener = client;
+    try {
+      await client.connect();
+      for (const channel of this.channels.keys()) await client.query(`LISTEN "${channel.replace(/"/g, '')}"`);
+      attempt = 0;
+    } catch (err) {
+      if (attempt > 0) return reconnect();
+      this.listener = null;
+      client.removeAllListeners('end');
+      await client.end().catch(() => {});
+      throw err;
+    }
+  }
+
   async close(): Promise<void> {
+    this.closed = true;
     await this.listener?.end().catch(() => {});
     await this.pool.end();
   }

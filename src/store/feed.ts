@@ -35,14 +35,29 @@ export async function currentVersion(db: Queryable): Promise<number> {
   return rows[0].version;
 }
 
-/** Changes after `after`, oldest first; `null` when the outbox was pruned past it (a snapshot is needed). */
-export async function readOutbox(db: Queryable, after: number, limit: number): Promise<FeedChange[] | null> {
-  const { rows } = await db.query<FeedChange>(
-    'SELECT version, topic, key, data FROM feed_outbox WHERE version > $1 ORDER BY version LIMIT $2',
+export interface OutboxRead {
+  /** The database's feed version in the same snapshot as the rows. */
+  version: number;
+  /** Changes after `after`, oldest first; null when the outbox was pruned past it (only a snapshot can help). */
+  changes: FeedChange[] | null;
+}
+
+/**
+ * Reads the outbox after `after` and the current version in ONE statement, so both come from one snapshot: read
+ * separately, a commit landing between them would look like pruning.
+ */
+export async function readOutbox(db: Queryable, after: number, limit: number): Promise<OutboxRead> {
+  const { rows } = await db.query<FeedChange & { head: number }>(
+    `SELECT s.version AS head, o.version, o.topic, o.key, o.data
+     FROM feed_state s
+     LEFT JOIN LATERAL (SELECT * FROM feed_outbox WHERE version > $1 ORDER BY version LIMIT $2) o ON true
+     ORDER BY o.version`,
     [after, limit],
   );
-  if (rows.length > 0 ? rows[0].version !== after + 1 : (await currentVersion(db)) > after) return null;
-  return rows;
+  const version = rows[0].head;
+  const changes = rows.filter((r) => r.version !== null).map(({ version, topic, key, data }) => ({ version, topic, key, data }));
+  const covered = changes.length > 0 ? changes[0].version === after + 1 : version <= after;
+  return { version, changes: covered ? changes : null };
 }
 
 /** The whole current map at one consistent version. FOR SHARE on the counter holds writers off meanwhile. */

@@ -50,6 +50,33 @@ describe(`store (${process.env.DATABASE_URL ? 'PostgreSQL' : 'PGlite'})`, () => 
     assert.ok(isUniqueViolation(err), String(err));
   });
 
+  it('delivers NOTIFY after commit, and re-listens when the listening connection is cut', async () => {
+    const received: string[] = [];
+    let wake: () => void = () => {};
+    await t.db.listen('edge_test_channel', (payload) => {
+      received.push(payload);
+      wake();
+    });
+    const notified = (payload: string) =>
+      new Promise<void>((resolve) => {
+        const check = () => received.includes(payload) && resolve();
+        wake = check;
+        check();
+      });
+    await t.db.transaction((tx) => tx.query("SELECT pg_notify('edge_test_channel', 'one')"));
+    await notified('one');
+    if (t.db.engine !== 'postgres') return;
+    await t.db.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'edge-listen-' || current_schema()");
+    // Notify until the re-established listener hears one: messages sent while it was down are lost by design.
+    let delivered = false;
+    const done = notified('two').then(() => (delivered = true));
+    for (let i = 0; i < 400 && !delivered; i++) {
+      await t.db.query("SELECT pg_notify('edge_test_channel', 'two')");
+      await Promise.race([done, new Promise((r) => setTimeout(r, 50))]);
+    }
+    assert.ok(delivered, 'the listener came back');
+  });
+
   it('reads int8 columns as numbers on both engines', async () => {
     const { rows } = await t.db.query<{ id: number }>('SELECT id FROM users LIMIT 1');
     assert.equal(typeof rows[0].id, 'number');
