@@ -1,0 +1,53 @@
+// The shape of the edge's per-request pipeline: a stage is compiled from an endpoint's config when the config
+// enters the cache (or is absent when the endpoint does not use it), then run per request with a small context.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { EndpointConfig } from '../../shared/snapshot.ts';
+
+/** Which of the endpoint's agents may serve a request; routing rules narrow it, no selector means any agent. */
+export interface AgentSelector {
+  agentId?: string;
+  /** The agent must carry every one of these tags (lower-case). */
+  tags?: readonly string[];
+  /** The routing rule that chose this selector, for logs and capture. */
+  rule?: string;
+}
+
+/** What a stage sees of one request. Fields are filled once by the server; stages add decisions to it. */
+export interface RequestContext {
+  readonly req: IncomingMessage;
+  readonly res: ServerResponse;
+  readonly endpoint: EndpointConfig;
+  /** The request method, upper-case. */
+  readonly method: string;
+  /** Host header without port, lower-case. */
+  readonly host: string;
+  /**
+   * The normalised path (percent-decoded unreserved characters, dot segments and duplicate slashes resolved),
+   * without the query: what every stage judges and what the agent receives.
+   */
+  readonly path: string;
+  /** The raw query string without "?", or "". */
+  readonly query: string;
+  /** The visitor's address, from the socket (or a trusted proxy's header). */
+  readonly clientIp: string;
+  readonly secure: boolean;
+  /** Set by routing: the agents that may serve this request. */
+  selector?: AgentSelector;
+  /** Headers to set on the forwarded request (identity, claims), after the visitor's copies are stripped. */
+  readonly upstreamHeaders: Record<string, string>;
+}
+
+/** `next` continues the pipeline; `done` means the stage answered the request itself. */
+export type Verdict = 'next' | 'done';
+
+export interface Stage {
+  /** The stage's config id, also its module's file name (src/edge/stages/<name>.ts). */
+  readonly name: string;
+  run(ctx: RequestContext): Verdict | Promise<Verdict>;
+}
+
+/** Builds a stage from an endpoint's config, or returns null when the endpoint does not use it (zero cost per request). */
+export interface StageFactory {
+  readonly id: string;
+  compile(endpoint: EndpointConfig): Stage | null;
+}

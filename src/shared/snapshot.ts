@@ -1,0 +1,78 @@
+// The config snapshot format: what the control plane publishes through the feed and edges compile into policies.
+// Control and edge meet only here (ARCHITECTURE.md "One program, three roles"); change it with both sides in mind.
+
+/** Feed topics and their keys. */
+export const TOPICS = {
+  /** key: endpoint uuid → EndpointConfig */
+  endpoint: 'endpoint',
+  /** key: certificate id → CertificateConfig (served by an endpoint) */
+  certificate: 'certificate',
+  /** key: API key id → ApiKeyConfig (so edges authenticate agents without the control plane) */
+  apiKey: 'api_key',
+  /** key: account id → AccountConfig */
+  account: 'account',
+} as const;
+
+export type RoutingConditionType = 'path' | 'method' | 'header' | 'query' | 'cookie' | 'source_ip' | 'host';
+
+export interface RoutingConditionConfig {
+  condition_type: RoutingConditionType;
+  /** Header, query parameter or cookie name; for path the match mode (prefix, exact, glob); empty otherwise. */
+  condition_key: string;
+  pattern: string;
+}
+
+export interface RoutingRuleConfig {
+  id: number;
+  name: string;
+  priority: number;
+  enabled: boolean;
+  target_agent_id: string | null;
+  target_agent_tags: string[];
+  conditions: RoutingConditionConfig[];
+}
+
+/** An endpoint as edges see it. */
+export interface EndpointConfig {
+  id: number;
+  uuid: string;
+  user_id: number;
+  account_id: number;
+  hostname: string;
+  status: 'active' | 'provisioning' | 'error' | 'disabled';
+  ephemeral: boolean;
+  dedicated_tcp_port: number | null;
+  dedicated_udp_port: number | null;
+  certificate_id: number | null;
+  mtls_mode: 'disabled' | 'optional' | 'required';
+  mtls_ca_pem: string | null;
+  capture_enabled: boolean;
+  capture_level: string | null;
+  paused: boolean;
+  /** Enabled and disabled rules, in evaluation order (see docs/routing-rules.md). */
+  routing_rules: RoutingRuleConfig[];
+}
+
+export interface CertificateConfig {
+  id: number;
+  account_id: number;
+  certificate_pem: string;
+  /** Sealed with EDGE_SECRET_KEY (SecretBox); edges open it to serve TLS. */
+  private_key_sealed: string;
+  not_after: string;
+  sans: string[];
+}
+
+export interface ApiKeyConfig {
+  key_id: string;
+  /** base64 SHA-256 of the whole key (src/shared/api-keys.ts). */
+  secret_hash: string;
+  user_id: number;
+  account_id: number;
+}
+
+export interface AccountConfig {
+  id: number;
+  plan: string;
+  suspended: boolean;
+}
