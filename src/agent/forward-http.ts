@@ -1,0 +1,170 @@
+// The agent's HTTP forwarding: each HTTP/2 request stream from the edge becomes one HTTP/1.1 request to the local
+// service, both bodies streamed under backpressure (never buffered whole), the response mapped back to HTTP/2.
+import http from 'node:http';
+import https from 'node:https';
+import { isIP } from 'node:net';
+import http2, { type IncomingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
+import { pipeline } from 'node:stream';
+import type { Logger } from '../shared/log.ts';
+import { endToEndHeaders, toHttp1RequestHeaders, toHttp2ResponseHeaders } from '../shared/tunnel/headers.ts';
+import type { Target } from './target.ts';
+
+/** Header set on answers the agent makes itself, so the edge can tell them from the local service's own. */
+export const AGENT_ERROR_HEADER = 'x-edge-agent-error';
+
+export interface HttpForwarderOptions {
+  target: Target;
+  logger: Logger;
+  /** Host header sent to the local service; default: the visitor's host (`:authority`), as ngrok does. */
+  hostHeader?: string;
+  /** For an https:// target: verify its certificate (default true). */
+  verifyTls?: boolean;
+}
+
+export interface HttpForwarder {
+  handle(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void;
+  /** Closes idle keep-alive connections to the local service. */
+  close(): void;
+}
+
+const { NGHTTP2_NO_ERROR, NGHTTP2_INTERNAL_ERROR } = http2.constants;
+
+export function createHttpForwarder(options: HttpForwarderOptions): HttpForwarder {
+  const { target, logger } = options;
+  const lib = target.tls ? https : http;
+  const agent = new lib.Agent({ keepAlive: true, maxFreeSockets: 64 });
+  const base: https.RequestOptions = {
+    host: target.host,
+    port: target.port,
+    agent,
+    setHost: false,
+    ...(target.tls
+      ? { servername: isIP(target.host) ? undefined : target.host, rejectUnauthorized: options.verifyTls ?? true }
+      : {}),
+  };
+
+  function handle(stream: ServerHttp2Stream, h2headers: IncomingHttpHeaders): void {
+    const method = h2headers[':method'] ?? 'GET';
+    const path = h2headers[':path'] ?? '/';
+    const headers = toHttp1RequestHeaders(h2headers, options.hostHeader);
+    let responded = false;
+    let completed = false;
+    const send = (retry: boolean): http.ClientRequest | null => {
+      let req: http.ClientRequest;
+      try {
+        req = lib.request({ ...base, method, path, headers });
+      } catch (err) {
+        // HTTP/2 allows a few field bytes HTTP/1.1 does not (Node throws ERR_INVALID_CHAR): refuse this request.
+        answerError(stream, 400, 'invalid_request', `The request cannot be sent to the local service over HTTP/1.1: ${(err as Error).message}\n`);
+        return null;
+      }
+      current = req;
+      req.on('information', (info) => {
+        // 103 Early Hints are worth passing on (RFC 8297); 100 Continue belongs to the local hop only.
+        if (info.statusCode === 103 && !stream.headersSent && !stream.destroyed) {
+          try {
+            stream.additionalHeaders({ ':status': 103, ...endToEndHeaders(info.headers) });
+          } catch {
+            // hints HTTP/2 cannot carry are only hints: drop them
+          }
+        }
+      });
+      req.on('response', (res) => onResponse(req, res));
+      req.on('error', (err: NodeJS.ErrnoException) => {
+        if (responded) return; // the response pipeline reports its own failure
+        // A kept-alive socket the local server closed just as it was reused: safe to resend a request that has
+        // no body (END_STREAM on its HEADERS), Node's documented pattern for req.reusedSocket.
+        if (retry && req.reusedSocket && err.code === 'ECONNRESET' && stream.endAfterHeaders) {
+          send(false)?.end();
+          return;
+        }
+        stream.unpipe(req);
+        answerError(stream, 502, 'local_unreachable', `The agent could not reach ${target.display}: ${err.message}\n`);
+        logger.warn({ err: err.message, method, path }, 'local service unreachable');
+      });
+      return req;
+    };
+
+    const onResponse = (req: http.ClientRequest, res: http.IncomingMessage) => {
+      responded = true;
+      if (stream.destroyed || stream.closed) {
+        res.destroy();
+        req.destroy();
+        return;
+      }
+      const status = res.statusCode ?? 502;
+      // RFC 9110 §6.4.1: no content after HEAD, 204 or 304; END_STREAM goes with the headers.
+      const noBody = method === 'HEAD' || status === 204 || status === 304;
+      const trailers = !noBody && res.headers.trailer !== undefined;
+      try {
+        stream.respond(toHttp2ResponseHeaders(status, res.headers), { endStream: noBody, waitForTrailers: trailers });
+      } catch (err) {
+        // A field HTTP/2 cannot carry (Node validates names and values): fail this request, not the agent.
+        res.destroy();
+        req.destroy();
+        answerError(stream, 502, 'invalid_response', `The local service sent a response the tunnel cannot carry: ${(err as Error).message}\n`);
+        return;
+      }
+      if (trailers) {
+        stream.once('wantTrailers', () => {
+          try {
+            stream.sendTrailers(endToEndHeaders(res.trailers));
+          } catch {
+            stream.close(NGHTTP2_INTERNAL_ERROR);
+          }
+        });
+      }
+      if (noBody) {
+        res.resume();
+        completed = true;
+        closeRequestSide(stream);
+        return;
+      }
+      pipeline(res, stream, (err) => {
+        if (err) {
+          // A truncated response must not look complete: reset the stream so the edge aborts the visitor's.
+          if (!stream.destroyed) stream.close(NGHTTP2_INTERNAL_ERROR);
+          req.destroy();
+          return;
+        }
+        completed = true;
+        closeRequestSide(stream);
+      });
+    };
+
+    let current: http.ClientRequest | null = null;
+    const first = send(true);
+    if (!first) return;
+    // pipe, not pipeline: a failed local request must leave the stream alive to carry the 502.
+    stream.pipe(first);
+    stream.once('close', () => {
+      // The edge reset the stream (visitor gone) or the tunnel dropped: stop the local request too.
+      if (!completed) current?.destroy();
+    });
+  }
+
+  return {
+    handle,
+    close: () => agent.destroy(),
+  };
+}
+
+/**
+ * After a complete response, a request body still arriving is not needed: RFC 9113 §8.1 lets the server ask the
+ * client to stop with RST_STREAM NO_ERROR (Node sends it after the response's last frame).
+ */
+function closeRequestSide(stream: ServerHttp2Stream): void {
+  if (!stream.readableEnded && !stream.destroyed) stream.close(NGHTTP2_NO_ERROR);
+}
+
+function answerError(stream: ServerHttp2Stream, status: number, code: string, text: string): void {
+  if (stream.destroyed || stream.closed) return;
+  if (stream.headersSent) return void stream.close(NGHTTP2_INTERNAL_ERROR);
+  stream.respond({
+    ':status': status,
+    'content-type': 'text/plain; charset=utf-8',
+    'cache-control': 'no-store',
+    [AGENT_ERROR_HEADER]: code,
+  });
+  stream.end(text, () => closeRequestSide(stream));
+}

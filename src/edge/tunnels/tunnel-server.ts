@@ -1,0 +1,266 @@
+// Accepts agent tunnels on the edge's public HTTP listener: the WebSocket upgrade at /_edge/tunnel, the
+// hello/welcome handshake, then an HTTP/2 client session over the socket, registered in the TunnelRegistry.
+import type { IncomingMessage, Server as HttpServer } from 'node:http';
+import type { Server as HttpsServer } from 'node:https';
+import type { Duplex } from 'node:stream';
+import { WebSocket, WebSocketServer } from 'ws';
+import { createLogger, type Logger } from '../../shared/log.ts';
+import {
+  CLOSE_PROTOCOL_ERROR,
+  PROTOCOL_VERSION,
+  TUNNEL_PATH,
+  parseEdgeReply,
+  parseHello,
+  refusalCloseCode,
+  type Hello,
+  type RefusalCode,
+  type Refused,
+  type TunnelEndpoint,
+  type Welcome,
+} from '../../shared/tunnel/protocol.ts';
+import {
+  DEFAULT_KEEPALIVE,
+  DEFAULT_TUNING,
+  MAX_MESSAGE_BYTES,
+  connectTunnelClient,
+  openTunnelStream,
+  type KeepaliveOptions,
+  type TunnelTuning,
+} from '../../shared/tunnel/transport.ts';
+import { AgentSession, type TunnelRegistry } from './registry.ts';
+
+export type AuthorizeResult = { ok: true; endpoint: TunnelEndpoint } | { ok: false; code: RefusalCode; message: string };
+
+/**
+ * The edge's admission check for one hello: API key, endpoint ownership (or a new ephemeral endpoint when the
+ * hello names none), the plan's allowed_regions against this edge's region, the protocol entitlement. It must not
+ * throw for a refusal; a thrown error is logged and reaches the agent as a retryable `internal` refusal.
+ */
+export type Authorize = (hello: Hello, remoteAddress: string) => Promise<AuthorizeResult>;
+
+export interface TunnelServerOptions {
+  authorize: Authorize;
+  registry: TunnelRegistry;
+  /** This edge's EDGE_REGION and node id, told to agents in the welcome. */
+  region: string;
+  node: string;
+  logger?: Logger;
+  /** Time from the upgrade to a decided hello (authorize included). */
+  handshakeTimeoutMs?: number;
+  /** Upgrades still in the handshake beyond this many are answered 503 (bounds what slow clients can hold). */
+  maxPendingHandshakes?: number;
+  /** HTTP/2 PING cadence (default DEFAULT_KEEPALIVE: every 20 s, 15 s to answer). */
+  keepalive?: Partial<KeepaliveOptions>;
+  /** HTTP/2 settings (default DEFAULT_TUNING). */
+  tuning?: Partial<TunnelTuning>;
+}
+
+type Upgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
+
+export class TunnelServer {
+  private readonly authorize: Authorize;
+  private readonly registry: TunnelRegistry;
+  private readonly region: string;
+  private readonly node: string;
+  private readonly logger: Logger;
+  private readonly handshakeTimeoutMs: number;
+  private readonly maxPendingHandshakes: number;
+  private readonly keepalive: KeepaliveOptions;
+  private readonly tuning: TunnelTuning;
+  private readonly wss: WebSocketServer;
+  /** WebSockets still in the handshake; each maps to its refusal function. */
+  private readonly handshakes = new Map<WebSocket, (code: RefusalCode, message: string) => void>();
+  private readonly sessions = new Set<AgentSession>();
+  private closing = false;
+
+  constructor(options: TunnelServerOptions) {
+    if (typeof options.authorize !== 'function') throw new TypeError('TunnelServer needs an authorize(hello, remoteAddress) function');
+    if (!options.registry) throw new TypeError('TunnelServer needs a TunnelRegistry');
+    for (const key of ['region', 'node'] as const) {
+      if (typeof options[key] !== 'string' || options[key].length === 0 || options[key].length > 64) {
+        throw new TypeError(`TunnelServer ${key} must be a non-empty string of at most 64 characters, got ${JSON.stringify(options[key])}`);
+      }
+    }
+    const timeout = options.handshakeTimeoutMs ?? 10_000;
+    if (!Number.isInteger(timeout) || timeout < 1) throw new RangeError(`TunnelServer handshakeTimeoutMs must be a positive integer, got ${timeout}`);
+    const maxPending = options.maxPendingHandshakes ?? 1024;
+    if (!Number.isInteger(maxPending) || maxPending < 1) throw new RangeError(`TunnelServer maxPendingHandshakes must be a positive integer, got ${maxPending}`);
+    const keepalive = { ...DEFAULT_KEEPALIVE, ...options.keepalive };
+    if (!(keepalive.intervalMs > 0 && keepalive.timeoutMs > 0)) {
+      throw new RangeError('TunnelServer keepalive intervalMs and timeoutMs must be positive');
+    }
+    this.authorize = options.authorize;
+    this.registry = options.registry;
+    this.region = options.region;
+    this.node = options.node;
+    this.logger = (options.logger ?? createLogger('silent')).child({ component: 'tunnel-server' });
+    this.handshakeTimeoutMs = timeout;
+    this.maxPendingHandshakes = maxPending;
+    this.keepalive = Object.freeze({ ...keepalive });
+    this.tuning = Object.freeze({ ...DEFAULT_TUNING, ...options.tuning });
+    this.wss = new WebSocketServer({
+      noServer: true,
+      // Compressing HTTP/2 frames costs CPU for little, and compression under attacker-chosen plaintext next to
+      // secrets is the CRIME/BREACH pattern. Off on both sides.
+      perMessageDeflate: false,
+      maxPayload: MAX_MESSAGE_BYTES,
+      clientTracking: false,
+    });
+  }
+
+  /**
+   * Listens for upgrades on `server`. Requests for other paths are left alone while another 'upgrade' listener
+   * exists (the edge's visitor WebSocket forwarding); when this is the only one, they are answered 404 so they
+   * do not hang. An edge with its own upgrade router should call handleUpgrade() from it instead.
+   * Returns a function that detaches the listener.
+   */
+  attach(server: HttpServer | HttpsServer): () => void {
+    const listener: Upgrade = (req, socket, head) => {
+      if (this.handleUpgrade(req, socket, head)) return;
+      if (server.listenerCount('upgrade') === 1) rejectUpgrade(socket, 404, 'Not Found');
+    };
+    server.on('upgrade', listener);
+    return () => void server.off('upgrade', listener);
+  }
+
+  /** Takes the upgrade if it is for the tunnel path and returns true; returns false, touching nothing, otherwise. */
+  handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): boolean {
+    if (!isTunnelPath(req.url)) return false;
+    if (this.closing || this.handshakes.size >= this.maxPendingHandshakes) {
+      rejectUpgrade(socket, 503, 'Service Unavailable');
+      return true;
+    }
+    this.wss.handleUpgrade(req, socket, head, (ws) => this.accept(ws, req));
+    return true;
+  }
+
+  /** Agent sessions accepted by this server and still open. */
+  get sessionCount(): number {
+    return this.sessions.size;
+  }
+
+  /**
+   * Stops accepting tunnels, refuses handshakes in progress with `shutting_down`, and drains the sessions this
+   * server accepted (GOAWAY, streams in flight get `graceMs` to finish). Agents reconnect on their own.
+   */
+  async close(graceMs = 10_000): Promise<void> {
+    this.closing = true;
+    for (const refuse of [...this.handshakes.values()]) refuse('shutting_down', 'the edge is shutting down');
+    await Promise.all([...this.sessions].map((s) => s.close({ code: 'shutting_down', message: 'the edge is shutting down' }, graceMs)));
+  }
+
+  private accept(ws: WebSocket, req: IncomingMessage): void {
+    const remoteAddress = req.socket.remoteAddress ?? 'unknown';
+    const log = this.logger.child({ remote: remoteAddress });
+    let settled = false;
+
+    const settle = () => {
+      settled = true;
+      clearTimeout(timer);
+      this.handshakes.delete(ws);
+      ws.off('message', early);
+    };
+    const refuse = (code: RefusalCode, message: string) => {
+      if (settled) return;
+      settle();
+      log.info({ code, reason: message }, 'tunnel refused');
+      if (ws.readyState !== WebSocket.OPEN) return void ws.terminate();
+      const frame: Refused = { type: 'refused', code, message };
+      ws.send(JSON.stringify(frame));
+      // The close reason is limited to 123 bytes (RFC 6455 §5.5); the code is short and says enough.
+      ws.close(refusalCloseCode(code), code);
+    };
+    // Anything after the hello and before the welcome is a protocol violation: the agent must wait.
+    const early = () => refuse('invalid_hello', 'the agent sent a frame before the welcome');
+
+    const timer = setTimeout(() => refuse('handshake_timeout', `no decided hello within ${this.handshakeTimeoutMs} ms`), this.handshakeTimeoutMs);
+    this.handshakes.set(ws, refuse);
+    // ws reports protocol errors (oversized frame, bad opcode) as 'error' and then closes with the matching code.
+    ws.on('error', (err) => log.debug({ err: err.message }, 'tunnel socket error'));
+    ws.once('close', () => {
+      if (!settled) settle();
+    });
+
+    ws.once('message', (data, isBinary) => {
+      ws.on('message', early);
+      if (isBinary) return refuse('invalid_hello', 'the hello must be a text frame');
+      const parsed = parseHello(data as Buffer);
+      if (!parsed.ok) return refuse('invalid_hello', `invalid hello: ${parsed.message}`);
+      const hello = parsed.value;
+      if (hello.version !== PROTOCOL_VERSION) {
+        return refuse('unsupported_version', `this edge speaks tunnel protocol version ${PROTOCOL_VERSION}, the agent sent version ${hello.version}; upgrade the agent`);
+      }
+      void this.decide(hello, remoteAddress).then((result) => {
+        if (settled) return; // timed out, shut down or disconnected meanwhile
+        if (!result.ok) return refuse(result.code, result.message);
+        settle();
+        this.open(ws, hello, result.welcome, remoteAddress, log);
+      });
+    });
+  }
+
+  private async decide(hello: Hello, remoteAddress: string): Promise<{ ok: true; welcome: Welcome } | { ok: false; code: RefusalCode; message: string }> {
+    let result: AuthorizeResult;
+    try {
+      result = await this.authorize(hello, remoteAddress);
+    } catch (err) {
+      this.logger.error({ err }, 'tunnel authorize failed');
+      return { ok: false, code: 'internal', message: 'the edge could not check this agent; it will retry' };
+    }
+    if (!result.ok) return result;
+    const welcome: Welcome = { type: 'welcome', endpoint: result.endpoint, region: this.region, node: this.node };
+    // The agent validates strictly; a welcome it would reject is the edge's bug, so it is caught here.
+    const checked = parseEdgeReply(JSON.stringify(welcome));
+    if (!checked.ok) {
+      this.logger.error({ problem: checked.message }, 'authorize returned an endpoint the protocol cannot carry');
+      return { ok: false, code: 'internal', message: 'the edge produced an invalid welcome' };
+    }
+    return { ok: true, welcome };
+  }
+
+  private open(ws: WebSocket, hello: Hello, welcome: Welcome, remoteAddress: string, log: Logger): void {
+    if (this.closing || ws.readyState !== WebSocket.OPEN) return void ws.terminate();
+    ws.send(JSON.stringify(welcome));
+    // Synchronously after the welcome: the agent's HTTP/2 bytes follow it directly (see openTunnelStream).
+    const link = openTunnelStream(ws, (problem) => {
+      log.warn({ problem }, 'tunnel protocol violation');
+      ws.close(CLOSE_PROTOCOL_ERROR, 'protocol_error');
+    });
+    const h2 = connectTunnelClient(link, this.tuning);
+    const session = new AgentSession(
+      {
+        agentId: hello.agent_id,
+        tags: hello.tags,
+        protocol: hello.protocol,
+        endpoint: welcome.endpoint,
+        remoteAddress,
+        client: hello.client,
+      },
+      h2,
+      link,
+      this.keepalive,
+    );
+    const slog = log.child({ session: session.id, agent: session.agentId, endpoint: session.endpoint.uuid });
+    this.sessions.add(session);
+    session.once('close', (reason) => {
+      this.sessions.delete(session);
+      slog.info({ code: reason.code, reason: reason.message }, 'tunnel closed');
+    });
+    slog.info({ protocol: session.protocol, tags: session.tags, client: session.client }, 'tunnel open');
+    this.registry.add(session);
+  }
+}
+
+function isTunnelPath(url: string | undefined): boolean {
+  if (!url) return false;
+  const q = url.indexOf('?');
+  return (q === -1 ? url : url.slice(0, q)) === TUNNEL_PATH;
+}
+
+function rejectUpgrade(socket: Duplex, status: number, text: string): void {
+  if (socket.writable) {
+    socket.end(`HTTP/1.1 ${status} ${text}\r\nConnection: close\r\nContent-Type: text/plain\r\nContent-Length: ${text.length + 1}\r\n\r\n${text}\n`);
+  }
+  socket.once('error', () => {});
+  socket.once('finish', () => socket.destroy());
+}
