@@ -13,6 +13,7 @@ const HELP = `Usage: edge <command> [options]
 
 Commands:
   serve [--role all|control|edge|worker]   Run the node (default role: EDGE_ROLE or all)
+  agent <http|tcp|udp> <port|url>          Expose a local service through the edge
   admin <subcommand>                       Operate on the store directly (no running server needed)
   help                                     Show this text
 
@@ -51,6 +52,7 @@ async function serve(args: string[]): Promise<void> {
   if (node.generatedAdminKey) {
     process.stdout.write(`\nAdmin API key (shown once, store it now): ${node.generatedAdminKey}\n\n`);
   }
+  logger.info({ control: node.control?.port, http: node.edge?.httpPort, https: node.edge?.httpsPort }, 'node ready');
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
@@ -150,6 +152,77 @@ async function admin(args: string[]): Promise<void> {
   }
 }
 
+const AGENT_HELP = `Usage: edge agent <http|tcp|udp> <port|host:port|url> [options]
+
+Options:
+  --edge URL         The edge's public base URL (default EDGE_URL or http://127.0.0.1:8080)
+  --api-key KEY      API key (default EDGE_API_KEY)
+  --endpoint UUID    Serve this endpoint; without it the edge creates an ephemeral one (one-shot)
+  --id ID            Agent id, stable across reconnects (default: hostname + random)
+  --tags a,b         Tags routing rules can select this agent by
+  --host-header H    Fixed Host header for the local service
+
+The agent prints the public URL, reconnects with backoff after any drop, and exits non-zero when the edge refuses it.`;
+
+async function agentCommand(args: string[]): Promise<void> {
+  const { values, positionals } = parseArgs({
+    args,
+    allowPositionals: true,
+    options: {
+      edge: { type: 'string' },
+      'api-key': { type: 'string' },
+      endpoint: { type: 'string' },
+      id: { type: 'string' },
+      tags: { type: 'string' },
+      'host-header': { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (values.help) return void process.stdout.write(AGENT_HELP + '\n');
+  const [protocol, target] = positionals;
+  if (protocol !== 'http' && protocol !== 'tcp' && protocol !== 'udp') throw new UsageError(`the protocol must be http, tcp or udp\n\n${AGENT_HELP}`);
+  if (!target || positionals.length > 2) throw new UsageError(`give one local target (a port, host:port or URL)\n\n${AGENT_HELP}`);
+  const apiKey = values['api-key'] ?? process.env.EDGE_API_KEY;
+  if (!apiKey) throw new UsageError('an API key is needed: --api-key or EDGE_API_KEY');
+  const { startAgent, TunnelRefusedError } = await import('./agent/agent.ts');
+  const logger = createLogger(process.env.EDGE_LOG_LEVEL ?? 'info', { component: 'agent' });
+  let agent;
+  try {
+    agent = await startAgent({
+      edgeUrl: values.edge ?? process.env.EDGE_URL ?? 'http://127.0.0.1:8080',
+      apiKey,
+      endpoint: values.endpoint,
+      protocol,
+      target: /^\d+$/.test(target) ? Number(target) : target,
+      agentId: values.id,
+      tags: values.tags ? values.tags.split(',').map((t) => t.trim()).filter(Boolean) : [],
+      hostHeader: values['host-header'],
+      logger,
+    });
+  } catch (err) {
+    if (err instanceof TunnelRefusedError) {
+      process.stderr.write(`edge: the edge refused this agent (${err.code}): ${err.message}\n`);
+      process.exit(3);
+    }
+    throw err;
+  }
+  const show = (w: { endpoint: { public_url: string } }) => process.stdout.write(`Forwarding ${protocol === 'http' ? 'https://' : ''}${w.endpoint.public_url} -> ${target}\n`);
+  if (agent.welcome) show(agent.welcome);
+  agent.on('connected', show);
+  agent.on('stopped', (err) => {
+    if (err) {
+      process.stderr.write(`edge: stopped by the edge (${err.code}): ${err.message}\n`);
+      process.exit(3);
+    }
+  });
+  const stop = async () => {
+    await agent.stop();
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void stop());
+  process.on('SIGINT', () => void stop());
+}
+
 class UsageError extends Error {}
 
 async function main(argv: string[]): Promise<void> {
@@ -159,6 +232,8 @@ async function main(argv: string[]): Promise<void> {
       return serve(args);
     case 'admin':
       return admin(args);
+    case 'agent':
+      return agentCommand(args);
     case undefined:
     case 'help':
     case '--help':

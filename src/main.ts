@@ -4,9 +4,10 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { SecretBox } from './shared/secrets.ts';
+import { MemoryPresence, RedisPresence, type PresenceStore } from './shared/presence.ts';
 import type { Config } from './shared/config.ts';
 import type { Logger } from './shared/log.ts';
-import { FeedMirror, FeedSubscriber } from './shared/feed/subscriber.ts';
+import type { FeedMirror, FeedSubscriber } from './shared/feed/subscriber.ts';
 import { MemoryFeed } from './shared/feed/memory.ts';
 import { RedisFeed } from './shared/feed/redis.ts';
 import type { FeedSink, FeedSource } from './shared/feed/transport.ts';
@@ -14,11 +15,15 @@ import { openDatabase, type Database } from './store/db.ts';
 import { bootstrapAdmin } from './control/bootstrap.ts';
 import { FeedPublisher } from './control/feed-publisher.ts';
 import { startControl, type ControlServer } from './control/index.ts';
+import { startEdge, type EdgeNode } from './edge/index.ts';
+import { Janitor } from './worker/janitor.ts';
 
 export interface NodeHandle {
   config: Config;
   db?: Database;
   control?: ControlServer;
+  edge?: EdgeNode;
+  janitor?: Janitor;
   /** The edge role's copy of the config feed. */
   edgeFeed?: { subscriber: FeedSubscriber; mirror: FeedMirror };
   publisher?: FeedPublisher;
@@ -44,6 +49,20 @@ function secretKey(config: Config, logger: Logger): string {
     logger.warn({ file }, 'generated EDGE_SECRET_KEY for this single node; set it explicitly for clusters');
     return key;
   }
+}
+
+/** The one-shot flow's call from an edge to the control API, made with the agent's own key. */
+async function createEphemeralEndpoint(controlUrl: string, apiKey: string): Promise<string> {
+  if (!controlUrl) throw Object.assign(new Error('EDGE_CONTROL_URL is not set on this edge'), { code: 'unavailable' });
+  const res = await fetch(`${controlUrl}/v1/endpoints/ephemeral`, {
+    method: 'POST',
+    headers: { 'x-api-key': apiKey, 'content-type': 'application/json' },
+    body: '{}',
+    signal: AbortSignal.timeout(10_000),
+  });
+  const body = (await res.json().catch(() => ({}))) as { uuid?: string; code?: string; error?: string };
+  if (res.status !== 201 || !body.uuid) throw Object.assign(new Error(body.error ?? `control API answered ${res.status}`), { code: body.code });
+  return body.uuid;
 }
 
 function runs(config: Config, role: 'control' | 'edge' | 'worker'): boolean {
@@ -87,6 +106,10 @@ export async function startNode(config: Config, logger: Logger): Promise<NodeHan
       sink = new MemoryFeed({ maxLen: config.feed.streamMaxLen });
     }
     closers.push(() => sink.close());
+    const presence: PresenceStore = config.redisUrl
+      ? new RedisPresence(config.redisUrl, config.redisPrefix, config.presence.staleMs)
+      : new MemoryPresence(config.presence.staleMs);
+    closers.push(() => presence.close());
 
     if (runs(config, 'control')) {
       const db = handle.db!;
@@ -101,24 +124,37 @@ export async function startNode(config: Config, logger: Logger): Promise<NodeHan
       closers.push(() => publisher.stop());
       const readiness: Record<string, () => Promise<boolean>> = {};
       if (redis) readiness.redis = async () => (await redis!.ping()) === 'PONG';
-      const control = await startControl({ config, db, logger, secrets, readiness });
+      const control = await startControl({ config, db, logger, secrets, presence, readiness });
       handle.control = control;
       closers.push(() => control.close());
       logger.info({ port: control.port, host: config.bindHost }, 'control API listening');
     }
 
     if (runs(config, 'edge')) {
-      const mirror = new FeedMirror();
-      const subscriber = new FeedSubscriber(sink, mirror, { checkIntervalMs: config.feed.checkIntervalMs, logger });
-      subscriber.on('applied', (version: number) => logger.debug({ version }, 'edge config version applied'));
-      await subscriber.start();
-      handle.edgeFeed = { subscriber, mirror };
-      closers.push(() => subscriber.stop());
-      logger.info({ region: config.region, node: config.nodeId, version: subscriber.version }, 'edge config feed subscribed');
+      const controlUrl = config.controlUrl || (handle.control ? `http://127.0.0.1:${handle.control.port}` : '');
+      const edge = await startEdge({
+        settings: config,
+        source: sink,
+        secrets,
+        presence,
+        logger,
+        createEphemeral: (apiKey) => createEphemeralEndpoint(controlUrl, apiKey),
+      });
+      handle.edge = edge;
+      handle.edgeFeed = { subscriber: edge.subscriber, mirror: edge.config.mirror };
+      closers.push(() => edge.close());
     }
 
     if (runs(config, 'worker')) {
-      logger.info('worker role started (no scheduled jobs in this release)');
+      const janitor = new Janitor(handle.db!, presence, {
+        intervalMs: config.janitor.intervalMs,
+        idleSeconds: config.janitor.ephemeralIdleSeconds,
+        logger: logger.child({ component: 'janitor' }),
+      });
+      janitor.start();
+      handle.janitor = janitor;
+      closers.push(() => janitor.stop());
+      logger.info({ idle_seconds: config.janitor.ephemeralIdleSeconds }, 'worker started: ephemeral janitor');
     }
     return handle;
   } catch (err) {

@@ -3,6 +3,8 @@
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,7 +18,8 @@ const BIN = fileURLToPath(new URL('../bin/edge.js', import.meta.url));
 function cleanEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
   const env = { ...process.env };
   for (const k of Object.keys(env)) if (k.startsWith('EDGE_') || k === 'DATABASE_URL' || k === 'REDIS_URL') delete env[k];
-  return { ...env, EDGE_BIND_HOST: '127.0.0.1', ...extra };
+  // Port 0 everywhere: tests run side by side and must not fight over 8080/8443.
+  return { ...env, EDGE_BIND_HOST: '127.0.0.1', EDGE_HTTP_PORT: '0', EDGE_HTTPS_PORT: '0', ...extra };
 }
 
 function run(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {
@@ -34,11 +37,13 @@ function run(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | n
 interface Served {
   child: ChildProcess;
   port: number;
+  /** The edge's public HTTP port. */
+  edgePort: number;
   adminKey?: string;
   exited: Promise<number | null>;
 }
 
-/** Starts `edge serve` and resolves once it has logged its control port (and printed a generated key, if any). */
+/** Starts `edge serve` and resolves once it logs that it is ready (after printing a generated key, if any). */
 function serve(env: NodeJS.ProcessEnv): Promise<Served> {
   const child = spawn(process.execPath, [BIN, 'serve'], { env });
   const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
@@ -52,7 +57,7 @@ function serve(env: NodeJS.ProcessEnv): Promise<Served> {
       if (key) adminKey = key[1];
       if (!line.startsWith('{')) return;
       const entry = JSON.parse(line);
-      if (entry.msg === 'control API listening') resolve({ child, port: entry.port, adminKey, exited });
+      if (entry.msg === 'node ready') resolve({ child, port: entry.control, adminKey, edgePort: entry.http, exited });
     });
   });
 }
@@ -124,6 +129,56 @@ describe('edge CLI', () => {
     assert.equal((await me.json()).active_account.plan, 'pro');
     const admin = await fetch(`http://127.0.0.1:${node.port}/v1/me`, { headers: { 'x-api-key': 'cli-admin-key-0123456789' } });
     assert.equal((await admin.json()).user.is_admin, true);
+    node.child.kill('SIGTERM');
+    await node.exited;
+  });
+
+  it('runs an agent that prints its public URL and serves through the edge; a refused agent exits 3', async () => {
+    const dir = await dataDir();
+    const env = cleanEnv({ EDGE_DATA_DIR: dir, EDGE_CONTROL_PORT: '0', EDGE_HTTP_PORT: '0', EDGE_HTTPS_PORT: '0', EDGE_ADMIN_API_KEY: 'cli-admin-key-agent-0123456789' });
+    const node = await serve(env);
+    children.push(node.child);
+    const edgePort = node.edgePort;
+    const base = `http://127.0.0.1:${node.port}`;
+    const user = await (
+      await fetch(`${base}/v1/admin/users`, {
+        method: 'POST',
+        headers: { 'x-api-key': 'cli-admin-key-agent-0123456789', 'content-type': 'application/json' },
+        body: JSON.stringify({ email: 'agent@example.test', plan: 'free' }),
+      })
+    ).json();
+    const service = http.createServer((_req, res) => res.end('hello from the service'));
+    await new Promise<void>((r) => service.listen(0, '127.0.0.1', r));
+    const servicePort = (service.address() as AddressInfo).port;
+
+    const agent = spawn(process.execPath, [BIN, 'agent', 'http', String(servicePort), '--edge', `http://127.0.0.1:${edgePort}`], {
+      env: { ...cleanEnv({}), EDGE_API_KEY: user.api_key, EDGE_LOG_LEVEL: 'silent' },
+    });
+    children.push(agent);
+    const hostname = await new Promise<string>((resolve, reject) => {
+      agent.on('exit', (code) => reject(new Error(`agent exited with ${code}`)));
+      createInterface({ input: agent.stdout! }).on('line', (line) => {
+        const m = /^Forwarding https:\/\/(\S+) -> /.exec(line);
+        if (m) resolve(m[1]);
+      });
+    });
+    const res = await new Promise<string>((resolve, reject) => {
+      http
+        .get({ host: '127.0.0.1', port: edgePort, path: '/', headers: { host: hostname }, agent: false }, (r) => {
+          let body = '';
+          r.on('data', (d) => (body += d));
+          r.on('end', () => resolve(body));
+        })
+        .on('error', reject);
+    });
+    assert.equal(res, 'hello from the service');
+    agent.kill('SIGTERM');
+    service.close();
+
+    // The free plan has no tcp tunnels: the edge refuses, the agent says why and exits 3.
+    const refused = await run(['agent', 'tcp', String(servicePort), '--edge', `http://127.0.0.1:${edgePort}`, '--api-key', user.api_key], cleanEnv({ EDGE_LOG_LEVEL: 'silent' }));
+    assert.equal(refused.code, 3);
+    assert.match(refused.stderr, /protocol_not_allowed/);
     node.child.kill('SIGTERM');
     await node.exited;
   });

@@ -12,6 +12,7 @@ import { EdgeError, fail } from '../shared/errors.ts';
 import type { Config } from '../shared/config.ts';
 import type { Logger } from '../shared/log.ts';
 import { parseInt64 } from '../shared/schema.ts';
+import type { PresenceStore } from '../shared/presence.ts';
 import type { SecretBox } from '../shared/secrets.ts';
 import type { Database } from '../store/db.ts';
 import { Caller, resolveCaller } from './caller.ts';
@@ -22,6 +23,8 @@ export interface ControlDeps {
   logger: Logger;
   /** Seals secrets stored at rest (certificate private keys). */
   secrets: SecretBox;
+  /** Which agents are live on which edge, and each edge's applied config version. */
+  presence: PresenceStore;
   /** Extra readiness probes (Redis, when configured): each resolves true when its dependency answers. */
   readiness: Record<string, () => Promise<boolean>>;
 }

@@ -7,9 +7,10 @@ import { adminRoutes } from './routes/admin.ts';
 import { certificateRoutes } from './routes/certificates.ts';
 import { domainRoutes } from './routes/domains.ts';
 import { endpointRoutes } from './routes/endpoints.ts';
+import { presenceRoutes } from './routes/presence.ts';
 
 /** Every route module, in the order they are registered. Adding an API area is one entry here. */
-const ROUTES = [accountRoutes, adminRoutes, endpointRoutes, domainRoutes, certificateRoutes];
+const ROUTES = [accountRoutes, adminRoutes, endpointRoutes, domainRoutes, certificateRoutes, presenceRoutes];
 
 export interface ControlServer {
   app: ControlApp;

@@ -27,6 +27,37 @@ export const ConfigSchema = Type.Object(
     secretKey: Type.String(),
     // ip[:port] list for domain-verification TXT lookups; empty uses the system resolver.
     dnsResolvers: Type.String(),
+    // The platform certificate for the HTTPS listener; both empty = a self-signed development certificate.
+    tlsCertFile: Type.String(),
+    tlsKeyFile: Type.String(),
+    // Where an edge reaches the control API (the one-shot flow creates ephemeral endpoints there); empty = this node's.
+    controlUrl: Type.String({ pattern: '^(https?://.+)?$' }),
+    presence: Type.Object(
+      {
+        // Edges report their agents and config version this often (and at once on connect/disconnect).
+        intervalMs: Type.Integer({ minimum: 50 }),
+        // A report older than this means the edge is gone.
+        staleMs: Type.Integer({ minimum: 100 }),
+      },
+      { additionalProperties: false },
+    ),
+    janitor: Type.Object(
+      {
+        intervalMs: Type.Integer({ minimum: 50 }),
+        // An ephemeral endpoint whose agents have been gone this long is removed.
+        ephemeralIdleSeconds: Type.Integer({ minimum: 1 }),
+      },
+      { additionalProperties: false },
+    ),
+    edge: Type.Object(
+      {
+        maxHeaderBytes: Type.Integer({ minimum: 1024, maximum: 1048576 }),
+        headersTimeoutMs: Type.Integer({ minimum: 1000 }),
+        keepAliveTimeoutMs: Type.Integer({ minimum: 100 }),
+        cacheSize: Type.Integer({ minimum: 10 }),
+      },
+      { additionalProperties: false },
+    ),
     databaseUrl: Type.String(),
     databaseSchema: Type.String({ pattern: '^[a-z_][a-z0-9_]{0,62}$' }),
     redisUrl: Type.String(),
@@ -64,6 +95,16 @@ export const ENV_SETTINGS = {
   EDGE_ADMIN_API_KEY: 'adminApiKey',
   EDGE_SECRET_KEY: 'secretKey',
   EDGE_DNS_RESOLVERS: 'dnsResolvers',
+  EDGE_TLS_CERT_FILE: 'tlsCertFile',
+  EDGE_TLS_KEY_FILE: 'tlsKeyFile',
+  EDGE_CONTROL_URL: 'controlUrl',
+  EDGE_MAX_HEADER_BYTES: 'edge.maxHeaderBytes',
+  EDGE_PRESENCE_INTERVAL_MS: 'presence.intervalMs',
+  EDGE_PRESENCE_STALE_MS: 'presence.staleMs',
+  EDGE_JANITOR_INTERVAL_MS: 'janitor.intervalMs',
+  EDGE_EPHEMERAL_IDLE_SECONDS: 'janitor.ephemeralIdleSeconds',
+  EDGE_HEADERS_TIMEOUT_MS: 'edge.headersTimeoutMs',
+  EDGE_KEEPALIVE_TIMEOUT_MS: 'edge.keepAliveTimeoutMs',
   DATABASE_URL: 'databaseUrl',
   EDGE_DATABASE_SCHEMA: 'databaseSchema',
   REDIS_URL: 'redisUrl',

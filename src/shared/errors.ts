@@ -56,6 +56,12 @@ export const ERROR_CODES = {
   unsupported_media_type: [415, 'Content-Type must be application/json'],
   internal: [500, 'Internal server error'],
   unavailable: [503, 'Service unavailable'],
+  // Edge pages: what a visitor gets when the edge itself answers.
+  endpoint_not_found: [404, 'No endpoint is configured for this hostname'],
+  malformed_request: [400, 'The request could not be understood'],
+  no_agent: [502, 'The endpoint is configured but no agent is connected to serve it'],
+  agent_error: [502, 'The agent could not complete the request'],
+  endpoint_disabled: [503, 'The endpoint is disabled'],
 } as const satisfies Record<string, readonly [number, string]>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

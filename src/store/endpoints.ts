@@ -257,3 +257,35 @@ export async function listEndpoints(db: Queryable, filter: EndpointFilter, limit
   );
   return { rows: page.rows, total: total.rows[0].n };
 }
+
+/** Records that agents of these ephemeral endpoints were seen connected (idle tracking is for ephemerals only). */
+export async function touchEphemerals(db: Queryable, uuids: readonly string[]): Promise<number> {
+  if (uuids.length === 0) return 0;
+  const res = await db.query('UPDATE endpoints SET last_active_at = now() WHERE ephemeral AND uuid::text = ANY($1::text[])', [uuids]);
+  return res.rowCount;
+}
+
+/** Ephemeral endpoints with no agent seen since `idleSeconds` ago (or since creation, if never): janitor candidates. */
+export async function findIdleEphemerals(db: Queryable, idleSeconds: number, live: readonly string[]): Promise<Array<Pick<EndpointRow, 'id' | 'uuid'>>> {
+  const { rows } = await db.query<Pick<EndpointRow, 'id' | 'uuid'>>(
+    `SELECT id, uuid::text AS uuid FROM endpoints
+     WHERE ephemeral AND NOT (uuid::text = ANY($2::text[]))
+       AND coalesce(last_active_at, created_at) < now() - make_interval(secs => $1)
+     ORDER BY id LIMIT 500`,
+    [idleSeconds, live],
+  );
+  return rows;
+}
+
+/**
+ * Removes an idle ephemeral endpoint, re-checking under the row lock that it is still ephemeral and idle: a promote
+ * or an agent seen since the candidate list was read wins over the janitor.
+ */
+export async function reapIdleEphemeral(tx: Queryable, endpoint: Pick<EndpointRow, 'id' | 'uuid'>, idleSeconds: number): Promise<boolean> {
+  const { rows } = await tx.query(
+    `SELECT 1 FROM endpoints WHERE id = $1 AND ephemeral AND coalesce(last_active_at, created_at) < now() - make_interval(secs => $2) FOR UPDATE`,
+    [endpoint.id, idleSeconds],
+  );
+  if (rows.length === 0) return false;
+  return deleteEndpoint(tx, endpoint);
+}

@@ -521,6 +521,35 @@ export function endpointRoutes(app: ControlApp, { db, config }: ControlDeps): vo
   // ---- Admin ----------------------------------------------------------------------------------------------------
 
   app.post(
+    '/v1/endpoints/ephemeral',
+    {
+      schema: {
+        summary: 'Create an ephemeral endpoint in the active account (the agent one-shot flow)',
+        description:
+          'What an edge calls, with the agent’s own API key, when an agent connects without naming an endpoint. The endpoint has a ' +
+          'generated name on the platform domain, counts against no quota until promoted, and is removed by the janitor once its ' +
+          'agents have been gone for the idle window.',
+        tags: ['endpoints'],
+        body: Strict({ device_fingerprint: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })) }),
+        response: { 201: EndpointView, ...ErrorResponses },
+      },
+    },
+    async (req, reply) => {
+      req.caller.requirePermission('endpoints:write');
+      const endpoint = await db.transaction((tx) =>
+        store.createEphemeralEndpoint(tx, {
+          userId: req.caller.user.id,
+          accountId: req.caller.account.id,
+          deviceFingerprint: req.body.device_fingerprint ?? null,
+          baseDomain: config.baseDomain,
+          generateSubdomain: () => generateSubdomain(),
+        }),
+      );
+      return reply.status(201).header('location', `/v1/endpoints/${endpoint.uuid}`).send(endpointView(endpoint));
+    },
+  );
+
+  app.post(
     '/v1/admin/endpoints/ephemeral',
     {
       schema: {

@@ -1,0 +1,70 @@
+// Live state the control plane reads from presence: the agents serving an endpoint, and every edge's applied
+// config version next to the control plane's, so a user can see that a change has reached all edges.
+import { Type } from '@sinclair/typebox';
+import { tunnelsOf } from '../../shared/presence.ts';
+import { Timestamp } from '../../shared/schema.ts';
+import { currentVersion } from '../../store/feed.ts';
+import { endpointForCaller } from '../endpoint-access.ts';
+import type { ControlApp, ControlDeps } from '../http.ts';
+import { ErrorResponses } from '../views.ts';
+
+const TunnelView = Type.Object({
+  agent_id: Type.String(),
+  tags: Type.Array(Type.String()),
+  protocol: Type.String(),
+  region: Type.String(),
+  edge_node: Type.String(),
+  connected_at: Timestamp(),
+});
+
+const EdgeView = Type.Object({
+  node_id: Type.String(),
+  region: Type.String(),
+  version: Type.Integer({ description: 'The config feed version this edge has applied' }),
+  last_heartbeat: Timestamp(),
+  agents: Type.Integer({ description: 'Agents connected to this edge' }),
+  in_sync: Type.Boolean({ description: 'True when the edge has applied the latest committed version' }),
+});
+
+export function presenceRoutes(app: ControlApp, { db, presence }: ControlDeps): void {
+  app.get(
+    '/v1/endpoints/:id/tunnels',
+    {
+      schema: {
+        summary: 'The agents serving an endpoint right now, on every edge',
+        tags: ['endpoints'],
+        params: Type.Object({ id: Type.String() }),
+        response: { 200: Type.Object({ items: Type.Array(TunnelView) }), ...ErrorResponses },
+      },
+    },
+    async (req) => {
+      req.caller.requirePermission('endpoints:read');
+      const endpoint = await endpointForCaller(db, req.caller, req.params.id);
+      const tunnels = await tunnelsOf(presence, endpoint.uuid);
+      return {
+        items: tunnels.map((t) => ({ agent_id: t.agent_id, tags: t.tags, protocol: t.protocol, region: t.region, edge_node: t.node, connected_at: t.connected_at })),
+      };
+    },
+  );
+
+  app.get(
+    '/v1/edges',
+    {
+      schema: {
+        summary: 'Every live edge: node id, region, applied config version and last heartbeat (admin)',
+        tags: ['admin'],
+        response: { 200: Type.Object({ version: Type.Integer({ description: 'The latest committed config version' }), items: Type.Array(EdgeView) }), ...ErrorResponses },
+      },
+    },
+    async (req) => {
+      req.caller.requireAdmin();
+      const [version, edges] = await Promise.all([currentVersion(db), presence.edges()]);
+      return {
+        version,
+        items: edges
+          .sort((a, b) => a.node.localeCompare(b.node))
+          .map((e) => ({ node_id: e.node, region: e.region, version: e.version, last_heartbeat: e.heartbeat_at, agents: e.agents.length, in_sync: e.version >= version })),
+      };
+    },
+  );
+}

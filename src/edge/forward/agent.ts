@@ -1,0 +1,96 @@
+// Forwarding a visitor's request to one agent over its tunnel: an HTTP/2 stream per request, bodies streamed both
+// ways with HTTP/2 flow control as the backpressure, so no body is ever held whole in memory.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { constants as h2 } from 'node:http2';
+import { toHttp1ResponseHeaders, toHttp2RequestHeaders } from '../../shared/tunnel/headers.ts';
+import type { AgentSession } from '../tunnels/registry.ts';
+import { sendEdgeError } from '../http/pages.ts';
+import { forwardedHeaders, type ForwardFacts } from '../http/proxy-headers.ts';
+
+export interface ForwardRequest extends ForwardFacts {
+  req: IncomingMessage;
+  res: ServerResponse;
+  method: string;
+  /** Normalised path plus "?query": the exact target the pipeline judged. */
+  target: string;
+}
+
+/** Resolves when the exchange is over (answered, failed or abandoned by the visitor). */
+export function forwardToAgent(session: AgentSession, f: ForwardRequest): Promise<void> {
+  const { req, res } = f;
+  return new Promise((resolve) => {
+    let stream;
+    try {
+      stream = session.request(
+        toHttp2RequestHeaders(
+          { method: f.method, path: f.target, authority: req.headers.host ?? f.host, scheme: f.secure ? 'https' : 'http' },
+          forwardedHeaders(req.headers, f),
+        ),
+      );
+    } catch {
+      sendEdgeError(res, 'agent_error', req.headers.accept, 'the agent connection is closing');
+      return resolve();
+    }
+    stream.on('response', (headers) => {
+      const status = Number(headers[':status']);
+      res.writeHead(status, toHttp1ResponseHeaders(headers) as Record<string, string | string[]>);
+      stream.pipe(res);
+    });
+    stream.on('trailers', (trailers) => res.addTrailers(toHttp1ResponseHeaders(trailers) as Record<string, string>));
+    stream.on('error', () => {
+      if (!res.headersSent) sendEdgeError(res, 'agent_error', req.headers.accept);
+      else res.destroy();
+    });
+    stream.on('close', () => {
+      if (!res.headersSent) sendEdgeError(res, 'agent_error', req.headers.accept);
+      resolve();
+    });
+    // The visitor went away: cancel the stream so the agent stops working for nobody (RFC 9113 §8.7).
+    res.on('close', () => {
+      if (!res.writableFinished && !stream.closed) stream.close(h2.NGHTTP2_CANCEL);
+    });
+    req.pipe(stream);
+  });
+}
+
+/**
+ * A visitor's WebSocket (or other) upgrade, carried as raw bytes over a CONNECT stream: the HTTP/1.1 upgrade
+ * request is replayed to the agent's local service, which answers the 101 itself, end to end.
+ */
+export function forwardUpgrade(session: AgentSession, f: Omit<ForwardRequest, 'res'>, socket: Duplex, head: Buffer): void {
+  const { req } = f;
+  let stream;
+  try {
+    stream = session.connect(req.headers.host ?? f.host);
+  } catch {
+    socket.end('HTTP/1.1 502 Bad Gateway\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
+    return;
+  }
+  const headers = forwardedHeaders(req.headers, f);
+  let head1 = `${f.method} ${f.target} HTTP/1.1\r\n`;
+  for (const [name, value] of Object.entries(headers)) {
+    for (const v of Array.isArray(value) ? value : [value]) if (v !== undefined) head1 += `${name}: ${v}\r\n`;
+  }
+  stream.on('response', (h) => {
+    if (Number(h[':status']) !== 200) {
+      socket.end('HTTP/1.1 502 Bad Gateway\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
+      stream.close();
+      return;
+    }
+    stream.write(head1 + '\r\n');
+    if (head.length > 0) stream.write(head);
+    stream.pipe(socket);
+    socket.pipe(stream);
+  });
+  const end = () => {
+    socket.destroy();
+    if (!stream.closed) stream.close(h2.NGHTTP2_CANCEL);
+  };
+  stream.on('error', end);
+  stream.on('close', () => socket.end());
+  socket.on('error', end);
+  socket.on('close', () => {
+    if (!stream.closed) stream.close(h2.NGHTTP2_CANCEL);
+  });
+}

@@ -1,0 +1,141 @@
+// The edge role: public HTTP and HTTPS listeners, the agent tunnel endpoint on the same HTTP listener, and the
+// config mirror that feeds them. It reads config only from the feed (and its own saved copy), never the store.
+import http from 'node:http';
+import https from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import type { Config } from '../shared/config.ts';
+import { FeedSubscriber } from '../shared/feed/subscriber.ts';
+import type { FeedSource } from '../shared/feed/transport.ts';
+import type { Logger } from '../shared/log.ts';
+import type { PresenceStore } from '../shared/presence.ts';
+import type { SecretBox } from '../shared/secrets.ts';
+import { TUNNEL_PATH } from '../shared/tunnel/protocol.ts';
+import { agentAuthorizer } from './agent-auth.ts';
+import { EdgeConfig } from './config.ts';
+import { handleRequest, handleUpgrade } from './pipeline/pipeline.ts';
+import { CertificateSelector, platformCertificate } from './tls.ts';
+import { TunnelRegistry } from './tunnels/registry.ts';
+import { TunnelServer } from './tunnels/tunnel-server.ts';
+
+export interface EdgeDeps {
+  settings: Config;
+  source: FeedSource;
+  secrets: SecretBox;
+  presence: PresenceStore;
+  logger: Logger;
+  /** Creates an ephemeral endpoint through the control API with the agent's key; returns its uuid. */
+  createEphemeral(apiKey: string): Promise<string>;
+}
+
+export interface EdgeNode {
+  config: EdgeConfig;
+  subscriber: FeedSubscriber;
+  registry: TunnelRegistry;
+  httpPort: number;
+  httpsPort: number;
+  close(): Promise<void>;
+}
+
+function listen(server: http.Server | https.Server, port: number, host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve((server.address() as AddressInfo).port);
+    });
+  });
+}
+
+export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
+  const { settings, logger } = deps;
+  const log = logger.child({ component: 'edge' });
+  const config = new EdgeConfig({ logger: log, cacheSize: settings.edge.cacheSize, stateFile: join(settings.dataDir, 'edge-config.json') });
+  const restored = await config.load();
+  const subscriber = new FeedSubscriber(deps.source, config.mirror, { checkIntervalMs: settings.feed.checkIntervalMs, logger: log, version: restored });
+  subscriber.on('applied', (version) => log.debug({ version }, 'config version applied'));
+
+  const registry = new TunnelRegistry();
+  registry.on('connect', (s) => log.info({ endpoint: s.endpoint.uuid, agent: s.agentId, tags: s.tags, protocol: s.protocol }, 'agent connected'));
+  registry.on('disconnect', (s, reason) => log.info({ endpoint: s.endpoint.uuid, agent: s.agentId, reason: reason.code }, 'agent disconnected'));
+  const tunnels = new TunnelServer({
+    registry,
+    region: settings.region,
+    node: settings.nodeId,
+    logger: log,
+    authorize: agentAuthorizer({ config, plans: settings.plans, region: settings.region, createEphemeral: deps.createEphemeral }),
+  });
+
+  const pipeline = { config, registry };
+  const limits = { maxHeaderSize: settings.edge.maxHeaderBytes, headersTimeout: settings.edge.headersTimeoutMs, keepAliveTimeout: settings.edge.keepAliveTimeoutMs, requestTimeout: 0 };
+  const plain = http.createServer(limits, (req, res) => handleRequest(pipeline, req, res, false));
+  plain.on('upgrade', (req, socket, head) => {
+    if (req.url?.startsWith(TUNNEL_PATH) && tunnels.handleUpgrade(req, socket, head)) return;
+    handleUpgrade(pipeline, req, socket, head, false);
+  });
+  const selector = new CertificateSelector(config, deps.secrets, await platformCertificate({ certFile: settings.tlsCertFile, keyFile: settings.tlsKeyFile }, settings.baseDomain), log);
+  const secure = https.createServer({ ...limits, SNICallback: selector.sniCallback }, (req, res) => handleRequest(pipeline, req, res, true));
+  secure.on('upgrade', (req, socket, head) => {
+    if (req.url?.startsWith(TUNNEL_PATH) && tunnels.handleUpgrade(req, socket, head)) return;
+    handleUpgrade(pipeline, req, socket, head, true);
+  });
+  for (const server of [plain, secure]) server.on('clientError', (_err, socket) => socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n'));
+
+  // Presence: the whole state of this edge, at every change and on a timer (a missed beat only ages the entry).
+  let beatQueued = false;
+  const beat = () => {
+    if (beatQueued) return;
+    beatQueued = true;
+    setImmediate(() => {
+      beatQueued = false;
+      deps.presence
+        .report({
+          node: settings.nodeId,
+          region: settings.region,
+          version: config.version,
+          heartbeat_at: new Date().toISOString(),
+          agents: registry.sessions().map((s) => ({
+            endpoint: s.endpoint.uuid,
+            agent_id: s.agentId,
+            tags: [...s.tags],
+            protocol: s.protocol,
+            connected_at: s.connectedAt.toISOString(),
+          })),
+        })
+        .catch((err) => log.warn({ err }, 'presence report failed'));
+    });
+  };
+  registry.on('connect', beat);
+  registry.on('disconnect', beat);
+  subscriber.on('applied', beat);
+  const heartbeat = setInterval(beat, settings.presence.intervalMs);
+  heartbeat.unref();
+
+  // Serve from the saved config at once; the feed catches up in the background (control plane or Redis may be down).
+  subscriber.start().catch((err) => log.warn({ err }, 'config feed not reachable yet; serving the saved config'));
+  const httpPort = await listen(plain, settings.httpPort, settings.bindHost);
+  const httpsPort = await listen(secure, settings.httpsPort, settings.bindHost);
+  log.info({ http: httpPort, https: httpsPort, version: config.version }, 'edge listening');
+  beat();
+
+  return {
+    config,
+    subscriber,
+    registry,
+    httpPort,
+    httpsPort,
+    async close() {
+      // Stop accepting, let agents drain, then stop following the feed and save what was applied.
+      clearInterval(heartbeat);
+      plain.close();
+      secure.close();
+      await tunnels.close(2_000);
+      await registry.close(2_000);
+      plain.closeAllConnections();
+      secure.closeAllConnections();
+      await subscriber.stop();
+      await config.flush();
+      await deps.presence.remove(settings.nodeId).catch(() => {});
+    },
+  };
+}

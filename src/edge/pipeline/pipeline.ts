@@ -1,0 +1,132 @@
+// The per-request pipeline, top to bottom: host lookup → endpoint state → path normalisation → the endpoint's
+// compiled stages (HTTPS enforcement, rate limits, auth, JWT, RBAC, routing) → forward to an agent.
+import { ServerResponse, type IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
+import type { EdgeConfig } from '../config.ts';
+import type { CompiledEndpoint } from '../compile.ts';
+import { forwardToAgent, forwardUpgrade } from '../forward/agent.ts';
+import { sendEdgeError } from '../http/pages.ts';
+import { normalizePath, splitTarget } from '../http/normalize-path.ts';
+import type { TunnelRegistry } from '../tunnels/registry.ts';
+import type { RequestContext, Stage, Verdict } from './stage.ts';
+
+export interface PipelineDeps {
+  config: EdgeConfig;
+  registry: TunnelRegistry;
+}
+
+/** Host header → lower-case name without port; null when missing or malformed. */
+export function hostOf(header: string | undefined): string | null {
+  if (!header) return null;
+  const host = header.startsWith('[') ? header.slice(0, header.indexOf(']') + 1) : header.split(':')[0];
+  return host.length > 0 && host.length <= 253 ? host.toLowerCase() : null;
+}
+
+/**
+ * Runs stages from `i` on. Awaits only when a stage returns a promise, so an endpoint whose stages are all
+ * synchronous never allocates one.
+ */
+export function runStages(stages: readonly Stage[], ctx: RequestContext, i = 0): Verdict | Promise<Verdict> {
+  for (; i < stages.length; i++) {
+    const verdict = stages[i].run(ctx);
+    if (typeof verdict !== 'string') {
+      const next = i + 1;
+      return verdict.then((v) => (v === 'done' ? 'done' : runStages(stages, ctx, next)));
+    }
+    if (verdict === 'done') return 'done';
+  }
+  return 'next';
+}
+
+type Resolved = { ctx: RequestContext; endpoint: CompiledEndpoint } | null;
+
+/** The steps every request and upgrade share: find the endpoint, check it may serve, build the context. */
+function resolve(deps: PipelineDeps, req: IncomingMessage, res: ServerResponse, secure: boolean, refuse: (code: 'malformed_request' | 'endpoint_not_found' | 'endpoint_disabled') => void): Resolved {
+  const host = hostOf(req.headers.host);
+  if (host === null) return void refuse('malformed_request'), null;
+  const endpoint = deps.config.lookup(host);
+  if (endpoint === null) return void refuse('endpoint_not_found'), null;
+  if (endpoint.config.status === 'disabled' || endpoint.config.status === 'error') return void refuse('endpoint_disabled'), null;
+  const { path: rawPath, query } = splitTarget(req.url ?? '/');
+  const path = normalizePath(rawPath);
+  if (path === null) return void refuse('malformed_request'), null;
+  const ctx: RequestContext = {
+    req,
+    res,
+    endpoint: endpoint.config,
+    method: req.method ?? 'GET',
+    host,
+    path,
+    query,
+    clientIp: req.socket.remoteAddress ?? '',
+    secure,
+    upstreamHeaders: {},
+  };
+  return { ctx, endpoint };
+}
+
+function target(ctx: RequestContext): string {
+  return ctx.query ? `${ctx.path}?${ctx.query}` : ctx.path;
+}
+
+/** Handles one visitor request end to end. */
+export function handleRequest(deps: PipelineDeps, req: IncomingMessage, res: ServerResponse, secure: boolean): void {
+  const resolved = resolve(deps, req, res, secure, (code) => sendEdgeError(res, code, req.headers.accept));
+  if (resolved === null) return;
+  const { ctx, endpoint } = resolved;
+  const verdict = runStages(endpoint.stages, ctx);
+  if (typeof verdict === 'string') {
+    if (verdict === 'next') forward(deps, ctx);
+    return;
+  }
+  verdict.then(
+    (v) => v === 'next' && forward(deps, ctx),
+    () => sendEdgeError(res, 'internal', req.headers.accept),
+  );
+}
+
+function forward(deps: PipelineDeps, ctx: RequestContext): void {
+  const session = deps.registry.pick(ctx.endpoint.uuid, ctx.selector);
+  if (session === null) {
+    const which = ctx.selector?.rule ? `no connected agent matches routing rule "${ctx.selector.rule}"` : undefined;
+    return sendEdgeError(ctx.res, 'no_agent', ctx.req.headers.accept, which);
+  }
+  void forwardToAgent(session, {
+    req: ctx.req,
+    res: ctx.res,
+    method: ctx.method,
+    target: target(ctx),
+    clientIp: ctx.clientIp,
+    secure: ctx.secure,
+    host: ctx.host,
+    extra: ctx.upstreamHeaders,
+  });
+}
+
+/** A visitor's upgrade (WebSocket): the same lookup and stages, then raw bytes over a CONNECT stream. */
+export function handleUpgrade(deps: PipelineDeps, req: IncomingMessage, socket: Duplex, head: Buffer, secure: boolean): void {
+  // A response bound to the raw socket, so refusals and stages that answer (401, redirects) work as for requests.
+  const res = new ServerResponse(req);
+  res.assignSocket(socket as Socket);
+  res.shouldKeepAlive = false;
+  res.on('finish', () => socket.end());
+  const resolved = resolve(deps, req, res, secure, (code) => sendEdgeError(res, code, req.headers.accept));
+  if (resolved === null) return;
+  const { ctx, endpoint } = resolved;
+  const proceed = () => {
+    const session = deps.registry.pick(ctx.endpoint.uuid, ctx.selector);
+    if (session === null) return sendEdgeError(res, 'no_agent', req.headers.accept);
+    res.detachSocket(socket as Socket);
+    forwardUpgrade(session, { req, method: ctx.method, target: target(ctx), clientIp: ctx.clientIp, secure, host: ctx.host, extra: ctx.upstreamHeaders }, socket, head);
+  };
+  const verdict = runStages(endpoint.stages, ctx);
+  if (typeof verdict === 'string') {
+    if (verdict === 'next') proceed();
+    return;
+  }
+  verdict.then(
+    (v) => v === 'next' && proceed(),
+    () => sendEdgeError(res, 'internal', req.headers.accept),
+  );
+}

@@ -1,0 +1,198 @@
+// The routing stage: picks which of the endpoint's agents may serve a request from its routing rules. Rules are
+// compiled once into closures; per request the first enabled rule whose conditions all match sets ctx.selector.
+//
+// Order (docs/routing-rules.md): ascending priority, ties by ascending id; disabled rules are left out at compile
+// time. Conditions of a rule are ANDed. No match leaves the selector unset: any agent of the endpoint may serve.
+import type { RoutingConditionConfig, RoutingRuleConfig } from '../../shared/snapshot.ts';
+import { compileCidrList, parseIp, type IpWords } from '../match/cidr.ts';
+import { parseCookies } from '../match/cookies.ts';
+import { compilePathGlob, compilePathPrefix, compileSegmentGlob, compileValueGlob, type StringMatcher } from '../match/glob.ts';
+import type { AgentSelector, RequestContext, Stage, StageFactory } from '../pipeline/stage.ts';
+
+/**
+ * What conditions derive from a request, computed on first use and shared by every condition of every rule for
+ * that request: the query is parsed once, the Cookie header split once, the client address parsed once.
+ */
+class RequestFacts {
+  private pathSegments?: string[];
+  private hostLabels?: string[];
+  private params?: URLSearchParams;
+  private cookieMap?: Map<string, string[]>;
+  private ip?: IpWords | null;
+
+  constructor(private readonly ctx: RequestContext) {}
+
+  segments(): string[] {
+    return (this.pathSegments ??= this.ctx.path.split('/'));
+  }
+
+  labels(): string[] {
+    return (this.hostLabels ??= this.ctx.host.split('.'));
+  }
+
+  query(): URLSearchParams {
+    return (this.params ??= new URLSearchParams(this.ctx.query));
+  }
+
+  cookies(): Map<string, string[]> {
+    return (this.cookieMap ??= parseCookies(this.ctx.req.headers.cookie));
+  }
+
+  clientIp(): IpWords | null {
+    if (this.ip === undefined) this.ip = parseIp(this.ctx.clientIp);
+    return this.ip;
+  }
+}
+
+type Probe = (ctx: RequestContext, facts: RequestFacts) => boolean;
+
+const anyOf = (values: readonly string[] | undefined, match: StringMatcher): boolean => {
+  if (values === undefined) return false;
+  for (const v of values) if (match(v)) return true;
+  return false;
+};
+
+/**
+ * Rough per-request cost of each condition type. A rule's conditions are ANDed and side-effect free, so they run
+ * cheapest first: a method or path mismatch rejects the rule before any query parsing or header scanning.
+ */
+const COST: Record<RoutingConditionConfig['condition_type'], number> = { method: 0, path: 1, host: 2, header: 3, source_ip: 4, cookie: 5, query: 6 };
+
+function compilePath(mode: string, pattern: string): Probe {
+  switch (mode) {
+    case 'exact':
+      return (ctx) => ctx.path === pattern;
+    case 'prefix': {
+      const match = compilePathPrefix(pattern);
+      return (ctx) => match(ctx.path);
+    }
+    case 'glob': {
+      const glob = compilePathGlob(pattern);
+      if (!glob.needsSegments) {
+        const match = glob.match;
+        return (ctx) => match(ctx.path);
+      }
+      const match = glob.match;
+      return (ctx, facts) => match(facts.segments());
+    }
+  }
+  throw new RangeError(`unknown path match mode "${mode}" (expected prefix, exact or glob)`);
+}
+
+/** Compiles one condition into a probe. Throws on a condition the control API would not have stored. */
+export function compileCondition(condition: RoutingConditionConfig): Probe {
+  const { condition_type: type, condition_key: key, pattern } = condition;
+  switch (type) {
+    case 'path':
+      return compilePath(key === '' ? 'prefix' : key, pattern);
+    case 'method': {
+      const methods = new Set(
+        pattern
+          .split(',')
+          .map((m) => m.trim().toUpperCase())
+          .filter((m) => m !== ''),
+      );
+      if (methods.size === 0) throw new RangeError('a method condition needs at least one method');
+      if (methods.size === 1) {
+        const [only] = methods;
+        return (ctx) => ctx.method === only;
+      }
+      return (ctx) => methods.has(ctx.method);
+    }
+    case 'header': {
+      const name = key.toLowerCase();
+      if (name === '') throw new RangeError('a header condition needs the header name in condition_key');
+      // `*` is "present with any value"; the matcher says so too, but this skips even the value lookup's cost.
+      if (pattern === '*') return (ctx) => ctx.req.headers[name] !== undefined;
+      const match = compileValueGlob(pattern);
+      return (ctx) => {
+        const value = ctx.req.headers[name];
+        return typeof value === 'string' ? match(value) : anyOf(value, match);
+      };
+    }
+    case 'query': {
+      if (key === '') throw new RangeError('a query condition needs the parameter name in condition_key');
+      const match = compileValueGlob(pattern);
+      return (ctx, facts) => ctx.query !== '' && anyOf(facts.query().getAll(key), match);
+    }
+    case 'cookie': {
+      if (key === '') throw new RangeError('a cookie condition needs the cookie name in condition_key');
+      const match = compileValueGlob(pattern);
+      return (ctx, facts) => ctx.req.headers.cookie !== undefined && anyOf(facts.cookies().get(key), match);
+    }
+    case 'source_ip': {
+      const match = compileCidrList(pattern);
+      return (_ctx, facts) => match(facts.clientIp());
+    }
+    case 'host': {
+      const glob = pattern.toLowerCase();
+      if (!glob.includes('*')) return (ctx) => ctx.host === glob;
+      const match = compileSegmentGlob(glob, '.');
+      return (_ctx, facts) => match(facts.labels());
+    }
+  }
+  throw new RangeError(`unknown condition type "${String(type)}"`);
+}
+
+interface CompiledRule {
+  readonly probes: readonly Probe[];
+  /** Built once and shared by every request the rule matches; downstream only reads it. */
+  readonly selector: Readonly<AgentSelector>;
+}
+
+/** Evaluation order: ascending priority, then ascending id (the order rules were created in). */
+export function byEvaluationOrder(a: Pick<RoutingRuleConfig, 'priority' | 'id'>, b: Pick<RoutingRuleConfig, 'priority' | 'id'>): number {
+  return a.priority - b.priority || a.id - b.id;
+}
+
+function compileRule(rule: RoutingRuleConfig): CompiledRule {
+  if (rule.conditions.length === 0) throw new RangeError(`routing rule ${rule.id} has no conditions`);
+  const probes = [...rule.conditions]
+    .sort((a, b) => COST[a.condition_type] - COST[b.condition_type])
+    .map((condition) => {
+      try {
+        return compileCondition(condition);
+      } catch (err) {
+        throw new RangeError(`routing rule ${rule.id} ("${rule.name}"), ${condition.condition_type} condition: ${(err as Error).message}`, { cause: err });
+      }
+    });
+  const selector: AgentSelector = { rule: rule.name !== '' ? rule.name : `#${rule.id}` };
+  if (rule.target_agent_id !== null && rule.target_agent_id !== '') selector.agentId = rule.target_agent_id;
+  if (rule.target_agent_tags.length > 0) selector.tags = Object.freeze(rule.target_agent_tags.map((t) => t.toLowerCase()));
+  return { probes, selector: Object.freeze(selector) };
+}
+
+/** The compiled rules of an endpoint, in evaluation order, disabled rules left out. Throws on a malformed rule. */
+export function compileRoutingRules(rules: readonly RoutingRuleConfig[]): readonly CompiledRule[] {
+  return rules
+    .filter((r) => r.enabled)
+    .sort(byEvaluationOrder)
+    .map(compileRule);
+}
+
+/** The selector of the first rule that matches, or undefined. Exposed for tests and for a future "explain" tool. */
+export function selectAgents(rules: readonly CompiledRule[], ctx: RequestContext): Readonly<AgentSelector> | undefined {
+  const facts = new RequestFacts(ctx);
+  next: for (const rule of rules) {
+    for (const probe of rule.probes) if (!probe(ctx, facts)) continue next;
+    return rule.selector;
+  }
+  return undefined;
+}
+
+export const routing: StageFactory = {
+  id: 'routing',
+  compile(endpoint): Stage | null {
+    const rules = compileRoutingRules(endpoint.routing_rules ?? []);
+    // No enabled rule: the stage is absent, so an endpoint without routing pays nothing per request.
+    if (rules.length === 0) return null;
+    return {
+      name: 'routing',
+      run(ctx) {
+        const selector = selectAgents(rules, ctx);
+        if (selector !== undefined) ctx.selector = selector;
+        return 'next';
+      },
+    };
+  },
+};

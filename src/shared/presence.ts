@@ -1,0 +1,105 @@
+// Presence: which agents are live on which edge, and which config version each edge has applied. Edges publish
+// a heartbeat with their whole state; control (tunnels, edge status) and the worker (janitor) read it.
+import { Redis } from 'ioredis';
+
+export interface AgentPresence {
+  endpoint: string;
+  agent_id: string;
+  tags: string[];
+  protocol: string;
+  connected_at: string;
+}
+
+export interface EdgeHeartbeat {
+  node: string;
+  region: string;
+  /** The config feed version the edge has applied. */
+  version: number;
+  heartbeat_at: string;
+  agents: AgentPresence[];
+}
+
+export interface PresenceStore {
+  /** Replaces this edge's entry (edges call it periodically and on every connect/disconnect). */
+  report(heartbeat: EdgeHeartbeat): Promise<void>;
+  /** Removes an edge's entry (clean shutdown). */
+  remove(node: string): Promise<void>;
+  /** Edges whose last heartbeat is younger than the staleness window. */
+  edges(): Promise<EdgeHeartbeat[]>;
+  close(): Promise<void>;
+}
+
+/** Agents of one endpoint across every live edge, with the edge that holds each. */
+export async function tunnelsOf(store: PresenceStore, endpoint: string): Promise<Array<AgentPresence & { node: string; region: string }>> {
+  const out: Array<AgentPresence & { node: string; region: string }> = [];
+  for (const edge of await store.edges()) {
+    for (const agent of edge.agents) if (agent.endpoint === endpoint) out.push({ ...agent, node: edge.node, region: edge.region });
+  }
+  return out;
+}
+
+function fresh(heartbeat: EdgeHeartbeat, staleMs: number, now = Date.now()): boolean {
+  return now - Date.parse(heartbeat.heartbeat_at) <= staleMs;
+}
+
+/** In-process presence for the single-node mode (control, edge and worker share this process). */
+export class MemoryPresence implements PresenceStore {
+  private readonly entries = new Map<string, EdgeHeartbeat>();
+  constructor(private readonly staleMs: number) {}
+
+  async report(heartbeat: EdgeHeartbeat): Promise<void> {
+    this.entries.set(heartbeat.node, heartbeat);
+  }
+
+  async remove(node: string): Promise<void> {
+    this.entries.delete(node);
+  }
+
+  async edges(): Promise<EdgeHeartbeat[]> {
+    return [...this.entries.values()].filter((h) => fresh(h, this.staleMs));
+  }
+
+  async close(): Promise<void> {}
+}
+
+/**
+ * Presence in one Redis hash, node → heartbeat JSON. Readers drop entries older than the staleness window, so an
+ * edge that died without saying goodbye disappears by itself; a hash read is one round trip for every edge.
+ */
+export class RedisPresence implements PresenceStore {
+  private readonly redis: Redis;
+  private readonly key: string;
+
+  constructor(url: string, prefix: string, private readonly staleMs: number) {
+    this.redis = new Redis(url, { maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: false });
+    this.redis.on('error', () => {}); // callers see failures as rejected calls and retry at the next beat
+    this.key = `${prefix}presence:edges`;
+  }
+
+  async report(heartbeat: EdgeHeartbeat): Promise<void> {
+    await this.redis.hset(this.key, heartbeat.node, JSON.stringify(heartbeat));
+  }
+
+  async remove(node: string): Promise<void> {
+    await this.redis.hdel(this.key, node);
+  }
+
+  async edges(): Promise<EdgeHeartbeat[]> {
+    const all = await this.redis.hgetall(this.key);
+    const now = Date.now();
+    const out: EdgeHeartbeat[] = [];
+    const stale: string[] = [];
+    for (const [node, json] of Object.entries(all)) {
+      const h = JSON.parse(json) as EdgeHeartbeat;
+      if (fresh(h, this.staleMs, now)) out.push(h);
+      else if (now - Date.parse(h.heartbeat_at) > this.staleMs * 10) stale.push(node);
+    }
+    // Long-dead edges are forgotten, so the hash does not grow with every node id ever used.
+    if (stale.length > 0) await this.redis.hdel(this.key, ...stale).catch(() => {});
+    return out;
+  }
+
+  async close(): Promise<void> {
+    this.redis.disconnect();
+  }
+}
