@@ -3,64 +3,14 @@
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
+import { BIN, cleanEnv, run, serveNode } from './helpers/serve-process.ts';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import { copyPgliteTemplate } from './helpers/pglite-template.ts';
-
-const BIN = fileURLToPath(new URL('../bin/edge.js', import.meta.url));
-
-/** The environment of a fresh machine: none of the services CI may have configured. */
-function cleanEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
-  const env = { ...process.env };
-  for (const k of Object.keys(env)) if (k.startsWith('EDGE_') || k === 'DATABASE_URL' || k === 'REDIS_URL') delete env[k];
-  // Port 0 everywhere: tests run side by side and must not fight over 8080/8443.
-  return { ...env, EDGE_BIND_HOST: '127.0.0.1', EDGE_HTTP_PORT: '0', EDGE_HTTPS_PORT: '0', ...extra };
-}
-
-function run(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], { env });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    child.on('error', reject);
-    child.on('exit', (code) => resolve({ code, stdout, stderr }));
-  });
-}
-
-interface Served {
-  child: ChildProcess;
-  port: number;
-  /** The edge's public HTTP port. */
-  edgePort: number;
-  adminKey?: string;
-  exited: Promise<number | null>;
-}
-
-/** Starts `edge serve` and resolves once it logs that it is ready (after printing a generated key, if any). */
-function serve(env: NodeJS.ProcessEnv): Promise<Served> {
-  const child = spawn(process.execPath, [BIN, 'serve'], { env });
-  const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
-  return new Promise((resolve, reject) => {
-    let adminKey: string | undefined;
-    let stderr = '';
-    child.stderr!.on('data', (d) => (stderr += d));
-    exited.then((code) => reject(new Error(`edge serve exited with ${code}: ${stderr}`)));
-    createInterface({ input: child.stdout! }).on('line', (line) => {
-      const key = /Admin API key \(shown once, store it now\): (\S+)/.exec(line);
-      if (key) adminKey = key[1];
-      if (!line.startsWith('{')) return;
-      const entry = JSON.parse(line);
-      if (entry.msg === 'node ready') resolve({ child, port: entry.control, adminKey, edgePort: entry.http, exited });
-    });
-  });
-}
 
 describe('edge CLI', () => {
   const dirs: string[] = [];
@@ -78,11 +28,11 @@ describe('edge CLI', () => {
 
   it('serves on embedded defaults, prints a first admin key once, and shuts down cleanly on SIGTERM', async () => {
     const dir = await dataDir();
-    const node = await serve(cleanEnv({ EDGE_DATA_DIR: dir, EDGE_CONTROL_PORT: '0' }));
+    const node = await serveNode(cleanEnv({ EDGE_DATA_DIR: dir, EDGE_CONTROL_PORT: '0' }));
     children.push(node.child);
-    assert.ok(node.port > 0);
+    assert.ok(node.control! > 0);
     assert.match(node.adminKey ?? '', /^edge_[0-9a-f]{16}_/);
-    const base = `http://127.0.0.1:${node.port}`;
+    const base = `http://127.0.0.1:${node.control}`;
 
     const anonymous = await fetch(`${base}/v1/me`);
     assert.equal(anonymous.status, 401);
@@ -101,10 +51,10 @@ describe('edge CLI', () => {
     assert.equal(await node.exited, 0);
 
     // A second start on the same store generates no new key: the first one is still the admin's.
-    const again = await serve(cleanEnv({ EDGE_DATA_DIR: dir, EDGE_CONTROL_PORT: '0' }));
+    const again = await serveNode(cleanEnv({ EDGE_DATA_DIR: dir, EDGE_CONTROL_PORT: '0' }));
     children.push(again.child);
     assert.equal(again.adminKey, undefined);
-    assert.equal((await fetch(`http://127.0.0.1:${again.port}/v1/me`, { headers: { 'x-api-key': node.adminKey! } })).status, 200);
+    assert.equal((await fetch(`http://127.0.0.1:${again.control}/v1/me`, { headers: { 'x-api-key': node.adminKey! } })).status, 200);
     again.child.kill('SIGINT');
     assert.equal(await again.exited, 0);
   });
@@ -123,11 +73,11 @@ describe('edge CLI', () => {
     assert.equal(badPlan.code, 2);
     assert.match(badPlan.stderr, /unknown plan "gold"/);
 
-    const node = await serve(env);
+    const node = await serveNode(env);
     children.push(node.child);
-    const me = await fetch(`http://127.0.0.1:${node.port}/v1/me`, { headers: { 'x-api-key': user.api_key } });
+    const me = await fetch(`http://127.0.0.1:${node.control}/v1/me`, { headers: { 'x-api-key': user.api_key } });
     assert.equal((await me.json()).active_account.plan, 'pro');
-    const admin = await fetch(`http://127.0.0.1:${node.port}/v1/me`, { headers: { 'x-api-key': 'cli-admin-key-0123456789' } });
+    const admin = await fetch(`http://127.0.0.1:${node.control}/v1/me`, { headers: { 'x-api-key': 'cli-admin-key-0123456789' } });
     assert.equal((await admin.json()).user.is_admin, true);
     node.child.kill('SIGTERM');
     await node.exited;
@@ -136,10 +86,10 @@ describe('edge CLI', () => {
   it('runs an agent that prints its public URL and serves through the edge; a refused agent exits 3', async () => {
     const dir = await dataDir();
     const env = cleanEnv({ EDGE_DATA_DIR: dir, EDGE_CONTROL_PORT: '0', EDGE_HTTP_PORT: '0', EDGE_HTTPS_PORT: '0', EDGE_ADMIN_API_KEY: 'cli-admin-key-agent-0123456789' });
-    const node = await serve(env);
+    const node = await serveNode(env);
     children.push(node.child);
-    const edgePort = node.edgePort;
-    const base = `http://127.0.0.1:${node.port}`;
+    const edgePort = node.http!;
+    const base = `http://127.0.0.1:${node.control}`;
     const user = await (
       await fetch(`${base}/v1/admin/users`, {
         method: 'POST',

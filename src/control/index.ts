@@ -8,9 +8,10 @@ import { certificateRoutes } from './routes/certificates.ts';
 import { domainRoutes } from './routes/domains.ts';
 import { endpointRoutes } from './routes/endpoints.ts';
 import { presenceRoutes } from './routes/presence.ts';
+import { routingRuleRoutes } from './routes/routing-rules.ts';
 
 /** Every route module, in the order they are registered. Adding an API area is one entry here. */
-const ROUTES = [accountRoutes, adminRoutes, endpointRoutes, domainRoutes, certificateRoutes, presenceRoutes];
+const ROUTES = [accountRoutes, adminRoutes, endpointRoutes, domainRoutes, certificateRoutes, presenceRoutes, routingRuleRoutes];
 
 export interface ControlServer {
   app: ControlApp;

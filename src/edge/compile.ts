@@ -2,12 +2,13 @@
 // Runs when the config enters the cache, never per request; a stage an endpoint does not use is simply absent.
 import type { EndpointConfig } from '../shared/snapshot.ts';
 import type { Stage, StageFactory } from './pipeline/stage.ts';
+import { routing } from './stages/routing.ts';
 
 /**
  * Every stage, in ARCHITECTURE.md's pipeline order (HTTPS enforcement, firewall rate limits, visitor auth, JWT,
  * RBAC, routing). Adding a stage is one module under stages/ and one entry here.
  */
-export const STAGES: readonly StageFactory[] = [];
+export const STAGES: readonly StageFactory[] = [routing];
 
 export interface CompiledEndpoint {
   readonly config: EndpointConfig;

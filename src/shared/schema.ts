@@ -22,8 +22,9 @@ export function parseInt64(value: string): number | null {
   if (!/^[0-9]{1,19}$/.test(value)) return null;
   const big = BigInt(value);
   if (big < 1n || big > INT64_MAX) return null;
-  // Ids are bigserial values far below 2^53; a larger one cannot exist, so it is treated as "not found" later.
-  return Number(big);
+  // Ids are bigserial values far below 2^53. A valid int64 beyond that cannot name a row: it becomes 0, which no
+  // row has, so lookups answer 404 instead of sending a rounded number to SQL.
+  return big > BigInt(Number.MAX_SAFE_INTEGER) ? 0 : Number(big);
 }
 
 export const Uuid = (options: object = {}) => Type.String({ format: 'uuid', ...options });

@@ -13,8 +13,15 @@ export const TOPICS = {
   account: 'account',
 } as const;
 
-export type RoutingConditionType = 'path' | 'method' | 'header' | 'query' | 'cookie' | 'source_ip' | 'host';
+/** Routing condition types (docs/routing-rules.md): the control API validates them, edges compile them. */
+export const ROUTING_CONDITION_TYPES = ['path', 'method', 'header', 'query', 'cookie', 'source_ip', 'host'] as const;
+export type RoutingConditionType = (typeof ROUTING_CONDITION_TYPES)[number];
 
+/** How a `path` condition compares: condition_key of a path condition is one of these. */
+export const ROUTING_PATH_MODES = ['prefix', 'exact', 'glob'] as const;
+export type RoutingPathMode = (typeof ROUTING_PATH_MODES)[number];
+
+/** Stored in canonical form by the control API (lower-cased names, trimmed lists), so edges compile it as is. */
 export interface RoutingConditionConfig {
   condition_type: RoutingConditionType;
   /** Header, query parameter or cookie name; for path the match mode (prefix, exact, glob); empty otherwise. */

@@ -6,11 +6,20 @@ import { TOPICS, type EndpointConfig, type RoutingRuleConfig } from '../shared/s
 
 export const ENDPOINT_TOPIC = TOPICS.endpoint;
 
-/** The routing rules an edge evaluates for one endpoint, in evaluation order. */
+/**
+ * The routing rules an edge evaluates for one endpoint, enabled and disabled, in evaluation order (ascending
+ * priority, then id; docs/routing-rules.md). Conditions come in their stored position order.
+ */
 export async function loadRoutingRules(tx: Queryable, endpointId: number): Promise<RoutingRuleConfig[]> {
-  void tx;
-  void endpointId;
-  return [];
+  const { rows } = await tx.query<Omit<RoutingRuleConfig, 'conditions'> & { conditions: RoutingRuleConfig['conditions'] | string }>(
+    `SELECT r.id, r.name, r.priority, r.enabled, r.target_agent_id, r.target_agent_tags,
+            COALESCE((SELECT json_agg(json_build_object('condition_type', c.condition_type, 'condition_key', c.condition_key, 'pattern', c.pattern)
+                                      ORDER BY c.position)
+                      FROM routing_rule_conditions c WHERE c.rule_id = r.id), '[]'::json) AS conditions
+     FROM routing_rules r WHERE r.endpoint_id = $1 ORDER BY r.priority, r.id`,
+    [endpointId],
+  );
+  return rows.map((r) => ({ ...r, conditions: typeof r.conditions === 'string' ? JSON.parse(r.conditions) : r.conditions }));
 }
 
 export async function publishEndpoint(tx: Queryable, endpointId: number): Promise<void> {

@@ -94,10 +94,12 @@ describe('control API conventions', () => {
       }
     });
 
-    it('answers 404 for a well-formed id that does not exist', async () => {
-      const res = await t.api('GET', '/v1/admin/users/987654321');
-      assert.equal(res.status, 404);
-      assert.equal(res.body.code, 'not_found');
+    it('answers 404 for a well-formed id that does not exist, up to the largest int64', async () => {
+      for (const id of ['987654321', '9223372036854775807']) {
+        const res = await t.api('GET', `/v1/admin/users/${id}`);
+        assert.equal(res.status, 404, id);
+        assert.equal(res.body.code, 'not_found');
+      }
     });
   });
 

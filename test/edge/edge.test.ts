@@ -150,6 +150,37 @@ describe('edge data plane', () => {
     assert.equal(reply, 'echo:hi');
   });
 
+  it('sends /api/* to agents tagged api by a routing rule, and everything else to any agent', async () => {
+    const apiService = await startService();
+    try {
+      const created = await t.api('POST', '/v1/endpoints', { key: user.api_key, body: {} });
+      const ep = created.body;
+      await waitForEndpoint(ep.uuid);
+      await agent({ endpoint: ep.uuid, agentId: 'web-1' });
+      await agent({ endpoint: ep.uuid, agentId: 'api-1', tags: ['api'], target: apiService.port });
+      const rule = await t.api('POST', `/v1/endpoints/${ep.uuid}/routing-rules`, {
+        key: user.api_key,
+        body: { name: 'api', priority: 1, target_agent_tags: 'api', conditions: [{ condition_type: 'path', condition_key: 'glob', pattern: '/api/**' }] },
+      });
+      assert.equal(rule.status, 201, rule.text);
+      // The rule reaches the edge through the feed; wait for the endpoint record that carries it.
+      await new Promise<void>((resolve) => {
+        const has = () => (t.node.edge!.config.endpoint(ep.uuid)?.routing_rules.length ?? 0) > 0;
+        if (has()) return resolve();
+        const on = () => has() && (t.node.edge!.config.off('endpoint', on), resolve());
+        t.node.edge!.config.on('endpoint', on);
+      });
+      const before = apiService.seen.length;
+      for (let i = 0; i < 4; i++) assert.equal((await request(t.node.edge!.httpPort, ep.hostname, `/api/items/${i}`)).status, 200);
+      assert.equal(apiService.seen.length - before, 4, 'every /api/* request went to the api agent');
+      const webBefore = service.seen.length;
+      await request(t.node.edge!.httpPort, ep.hostname, '/home');
+      assert.equal(service.seen.length - webBefore, 1);
+    } finally {
+      await apiService.close();
+    }
+  });
+
   it('refuses requests that smuggle a body length two ways', async () => {
     const raw = await new Promise<string>((resolve) => {
       const socket = net.connect(t.node.edge!.httpPort, '127.0.0.1', () => {

@@ -5,19 +5,19 @@
 // time. Conditions of a rule are ANDed. No match leaves the selector unset: any agent of the endpoint may serve.
 import type { RoutingConditionConfig, RoutingRuleConfig } from '../../shared/snapshot.ts';
 import { compileCidrList, parseIp, type IpWords } from '../match/cidr.ts';
-import { parseCookies } from '../match/cookies.ts';
+import { cookieValues } from '../match/cookies.ts';
+import { queryValues } from '../match/query.ts';
 import { compilePathGlob, compilePathPrefix, compileSegmentGlob, compileValueGlob, type StringMatcher } from '../match/glob.ts';
 import type { AgentSelector, RequestContext, Stage, StageFactory } from '../pipeline/stage.ts';
 
 /**
  * What conditions derive from a request, computed on first use and shared by every condition of every rule for
- * that request: the query is parsed once, the Cookie header split once, the client address parsed once.
+ * that request: the path and host split once, the client address parsed once. Query and cookie conditions scan
+ * for their one name instead (cheaper than parsing every parameter or cookie into a map).
  */
 class RequestFacts {
   private pathSegments?: string[];
   private hostLabels?: string[];
-  private params?: URLSearchParams;
-  private cookieMap?: Map<string, string[]>;
   private ip?: IpWords | null;
 
   constructor(private readonly ctx: RequestContext) {}
@@ -28,14 +28,6 @@ class RequestFacts {
 
   labels(): string[] {
     return (this.hostLabels ??= this.ctx.host.split('.'));
-  }
-
-  query(): URLSearchParams {
-    return (this.params ??= new URLSearchParams(this.ctx.query));
-  }
-
-  cookies(): Map<string, string[]> {
-    return (this.cookieMap ??= parseCookies(this.ctx.req.headers.cookie));
   }
 
   clientIp(): IpWords | null {
@@ -113,12 +105,12 @@ export function compileCondition(condition: RoutingConditionConfig): Probe {
     case 'query': {
       if (key === '') throw new RangeError('a query condition needs the parameter name in condition_key');
       const match = compileValueGlob(pattern);
-      return (ctx, facts) => ctx.query !== '' && anyOf(facts.query().getAll(key), match);
+      return (ctx) => ctx.query !== '' && anyOf(queryValues(ctx.query, key), match);
     }
     case 'cookie': {
       if (key === '') throw new RangeError('a cookie condition needs the cookie name in condition_key');
       const match = compileValueGlob(pattern);
-      return (ctx, facts) => ctx.req.headers.cookie !== undefined && anyOf(facts.cookies().get(key), match);
+      return (ctx) => anyOf(cookieValues(ctx.req.headers.cookie, key), match);
     }
     case 'source_ip': {
       const match = compileCidrList(pattern);
