@@ -13,17 +13,7 @@ import { copyPgliteTemplate } from './helpers/pglite-template.ts';
 import { startRedisServer, type RedisServer } from './helpers/redis-server.ts';
 import { cleanEnv, serveNode, type ServedNode } from './helpers/serve-process.ts';
 import { deleteRedisPrefix } from './helpers/node.ts';
-
-/** Retries `check` until it returns a value, or fails after `ms`: for state that settles across processes. */
-async function eventually<T>(check: () => Promise<T | undefined>, ms = 15_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+import { eventually } from './helpers/eventually.ts';
 
 describe('cluster: control + two edges + Redis', () => {
   let redis: RedisServer | undefined;

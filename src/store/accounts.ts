@@ -3,6 +3,7 @@
 import type { Queryable } from './db.ts';
 import { recordChange } from './feed.ts';
 import type { NewApiKey } from '../shared/api-keys.ts';
+import { TOPICS, type AccountConfig, type ApiKeyConfig } from '../shared/snapshot.ts';
 
 export interface UserRow {
   id: number;
@@ -50,18 +51,19 @@ export interface ApiKeyRow {
 async function publishAccount(tx: Queryable, accountId: number): Promise<void> {
   const { rows } = await tx.query<AccountRow>('SELECT * FROM accounts WHERE id = $1', [accountId]);
   const a = rows[0];
-  await recordChange(tx, 'account', String(accountId), a ? { id: a.id, plan: a.plan, suspended: a.suspended_at !== null } : null);
+  const config: AccountConfig | null = a ? { id: a.id, plan: a.plan, suspended: a.suspended_at !== null } : null;
+  await recordChange(tx, TOPICS.account, String(accountId), config);
 }
 
 /** Edges verify agent API keys locally from the feed, so a control-plane outage does not stop agents reconnecting. */
 async function publishApiKey(tx: Queryable, key: ApiKeyRow): Promise<void> {
   await recordChange(
     tx,
-    'api_key',
+    TOPICS.apiKey,
     key.key_id,
     key.revoked_at
       ? null
-      : { key_id: key.key_id, secret_hash: Buffer.from(key.secret_hash).toString('base64'), user_id: key.user_id, account_id: key.account_id },
+      : ({ key_id: key.key_id, secret_hash: Buffer.from(key.secret_hash).toString('base64'), user_id: key.user_id, account_id: key.account_id } satisfies ApiKeyConfig),
   );
 }
 

@@ -2,8 +2,9 @@
 // feeds: certificate_id and mTLS. Edges get a certificate through the feed only while some endpoint serves it.
 import type { Queryable } from './db.ts';
 import { recordChange } from './feed.ts';
+import { TOPICS, type CertificateConfig } from '../shared/snapshot.ts';
 
-export const CERTIFICATE_TOPIC = 'certificate';
+export const CERTIFICATE_TOPIC = TOPICS.certificate;
 
 export interface CertificateRow {
   id: number;
@@ -23,15 +24,6 @@ export interface CertificateRow {
   updated_at: Date;
 }
 
-/** The edge-facing record (topic "certificate", key = id). The key stays sealed: edges open it with EDGE_SECRET_KEY. */
-export interface CertificateFeedRecord {
-  id: number;
-  account_id: number;
-  certificate_pem: string;
-  private_key_sealed: string;
-  not_after: string;
-  sans: string[];
-}
 
 export interface NewCertificate {
   accountId: number;
@@ -97,7 +89,8 @@ export async function publishCertificate(tx: Queryable, id: number): Promise<voi
   const { rows } = await tx.query<CertificateRow>('SELECT * FROM certificates WHERE id = $1', [id]);
   const c = rows[0];
   if (!c) return;
-  const record: CertificateFeedRecord = {
+  // The key stays sealed: edges open it with EDGE_SECRET_KEY.
+  const record: CertificateConfig = {
     id: c.id,
     account_id: c.account_id,
     certificate_pem: c.certificate_pem,

@@ -6,17 +6,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { startAgent, type Agent } from '../../src/agent/agent.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
-
-/** Retries `check` until it returns a value, or fails after `ms`: for state that settles asynchronously. */
-async function eventually<T>(check: () => Promise<T | undefined>, ms = 10_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
+import { eventually } from '../helpers/eventually.ts';
 
 describe('presence, edge status and the ephemeral janitor', () => {
   let t: TestNode;
