@@ -6,12 +6,13 @@ import { accountRoutes } from './routes/accounts.ts';
 import { adminRoutes } from './routes/admin.ts';
 import { certificateRoutes } from './routes/certificates.ts';
 import { domainRoutes } from './routes/domains.ts';
+import { endpointOriginRoutes } from './routes/endpoint-origin.ts';
 import { endpointRoutes } from './routes/endpoints.ts';
 import { presenceRoutes } from './routes/presence.ts';
 import { routingRuleRoutes } from './routes/routing-rules.ts';
 
 /** Every route module, in the order they are registered. Adding an API area is one entry here. */
-const ROUTES = [accountRoutes, adminRoutes, endpointRoutes, domainRoutes, certificateRoutes, presenceRoutes, routingRuleRoutes];
+const ROUTES = [accountRoutes, adminRoutes, endpointRoutes, domainRoutes, certificateRoutes, presenceRoutes, routingRuleRoutes, endpointOriginRoutes];
 
 export interface ControlServer {
   app: ControlApp;

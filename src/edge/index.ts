@@ -12,6 +12,7 @@ import type { PresenceStore } from '../shared/presence.ts';
 import type { SecretBox } from '../shared/secrets.ts';
 import { TUNNEL_PATH } from '../shared/tunnel/protocol.ts';
 import { agentAuthorizer } from './agent-auth.ts';
+import { OriginPools } from './forward/origin.ts';
 import { EdgeConfig } from './config.ts';
 import { handleRequest, handleUpgrade } from './pipeline/pipeline.ts';
 import { CertificateSelector, platformCertificate } from './tls.ts';
@@ -66,7 +67,10 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
     authorize: agentAuthorizer({ config, plans: settings.plans, region: settings.region, createEphemeral: deps.createEphemeral }),
   });
 
-  const pipeline = { config, registry };
+  const origins = new OriginPools();
+  // Pools of origins no endpoint names any more are closed; changes are rare, so a full scan is fine.
+  config.on('endpoint', () => origins.retain(new Set(config.endpoints().flatMap((e) => (e.origin_url ? [e.origin_url] : [])))));
+  const pipeline = { config, registry, origins };
   const limits = { maxHeaderSize: settings.edge.maxHeaderBytes, headersTimeout: settings.edge.headersTimeoutMs, keepAliveTimeout: settings.edge.keepAliveTimeoutMs, requestTimeout: 0 };
   const plain = http.createServer(limits, (req, res) => handleRequest(pipeline, req, res, false));
   plain.on('upgrade', (req, socket, head) => {
@@ -134,6 +138,7 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
       plain.closeAllConnections();
       secure.closeAllConnections();
       await subscriber.stop();
+      await origins.close();
       await config.flush();
       await deps.presence.remove(settings.nodeId).catch(() => {});
     },

@@ -32,6 +32,9 @@ export const ConfigSchema = Type.Object(
     tlsKeyFile: Type.String(),
     // Where an edge reaches the control API (the one-shot flow creates ephemeral endpoints there); empty = this node's.
     controlUrl: Type.String({ pattern: '^(https?://.+)?$' }),
+    // Whether endpoints may name origins on loopback, private or link-local addresses. Off by default: an origin
+    // is fetched from inside the edge's network, so allowing them would let users reach internal services (SSRF).
+    originAllowPrivate: Type.Boolean(),
     presence: Type.Object(
       {
         // Edges report their agents and config version this often (and at once on connect/disconnect).
@@ -98,6 +101,7 @@ export const ENV_SETTINGS = {
   EDGE_TLS_CERT_FILE: 'tlsCertFile',
   EDGE_TLS_KEY_FILE: 'tlsKeyFile',
   EDGE_CONTROL_URL: 'controlUrl',
+  EDGE_ORIGIN_ALLOW_PRIVATE: 'originAllowPrivate',
   EDGE_MAX_HEADER_BYTES: 'edge.maxHeaderBytes',
   EDGE_PRESENCE_INTERVAL_MS: 'presence.intervalMs',
   EDGE_PRESENCE_STALE_MS: 'presence.staleMs',
@@ -156,6 +160,10 @@ function getPath(target: Record<string, unknown>, path: string): unknown {
 
 /** Environment strings become the type the default has, so "8080" fills an integer setting. */
 function coerce(variable: string, raw: string, current: unknown): unknown {
+  if (typeof current === 'boolean') {
+    if (!/^(true|false|1|0)$/.test(raw.trim())) throw new ConfigError(`${variable} must be true or false, got "${raw}"`);
+    return raw.trim() === 'true' || raw.trim() === '1';
+  }
   if (typeof current === 'number') {
     if (!/^-?\d+$/.test(raw.trim())) throw new ConfigError(`${variable} must be an integer, got "${raw}"`);
     return Number(raw);

@@ -61,6 +61,7 @@ export const ERROR_CODES = {
   malformed_request: [400, 'The request could not be understood'],
   no_agent: [502, 'The endpoint is configured but no agent is connected to serve it'],
   agent_error: [502, 'The agent could not complete the request'],
+  origin_error: [502, 'The origin could not be reached or failed to answer'],
   endpoint_disabled: [503, 'The endpoint is disabled'],
 } as const satisfies Record<string, readonly [number, string]>;
 

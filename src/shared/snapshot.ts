@@ -56,6 +56,8 @@ export interface EndpointConfig {
   capture_enabled: boolean;
   capture_level: string | null;
   paused: boolean;
+  /** Forward to this origin (http/https URL) instead of agents, unless a routing rule picks agents. */
+  origin_url: string | null;
   /** Enabled and disabled rules, in evaluation order (see docs/routing-rules.md). */
   routing_rules: RoutingRuleConfig[];
 }

@@ -26,6 +26,8 @@ export interface EndpointRow {
   capture_enabled: boolean;
   capture_level: CaptureLevel | null;
   paused_at: Date | null;
+  /** When set, requests go to this origin instead of agents (unless a routing rule picks agents). */
+  origin_url: string | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -39,7 +41,7 @@ export type CaptureLevel = (typeof CAPTURE_LEVELS)[number];
 /** Columns with the uuid as text, so both drivers hand back the same string. */
 export const ENDPOINT_COLUMNS = `id, uuid::text AS uuid, user_id, account_id, domain_id, subdomain, hostname, protocol, is_custom, status,
   mtls_mode, mtls_ca_pem, ephemeral, device_fingerprint, last_active_at, dedicated_tcp_port, dedicated_udp_port, certificate_id,
-  capture_enabled, capture_level, paused_at, created_at, updated_at`;
+  capture_enabled, capture_level, paused_at, origin_url, created_at, updated_at`;
 
 export async function findEndpointByUuid(db: Queryable, uuid: string, opts: { forUpdate?: boolean } = {}): Promise<EndpointRow | null> {
   const { rows } = await db.query<EndpointRow>(`SELECT ${ENDPOINT_COLUMNS} FROM endpoints WHERE uuid = $1${opts.forUpdate ? ' FOR UPDATE' : ''}`, [uuid]);
@@ -288,4 +290,11 @@ export async function reapIdleEphemeral(tx: Queryable, endpoint: Pick<EndpointRo
   );
   if (rows.length === 0) return false;
   return deleteEndpoint(tx, endpoint);
+}
+
+/** Sets or clears the endpoint's origin URL and tells edges. */
+export async function setOrigin(tx: Queryable, id: number, originUrl: string | null): Promise<EndpointRow> {
+  const { rows } = await tx.query<EndpointRow>(`UPDATE endpoints SET origin_url = $2, updated_at = now() WHERE id = $1 RETURNING ${ENDPOINT_COLUMNS}`, [id, originUrl]);
+  await publishEndpoint(tx, id);
+  return rows[0];
 }

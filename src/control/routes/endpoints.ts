@@ -42,6 +42,7 @@ const EndpointView = Type.Object(
     dedicated_udp_port: Nullable(Type.Integer()),
     capture_enabled: Type.Boolean(),
     capture_level: Nullable(literals(CAPTURE_LEVELS)),
+    origin_url: Nullable(Type.String({ description: 'Requests go to this origin instead of agents (PUT /v1/endpoints/{id}/origin)' })),
     created_at: Timestamp(),
     updated_at: Timestamp(),
   },
@@ -96,6 +97,7 @@ function endpointView(e: EndpointRow) {
     dedicated_udp_port: e.dedicated_udp_port,
     capture_enabled: e.capture_enabled,
     capture_level: e.capture_level,
+    origin_url: e.origin_url,
     created_at: iso(e.created_at),
     updated_at: iso(e.updated_at),
   };

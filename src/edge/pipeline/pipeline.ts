@@ -6,6 +6,7 @@ import type { Duplex } from 'node:stream';
 import type { EdgeConfig } from '../config.ts';
 import type { CompiledEndpoint } from '../compile.ts';
 import { forwardToAgent, forwardUpgrade } from '../forward/agent.ts';
+import type { OriginPools } from '../forward/origin.ts';
 import { sendEdgeError } from '../http/pages.ts';
 import { normalizePath, splitTarget } from '../http/normalize-path.ts';
 import type { TunnelRegistry } from '../tunnels/registry.ts';
@@ -14,6 +15,7 @@ import type { RequestContext, Stage, Verdict } from './stage.ts';
 export interface PipelineDeps {
   config: EdgeConfig;
   registry: TunnelRegistry;
+  origins: OriginPools;
 }
 
 /** Host header → lower-case name without port; null when missing or malformed. */
@@ -87,6 +89,20 @@ export function handleRequest(deps: PipelineDeps, req: IncomingMessage, res: Ser
 }
 
 function forward(deps: PipelineDeps, ctx: RequestContext): void {
+  // An origin URL serves the endpoint unless a routing rule chose agents.
+  const origin = ctx.selector === undefined ? ctx.endpoint.origin_url : null;
+  if (origin) {
+    return deps.origins.forward(origin, {
+      req: ctx.req,
+      res: ctx.res,
+      method: ctx.method,
+      target: target(ctx),
+      clientIp: ctx.clientIp,
+      secure: ctx.secure,
+      host: ctx.host,
+      extra: ctx.upstreamHeaders,
+    });
+  }
   const session = deps.registry.pick(ctx.endpoint.uuid, ctx.selector);
   if (session === null) {
     const which = ctx.selector?.rule ? `no connected agent matches routing rule "${ctx.selector.rule}"` : undefined;
@@ -115,6 +131,11 @@ export function handleUpgrade(deps: PipelineDeps, req: IncomingMessage, socket: 
   if (resolved === null) return;
   const { ctx, endpoint } = resolved;
   const proceed = () => {
+    const origin = ctx.selector === undefined ? ctx.endpoint.origin_url : null;
+    if (origin) {
+      res.detachSocket(socket as Socket);
+      return deps.origins.upgrade(origin, { req, method: ctx.method, target: target(ctx), clientIp: ctx.clientIp, secure, host: ctx.host, extra: ctx.upstreamHeaders }, socket, head);
+    }
     const session = deps.registry.pick(ctx.endpoint.uuid, ctx.selector);
     if (session === null) return sendEdgeError(res, 'no_agent', req.headers.accept);
     res.detachSocket(socket as Socket);
