@@ -442,6 +442,7 @@ describe('endpoint lifecycle', () => {
         dedicated_udp_port: null,
         capture_enabled: true,
         capture_level: null,
+        origin_url: null,
       });
     });
 
