@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
+import { createHash, randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { WebSocket, WebSocketServer } from 'ws';
 import { startAgent, TunnelRefusedError, type Agent } from '../../src/agent/agent.ts';
@@ -179,6 +180,83 @@ describe('edge data plane', () => {
     } finally {
       await apiService.close();
     }
+  });
+
+  it('streams a large upload and a large download through the tunnel intact', async () => {
+    const SIZE = 32 * 1024 * 1024;
+    const hashing = http.createServer((req, res) => {
+      if (req.method === 'POST') {
+        const hash = createHash('sha256');
+        req.on('data', (d) => hash.update(d));
+        req.on('end', () => res.end(hash.digest('hex')));
+        return;
+      }
+      // A deterministic download, produced chunk by chunk and never held whole.
+      res.writeHead(200, { 'content-length': SIZE });
+      let sent = 0;
+      const chunk = Buffer.alloc(64 * 1024, 7);
+      const pump = () => {
+        while (sent < SIZE) {
+          sent += chunk.length;
+          if (!res.write(chunk)) return void res.once('drain', pump);
+        }
+        res.end();
+      };
+      pump();
+    });
+    await new Promise<void>((r) => hashing.listen(0, '127.0.0.1', r));
+    try {
+      const ep = (await t.api('POST', '/v1/endpoints', { key: user.api_key, body: {} })).body;
+      await waitForEndpoint(ep.uuid);
+      await agent({ endpoint: ep.uuid, target: (hashing.address() as AddressInfo).port });
+      const expected = createHash('sha256');
+      const upload = await new Promise<string>((resolve, reject) => {
+        const req = http.request({ host: '127.0.0.1', port: t.node.edge!.httpPort, path: '/upload', method: 'POST', headers: { host: ep.hostname }, agent: false }, (res) => {
+          let body = '';
+          res.on('data', (d) => (body += d));
+          res.on('end', () => resolve(body));
+        });
+        req.on('error', reject);
+        let written = 0;
+        const write = () => {
+          while (written < SIZE) {
+            const piece = randomBytes(64 * 1024);
+            expected.update(piece);
+            written += piece.length;
+            if (!req.write(piece)) return void req.once('drain', write);
+          }
+          req.end();
+        };
+        write();
+      });
+      assert.equal(upload, expected.digest('hex'));
+
+      const downloaded = await new Promise<number>((resolve, reject) => {
+        http
+          .get({ host: '127.0.0.1', port: t.node.edge!.httpPort, path: '/download', headers: { host: ep.hostname }, agent: false }, (res) => {
+            let n = 0;
+            res.on('data', (d: Buffer) => (n += d.length));
+            res.on('end', () => resolve(n));
+          })
+          .on('error', reject);
+      });
+      assert.equal(downloaded, SIZE);
+    } finally {
+      hashing.closeAllConnections();
+      hashing.close();
+    }
+  });
+
+  it('serves again, with the same hostname, once an agent that was stopped is started again', async () => {
+    const ep = (await t.api('POST', '/v1/endpoints', { key: user.api_key, body: {} })).body;
+    await waitForEndpoint(ep.uuid);
+    const first = await agent({ endpoint: ep.uuid, agentId: 'restartable' });
+    assert.equal((await request(t.node.edge!.httpPort, ep.hostname, '/')).status, 200);
+    await first.stop();
+    assert.equal((await request(t.node.edge!.httpPort, ep.hostname, '/')).status, 502);
+    const second = await agent({ endpoint: ep.uuid, agentId: 'restartable' });
+    assert.equal(second.welcome?.endpoint.hostname, ep.hostname);
+    assert.equal((await request(t.node.edge!.httpPort, ep.hostname, '/')).status, 200);
   });
 
   it('refuses requests that smuggle a body length two ways', async () => {
