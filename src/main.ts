@@ -17,6 +17,7 @@ import { FeedPublisher } from './control/feed-publisher.ts';
 import { startControl, type ControlServer } from './control/index.ts';
 import { startEdge, type EdgeNode } from './edge/index.ts';
 import { Janitor } from './worker/janitor.ts';
+import { PortActivator } from './worker/ports.ts';
 
 export interface NodeHandle {
   config: Config;
@@ -154,6 +155,10 @@ export async function startNode(config: Config, logger: Logger): Promise<NodeHan
       janitor.start();
       handle.janitor = janitor;
       closers.push(() => janitor.stop());
+      // Turns endpoints with dedicated ports active once edges report the ports bound; same cadence as the janitor.
+      const activator = new PortActivator(handle.db!, presence, { intervalMs: config.janitor.intervalMs, logger: logger.child({ component: 'port-activator' }) });
+      activator.start();
+      closers.push(() => activator.stop());
       logger.info({ idle_seconds: config.janitor.ephemeralIdleSeconds }, 'worker started: ephemeral janitor');
     }
     return handle;

@@ -13,6 +13,7 @@ import type { SecretBox } from '../shared/secrets.ts';
 import { TUNNEL_PATH } from '../shared/tunnel/protocol.ts';
 import { agentAuthorizer } from './agent-auth.ts';
 import { OriginPools } from './forward/origin.ts';
+import { DedicatedPorts } from './ports.ts';
 import { EdgeConfig } from './config.ts';
 import { handleRequest, handleUpgrade } from './pipeline/pipeline.ts';
 import { CertificateSelector, platformCertificate } from './tls.ts';
@@ -85,6 +86,9 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
   });
   for (const server of [plain, secure]) server.on('clientError', (_err, socket) => socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n'));
 
+  // Dedicated TCP/UDP ports follow the config; each bind or close is reported in the next heartbeat.
+  const ports = new DedicatedPorts({ config, registry, host: settings.bindHost, logger: log, onChange: () => beat() });
+
   // Presence: the whole state of this edge, at every change and on a timer (a missed beat only ages the entry).
   let beatQueued = false;
   const beat = () => {
@@ -105,6 +109,7 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
             protocol: s.protocol,
             connected_at: s.connectedAt.toISOString(),
           })),
+          ports: ports.open(),
         })
         .catch((err) => log.warn({ err }, 'presence report failed'));
     });
@@ -120,6 +125,7 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
   const httpPort = await listen(plain, settings.httpPort, settings.bindHost);
   const httpsPort = await listen(secure, settings.httpsPort, settings.bindHost);
   log.info({ http: httpPort, https: httpsPort, version: config.version }, 'edge listening');
+  ports.start();
   beat();
 
   return {
@@ -133,8 +139,11 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
       clearInterval(heartbeat);
       plain.close();
       secure.close();
+      // Dedicated ports stop accepting now; their connections drain alongside the tunnels that carry them.
+      const portsClosed = ports.close(2_000);
       await tunnels.close(2_000);
       await registry.close(2_000);
+      await portsClosed;
       plain.closeAllConnections();
       secure.closeAllConnections();
       await subscriber.stop();

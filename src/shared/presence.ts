@@ -17,6 +17,8 @@ export interface EdgeHeartbeat {
   version: number;
   heartbeat_at: string;
   agents: AgentPresence[];
+  /** Dedicated ports this edge has bound right now (absent from edges that predate them). */
+  ports?: Array<{ endpoint: string; protocol: 'tcp' | 'udp'; port: number }>;
 }
 
 export interface PresenceStore {

@@ -9,7 +9,9 @@ type User = Awaited<ReturnType<TestNode['createUser']>>;
 describe('PUT /v1/endpoints/{id}/ports', () => {
   let t: TestNode;
   before(async () => {
-    t = await startTestNode();
+    // The worker's port activator would turn these endpoints active once the in-process edge binds the ports;
+    // this file specifies what the API writes, so the activator's sweep is pushed beyond the file's run time.
+    t = await startTestNode({ EDGE_JANITOR_INTERVAL_MS: '3600000' });
   });
   after(() => t.close());
 

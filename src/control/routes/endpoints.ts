@@ -464,8 +464,8 @@ export function endpointRoutes(app: ControlApp, { db, config }: ControlDeps): vo
               throw fail.quota_exceeded(`Dedicated port limit reached: ${total} of ${max} (plan ${account.plan})`, { quota: 'dedicated_ports_max', limit: max, requested: total });
             }
           }
-          // A newly bound port is not serving until an edge has opened its listener; the edge flips the endpoint
-          // back to active (a later issue). With no ports left there is nothing to provision.
+          // A newly bound port is not serving until an edge has opened its listener; the worker's port activator
+          // turns the endpoint active once heartbeats show it bound. With no ports left there is nothing to provision.
           let status = endpoint.status;
           if (assigning) status = 'provisioning';
           else if (status === 'provisioning' && next.tcp === null && next.udp === null) status = 'active';
