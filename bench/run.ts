@@ -1,11 +1,7 @@
 // `npm run bench`: runs every benchmark in this folder in one process and prints one results table.
 // Load runs target 127.0.0.1 only and are bounded in time; figures are for this machine, read them as ratios.
 import { benchFeedLatency } from './feed-latency.ts';
-
-interface Row {
-  benchmark: string;
-  result: string;
-}
+import { benchProxy, formatTable, type Row } from './proxy.ts';
 
 const rows: Row[] = [];
 
@@ -18,7 +14,8 @@ for (const databaseUrl of ['', process.env.DATABASE_URL ?? ''].filter((u, i) => 
   });
 }
 
-const width = Math.max(...rows.map((r) => r.benchmark.length));
-console.log(`\n${'benchmark'.padEnd(width)} | result`);
-console.log(`${'-'.repeat(width)}-|-${'-'.repeat(40)}`);
-for (const r of rows) console.log(`${r.benchmark.padEnd(width)} | ${r.result}`);
+// The whole request path: upstream direct, a bare http-proxy-3 proxy (the baseline), the edge + an agent tunnel,
+// each in its own pinned process (about two minutes).
+rows.push(...(await benchProxy()));
+
+console.log(`\n${formatTable(rows)}`);
