@@ -1,24 +1,25 @@
 // Compiles an endpoint's config into what the pipeline runs: the list of stages it uses, in pipeline order.
 // Runs when the config enters the cache, never per request; a stage an endpoint does not use is simply absent.
 import type { EndpointConfig } from '../shared/snapshot.ts';
-import type { Stage, StageFactory } from './pipeline/stage.ts';
+import { DEFAULT_STAGE_DEPS, type Stage, type StageDeps, type StageFactory } from './pipeline/stage.ts';
+import { httpsRedirect } from './stages/https-redirect.ts';
 import { routing } from './stages/routing.ts';
 
 /**
  * Every stage, in ARCHITECTURE.md's pipeline order (HTTPS enforcement, firewall rate limits, visitor auth, JWT,
  * RBAC, routing). Adding a stage is one module under stages/ and one entry here.
  */
-export const STAGES: readonly StageFactory[] = [routing];
+export const STAGES: readonly StageFactory[] = [httpsRedirect, routing];
 
 export interface CompiledEndpoint {
   readonly config: EndpointConfig;
   readonly stages: readonly Stage[];
 }
 
-export function compileEndpoint(config: EndpointConfig, factories: readonly StageFactory[] = STAGES): CompiledEndpoint {
+export function compileEndpoint(config: EndpointConfig, deps: StageDeps = DEFAULT_STAGE_DEPS, factories: readonly StageFactory[] = STAGES): CompiledEndpoint {
   const stages: Stage[] = [];
   for (const factory of factories) {
-    const stage = factory.compile(config);
+    const stage = factory.compile(config, deps);
     if (stage !== null) stages.push(stage);
   }
   return Object.freeze({ config, stages: Object.freeze(stages) });

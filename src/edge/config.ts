@@ -9,6 +9,7 @@ import type { FeedChange, FeedSnapshot } from '../shared/feed/types.ts';
 import type { Logger } from '../shared/log.ts';
 import { TOPICS, type AccountConfig, type ApiKeyConfig, type CertificateConfig, type EndpointConfig } from '../shared/snapshot.ts';
 import { compileEndpoint, type CompiledEndpoint } from './compile.ts';
+import { DEFAULT_STAGE_DEPS, type StageDeps } from './pipeline/stage.ts';
 
 /** A cached "no such host", so a flood of requests for unknown names never rescans anything. */
 const MISSING = Symbol('missing');
@@ -25,6 +26,8 @@ export interface EdgeConfigOptions {
   cacheSize?: number;
   /** Where the last applied config is kept, so a restart serves before the control plane or Redis answers. */
   stateFile?: string;
+  /** What compiled stages need of the edge (its public HTTPS port). */
+  stageDeps?: StageDeps;
 }
 
 export class EdgeConfig extends EventEmitter<EdgeConfigEvents> {
@@ -55,13 +58,13 @@ export class EdgeConfig extends EventEmitter<EdgeConfigEvents> {
       return null;
     }
     try {
-      const compiled = compileEndpoint(config);
+      const compiled = compileEndpoint(config, this.options.stageDeps ?? DEFAULT_STAGE_DEPS);
       this.compiled.set(host, compiled);
       return compiled;
     } catch (err) {
       // A config that fails to compile must not take the edge down; the endpoint answers 503 until fixed.
       this.options.logger.error({ err, endpoint: uuid }, 'endpoint config failed to compile');
-      return compileEndpoint({ ...config, status: 'error', routing_rules: [] });
+      return compileEndpoint({ ...config, status: 'error', routing_rules: [] }, this.options.stageDeps ?? DEFAULT_STAGE_DEPS);
     }
   }
 

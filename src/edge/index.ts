@@ -14,6 +14,7 @@ import { TUNNEL_PATH } from '../shared/tunnel/protocol.ts';
 import { agentAuthorizer } from './agent-auth.ts';
 import { OriginPools } from './forward/origin.ts';
 import { DedicatedPorts } from './ports.ts';
+import { TrafficRecorder } from './capture.ts';
 import { EdgeConfig } from './config.ts';
 import { handleRequest, handleUpgrade } from './pipeline/pipeline.ts';
 import { CertificateSelector, platformCertificate } from './tls.ts';
@@ -34,6 +35,8 @@ export interface EdgeNode {
   config: EdgeConfig;
   subscriber: FeedSubscriber;
   registry: TunnelRegistry;
+  /** What the capture hook recorded on this edge. */
+  traffic: TrafficRecorder;
   httpPort: number;
   httpsPort: number;
   close(): Promise<void>;
@@ -52,7 +55,14 @@ function listen(server: http.Server | https.Server, port: number, host: string):
 export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
   const { settings, logger } = deps;
   const log = logger.child({ component: 'edge' });
-  const config = new EdgeConfig({ logger: log, cacheSize: settings.edge.cacheSize, stateFile: join(settings.dataDir, 'edge-config.json') });
+  // Set once the HTTPS listener is bound (port 0 picks one); compiled redirect stages read it per use.
+  let httpsPortBound = 0;
+  const config = new EdgeConfig({
+    logger: log,
+    cacheSize: settings.edge.cacheSize,
+    stateFile: join(settings.dataDir, 'edge-config.json'),
+    stageDeps: { publicHttpsPort: () => settings.publicHttpsPort || httpsPortBound },
+  });
   const restored = await config.load();
   const subscriber = new FeedSubscriber(deps.source, config.mirror, { checkIntervalMs: settings.feed.checkIntervalMs, logger: log, version: restored });
   subscriber.on('applied', (version) => log.debug({ version }, 'config version applied'));
@@ -71,7 +81,9 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
   const origins = new OriginPools();
   // Pools of origins no endpoint names any more are closed; changes are rare, so a full scan is fine.
   config.on('endpoint', () => origins.retain(new Set(config.endpoints().flatMap((e) => (e.origin_url ? [e.origin_url] : [])))));
-  const pipeline = { config, registry, origins };
+  // Finished exchanges: counters per endpoint and, where capture is on, the recent ones (src/edge/capture.ts).
+  const traffic = new TrafficRecorder();
+  const pipeline = { config, registry, origins, capture: traffic };
   const limits = { maxHeaderSize: settings.edge.maxHeaderBytes, headersTimeout: settings.edge.headersTimeoutMs, keepAliveTimeout: settings.edge.keepAliveTimeoutMs, requestTimeout: 0 };
   const plain = http.createServer(limits, (req, res) => handleRequest(pipeline, req, res, false));
   plain.on('upgrade', (req, socket, head) => {
@@ -124,6 +136,7 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
   subscriber.start().catch((err) => log.warn({ err }, 'config feed not reachable yet; serving the saved config'));
   const httpPort = await listen(plain, settings.httpPort, settings.bindHost);
   const httpsPort = await listen(secure, settings.httpsPort, settings.bindHost);
+  httpsPortBound = httpsPort;
   log.info({ http: httpPort, https: httpsPort, version: config.version }, 'edge listening');
   ports.start();
   beat();
@@ -132,6 +145,7 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
     config,
     subscriber,
     registry,
+    traffic,
     httpPort,
     httpsPort,
     async close() {

@@ -18,6 +18,9 @@ export const ConfigSchema = Type.Object(
     controlPort: Port,
     httpPort: Port,
     httpsPort: Port,
+    // The HTTPS port visitors use (HTTPS redirects name it), when a load balancer or port mapping puts the edge's
+    // listener behind another one, typically 443; 0 = the HTTPS listener's own port.
+    publicHttpsPort: Port,
     dataDir: Type.String({ minLength: 1 }),
     baseDomain: Type.String({ pattern: '^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$' }),
     region: Type.String({ pattern: '^[a-z0-9][a-z0-9-]{0,31}$' }),
@@ -102,6 +105,7 @@ export const ENV_SETTINGS = {
   EDGE_TLS_KEY_FILE: 'tlsKeyFile',
   EDGE_CONTROL_URL: 'controlUrl',
   EDGE_ORIGIN_ALLOW_PRIVATE: 'originAllowPrivate',
+  EDGE_PUBLIC_HTTPS_PORT: 'publicHttpsPort',
   EDGE_MAX_HEADER_BYTES: 'edge.maxHeaderBytes',
   EDGE_PRESENCE_INTERVAL_MS: 'presence.intervalMs',
   EDGE_PRESENCE_STALE_MS: 'presence.staleMs',

@@ -55,6 +55,8 @@ export interface EndpointConfig {
   mtls_ca_pem: string | null;
   capture_enabled: boolean;
   capture_level: string | null;
+  /** Plain-HTTP requests are redirected to HTTPS (the visitor auth settings' `enforce_https`). */
+  enforce_https: boolean;
   paused: boolean;
   /** Forward to this origin (http/https URL) instead of agents, unless a routing rule picks agents. */
   origin_url: string | null;

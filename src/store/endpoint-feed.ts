@@ -25,7 +25,7 @@ export async function loadRoutingRules(tx: Queryable, endpointId: number): Promi
 export async function publishEndpoint(tx: Queryable, endpointId: number): Promise<void> {
   const { rows } = await tx.query<Omit<EndpointConfig, 'paused' | 'routing_rules'> & { paused_at: Date | null }>(
     `SELECT id, uuid::text AS uuid, user_id, account_id, hostname, status, ephemeral, dedicated_tcp_port, dedicated_udp_port,
-            certificate_id, mtls_mode, mtls_ca_pem, capture_enabled, capture_level, origin_url, paused_at
+            certificate_id, mtls_mode, mtls_ca_pem, capture_enabled, capture_level, enforce_https, origin_url, paused_at
      FROM endpoints WHERE id = $1`,
     [endpointId],
   );

@@ -27,6 +27,7 @@ function endpoint(uuid: string, hostname: string, extra: Partial<EndpointConfig>
     mtls_ca_pem: null,
     capture_enabled: true,
     capture_level: null,
+    enforce_https: false,
     paused: false,
     origin_url: null,
     routing_rules: [],

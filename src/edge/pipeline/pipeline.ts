@@ -1,8 +1,9 @@
 // The per-request pipeline, top to bottom: host lookup → endpoint state → path normalisation → the endpoint's
-// compiled stages (HTTPS enforcement, rate limits, auth, JWT, RBAC, routing) → forward to an agent.
+// compiled stages (HTTPS enforcement, rate limits, auth, JWT, RBAC, routing) → forward → capture when it ends.
 import { ServerResponse, type IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
+import { captureExchange, type CaptureSink } from '../capture.ts';
 import type { EdgeConfig } from '../config.ts';
 import type { CompiledEndpoint } from '../compile.ts';
 import { forwardToAgent, forwardUpgrade } from '../forward/agent.ts';
@@ -16,6 +17,8 @@ export interface PipelineDeps {
   config: EdgeConfig;
   registry: TunnelRegistry;
   origins: OriginPools;
+  /** Receives every finished exchange of a known endpoint (counters always, details where capture is on). */
+  capture: CaptureSink;
 }
 
 /** Host header → lower-case name without port; null when missing or malformed. */
@@ -77,6 +80,8 @@ export function handleRequest(deps: PipelineDeps, req: IncomingMessage, res: Ser
   const resolved = resolve(deps, req, res, secure, (code) => sendEdgeError(res, code, req.headers.accept));
   if (resolved === null) return;
   const { ctx, endpoint } = resolved;
+  // Armed first, so answers from stages (redirects, refusals) are counted and captured like forwarded ones.
+  captureExchange(deps.capture, ctx);
   const verdict = runStages(endpoint.stages, ctx);
   if (typeof verdict === 'string') {
     if (verdict === 'next') forward(deps, ctx);

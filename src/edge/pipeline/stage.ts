@@ -46,8 +46,20 @@ export interface Stage {
   run(ctx: RequestContext): Verdict | Promise<Verdict>;
 }
 
-/** Builds a stage from an endpoint's config, or returns null when the endpoint does not use it (zero cost per request). */
+/** What stages may need of the edge itself, beyond the endpoint's config. */
+export interface StageDeps {
+  /** The HTTPS port visitors reach this edge on (redirects name it; read per use, as it is known only after listen). */
+  publicHttpsPort(): number;
+}
+
+/** Stage deps for compiling outside a running edge (unit tests, tools): redirects name HTTPS's default port. */
+export const DEFAULT_STAGE_DEPS: StageDeps = { publicHttpsPort: () => 443 };
+
+/**
+ * Builds a stage from an endpoint's config, or returns null when the endpoint does not use it (zero cost per
+ * request). `deps` is absent only outside a running edge; stages that need it fall back to DEFAULT_STAGE_DEPS.
+ */
 export interface StageFactory {
   readonly id: string;
-  compile(endpoint: EndpointConfig): Stage | null;
+  compile(endpoint: EndpointConfig, deps?: StageDeps): Stage | null;
 }

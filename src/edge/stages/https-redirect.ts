@@ -1,0 +1,46 @@
+// The HTTPS enforcement stage: a plain-HTTP request to an endpoint with `enforce_https` is answered with a redirect
+// to the same host, path and query on the edge's public HTTPS port, before any credential could cross in clear.
+import { DEFAULT_STAGE_DEPS, type RequestContext, type Stage, type StageDeps, type StageFactory } from '../pipeline/stage.ts';
+
+/**
+ * GET and HEAD get 301, which every client follows; any other method gets 308, which keeps the method and body
+ * (RFC 9110 §15.4.9), so a POST is not silently turned into a GET. Both are cacheable: enforcement is permanent
+ * in intent, and a browser that cached it stops sending clear-text requests at all.
+ */
+function statusFor(method: string): 301 | 308 {
+  return method === 'GET' || method === 'HEAD' ? 301 : 308;
+}
+
+/** The URL the visitor is sent to: the port is left out when it is HTTPS's default, 443. */
+export function httpsLocation(host: string, port: number, target: string): string {
+  const authority = port === 443 ? host : `${host}:${port}`;
+  return `https://${authority}${target}`;
+}
+
+function compileRedirect(deps: StageDeps): Stage {
+  return {
+    name: 'https-redirect',
+    run(ctx: RequestContext) {
+      if (ctx.secure) return 'next';
+      // The judged (normalised) path, as every later stage and the agent would have seen it.
+      const location = httpsLocation(ctx.host, deps.publicHttpsPort(), ctx.query ? `${ctx.path}?${ctx.query}` : ctx.path);
+      const { res } = ctx;
+      const body = ctx.method === 'HEAD' ? '' : `Redirecting to ${location}\n`;
+      // The visitor's request body is not read: closing after the answer keeps it from being parsed as a request.
+      res.shouldKeepAlive = ctx.req.headers['content-length'] === undefined && ctx.req.headers['transfer-encoding'] === undefined;
+      res.writeHead(statusFor(ctx.method), {
+        location,
+        'content-type': 'text/plain; charset=utf-8',
+        'content-length': Buffer.byteLength(body),
+        'cache-control': 'max-age=3600',
+      });
+      res.end(body);
+      return 'done';
+    },
+  };
+}
+
+export const httpsRedirect: StageFactory = {
+  id: 'https-redirect',
+  compile: (endpoint, deps = DEFAULT_STAGE_DEPS) => (endpoint.enforce_https ? compileRedirect(deps) : null),
+};

@@ -1,0 +1,70 @@
+// The edge's traffic recorder: counters for every exchange, captured details only where capture is on, newest
+// first, bounded per endpoint and across endpoints.
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { TrafficRecorder, type CapturedExchange } from '../../src/edge/capture.ts';
+
+let n = 0;
+function exchange(over: Partial<CapturedExchange> = {}): CapturedExchange {
+  return {
+    endpoint: 'e1',
+    at: new Date(0).toISOString(),
+    method: 'GET',
+    host: 'h.example',
+    path: `/${++n}`,
+    query: '',
+    status: 200,
+    duration_ms: 1,
+    client_ip: '192.0.2.1',
+    secure: true,
+    rule: null,
+    edge_error: null,
+    completed: true,
+    ...over,
+  };
+}
+
+describe('TrafficRecorder', () => {
+  it('counts every exchange by class and edge error, and keeps details only when told to', () => {
+    const r = new TrafficRecorder();
+    r.record(exchange({ status: 200 }), true);
+    r.record(exchange({ status: 404 }), false);
+    r.record(exchange({ status: 502, edge_error: 'no_agent' }), true);
+    r.record(exchange({ status: 0, completed: false }), false);
+    assert.deepEqual(r.counters('e1'), { requests: 4, by_class: { '2xx': 1, '4xx': 1, '5xx': 1, aborted: 1 }, edge_errors: { no_agent: 1 } });
+    assert.deepEqual(r.recent('e1').map((e) => e.status), [502, 200]);
+    assert.deepEqual(r.counters('unknown'), { requests: 0, by_class: {}, edge_errors: {} });
+    assert.deepEqual(r.recent('unknown'), []);
+  });
+
+  it('keeps the newest exchanges per endpoint, newest first', () => {
+    const r = new TrafficRecorder({ perEndpoint: 3 });
+    const paths: string[] = [];
+    for (let i = 0; i < 7; i++) {
+      const e = exchange();
+      paths.push(e.path);
+      r.record(e, true);
+    }
+    assert.deepEqual(r.recent('e1').map((e) => e.path), paths.slice(-3).reverse());
+    assert.deepEqual(r.recent('e1', 2).map((e) => e.path), paths.slice(-2).reverse());
+    assert.equal(r.counters('e1').requests, 7);
+  });
+
+  it('forgets the least recently active endpoint past its bound', () => {
+    const r = new TrafficRecorder({ maxEndpoints: 2 });
+    r.record(exchange({ endpoint: 'a' }), true);
+    r.record(exchange({ endpoint: 'b' }), true);
+    r.record(exchange({ endpoint: 'a' }), true);
+    r.record(exchange({ endpoint: 'c' }), true);
+    assert.equal(r.counters('b').requests, 0);
+    assert.equal(r.counters('a').requests, 2);
+    assert.equal(r.counters('c').requests, 1);
+  });
+
+  it('hands out copies, so readers cannot change the figures', () => {
+    const r = new TrafficRecorder();
+    r.record(exchange(), true);
+    r.counters('e1').by_class['2xx'] = 99;
+    assert.equal(r.counters('e1').by_class['2xx'], 1);
+  });
+});
