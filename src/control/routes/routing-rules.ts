@@ -1,11 +1,11 @@
 // Routing rules API: create, list (in evaluation order), get, replace and delete the rules that choose which of
 // an endpoint's agents serves a request. Input is validated and canonicalised here; every write publishes the endpoint.
-import { isIPv4, isIPv6 } from 'node:net';
 import { Type } from '@sinclair/typebox';
 import { fail } from '../../shared/errors.ts';
 import type { Plan } from '../../shared/plans.ts';
 import { Nullable, Strict, Timestamp } from '../../shared/schema.ts';
-import { ROUTING_CONDITION_TYPES, ROUTING_PATH_MODES, type RoutingConditionConfig, type RoutingConditionType } from '../../shared/snapshot.ts';
+import { canonicalCondition, ConditionError, CONTROL_CHARS, MAX_CONDITION_KEY_LENGTH, MAX_CONDITION_PATTERN_LENGTH } from '../../shared/match/condition.ts';
+import { ROUTING_CONDITION_TYPES, type RoutingConditionConfig } from '../../shared/snapshot.ts';
 import { AGENT_ID_PATTERN, MAX_AGENT_ID_LENGTH, MAX_TAG_LENGTH, MAX_TAGS, TAG_PATTERN } from '../../shared/tunnel/protocol.ts';
 import { findAccountById } from '../../store/accounts.ts';
 import type { Queryable } from '../../store/db.ts';
@@ -22,37 +22,16 @@ import { ErrorBody, ErrorResponses, iso } from '../views.ts';
 // ---------------------------------------------------------------------------------------------------------------
 
 const MAX_NAME_LENGTH = 100;
-const MAX_KEY_LENGTH = 256;
-const MAX_PATTERN_LENGTH = 1024;
-const MAX_ADDRESSES = 64;
 const INT32_MIN = -2147483648;
 const INT32_MAX = 2147483647;
 
 // ---------------------------------------------------------------------------------------------------------------
-// Validation and canonical form. Edges compile exactly what is stored here, so anything an edge could not compile
-// (or that could never match a normalised request) is refused now, with a 400 that names the condition.
+// Validation and canonical form. Conditions are checked by src/shared/match/condition.ts, whose last step compiles
+// them with the edge's own compiler: anything an edge could not compile is refused now, with a 400 naming it.
 // ---------------------------------------------------------------------------------------------------------------
-
-class ConditionError extends Error {
-  constructor(
-    readonly field: 'condition_type' | 'condition_key' | 'pattern',
-    message: string,
-  ) {
-    super(message);
-  }
-}
 
 const TAG = new RegExp(TAG_PATTERN);
 const AGENT_ID = new RegExp(AGENT_ID_PATTERN);
-/** RFC 9110 §5.6.2 token: header field names, methods and (RFC 6265) cookie names. */
-const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
-const CONTROL_CHARS = /[\x00-\x08\x0a-\x1f\x7f]/;
-/** RFC 3986 unreserved: what path normalisation decodes from percent-escapes. */
-const UNRESERVED = /^[A-Za-z0-9\-._~]$/;
-/** pchar (RFC 3986 §3.3) and `/`: every other ASCII character is refused in a path pattern. */
-const PATH_ASCII = /^[A-Za-z0-9\-._~!$&'()*+,;=:@/]$/;
-const HOST_NAME = /^[a-z0-9*_-]+(\.[a-z0-9*_-]+)*$/;
-const HOST_IPV6_LITERAL = /^\[[0-9a-f:.]+\]$/;
 
 /** The comma-separated tag list of the API → lower-case, trimmed, duplicates and empty items dropped. */
 export function normalizeTags(text: string): string[] {
@@ -74,135 +53,6 @@ export function normalizeTags(text: string): string[] {
   }
   if (tags.length > MAX_TAGS) throw fail.invalid_request(`At most ${MAX_TAGS} target tags`, { field: 'target_agent_tags', count: tags.length });
   return tags;
-}
-
-/**
- * A path pattern as the edge compares it: paths reach stages normalised (ARCHITECTURE.md), so the pattern is put
- * in the same form — escapes of unreserved characters decoded, other escapes upper-cased, non-ASCII characters
- * percent-encoded as UTF-8 the way browsers send them. Dot segments and `//` can never match and are refused.
- */
-export function canonicalPathPattern(pattern: string): string {
-  if (!pattern.startsWith('/')) throw new ConditionError('pattern', 'a path pattern must start with "/"');
-  let out = '';
-  for (let i = 0; i < pattern.length; i++) {
-    const c = pattern[i];
-    if (c === '%') {
-      const hex = pattern.slice(i + 1, i + 3);
-      if (!/^[0-9A-Fa-f]{2}$/.test(hex)) throw new ConditionError('pattern', `malformed percent-escape at offset ${i}`);
-      const ch = String.fromCharCode(parseInt(hex, 16));
-      out += UNRESERVED.test(ch) ? ch : `%${hex.toUpperCase()}`;
-      i += 2;
-    } else if (c.charCodeAt(0) > 0x7f) {
-      const cp = pattern.codePointAt(i)!;
-      const char = String.fromCodePoint(cp);
-      out += encodeURIComponent(char);
-      i += char.length - 1;
-    } else if (PATH_ASCII.test(c)) {
-      out += c;
-    } else {
-      throw new ConditionError('pattern', `character ${JSON.stringify(c)} cannot appear in a request path (percent-encode it, or drop the query)`);
-    }
-  }
-  const segments = out.split('/').slice(1);
-  segments.forEach((segment, i) => {
-    if (segment === '.' || segment === '..') throw new ConditionError('pattern', 'dot segments never reach routing (paths are normalised first)');
-    if (segment === '' && i < segments.length - 1) throw new ConditionError('pattern', 'empty segments ("//") never reach routing (paths are normalised first)');
-  });
-  return out;
-}
-
-function valueGlob(pattern: string): string {
-  if (CONTROL_CHARS.test(pattern)) throw new ConditionError('pattern', 'control characters cannot appear in a value');
-  return pattern;
-}
-
-function token(key: string, what: string): string {
-  if (key === '') throw new ConditionError('condition_key', `condition_key must name the ${what}`);
-  if (!TOKEN.test(key)) throw new ConditionError('condition_key', `"${key}" is not a valid ${what}`);
-  return key;
-}
-
-function noKey(type: RoutingConditionType, key: string): void {
-  if (key !== '') throw new ConditionError('condition_key', `condition_key must be empty for a ${type} condition`);
-}
-
-/** Comma list of addresses and CIDRs, validated with node:net (which the edge parser matches; a test checks). */
-function addressList(pattern: string): string {
-  const entries = [
-    ...new Set(
-      pattern
-        .split(',')
-        .map((e) => e.trim().toLowerCase())
-        .filter((e) => e !== ''),
-    ),
-  ];
-  if (entries.length === 0) throw new ConditionError('pattern', 'list at least one IP address or CIDR');
-  if (entries.length > MAX_ADDRESSES) throw new ConditionError('pattern', `at most ${MAX_ADDRESSES} addresses or CIDRs`);
-  for (const entry of entries) {
-    const slash = entry.indexOf('/');
-    const address = slash === -1 ? entry : entry.slice(0, slash);
-    const v4 = isIPv4(address);
-    if (address.includes('%') || (!v4 && !isIPv6(address))) throw new ConditionError('pattern', `"${entry}" is not an IP address or CIDR`);
-    if (slash !== -1) {
-      const bits = entry.slice(slash + 1);
-      const max = v4 ? 32 : 128;
-      if (!/^[0-9]{1,3}$/.test(bits) || Number(bits) > max) throw new ConditionError('pattern', `"${entry}" has an invalid prefix length (0-${max})`);
-    }
-  }
-  return entries.join(',');
-}
-
-function canonicalCondition(type: string, key: string, pattern: string): RoutingConditionConfig {
-  if (!(ROUTING_CONDITION_TYPES as readonly string[]).includes(type)) {
-    throw new ConditionError('condition_type', `unknown condition_type "${type}"; expected one of ${ROUTING_CONDITION_TYPES.join(', ')}`);
-  }
-  if (pattern.length > MAX_PATTERN_LENGTH) throw new ConditionError('pattern', `a pattern is at most ${MAX_PATTERN_LENGTH} characters`);
-  if (key.length > MAX_KEY_LENGTH) throw new ConditionError('condition_key', `condition_key is at most ${MAX_KEY_LENGTH} characters`);
-  const condition_type = type as RoutingConditionType;
-  const out = (condition_key: string, canonical: string): RoutingConditionConfig => ({ condition_type, condition_key, pattern: canonical });
-  switch (condition_type) {
-    case 'path': {
-      const mode = key === '' ? 'prefix' : key.toLowerCase();
-      if (!(ROUTING_PATH_MODES as readonly string[]).includes(mode)) {
-        throw new ConditionError('condition_key', `a path condition_key is one of ${ROUTING_PATH_MODES.join(', ')} (empty means prefix)`);
-      }
-      return out(mode, canonicalPathPattern(pattern));
-    }
-    case 'method': {
-      noKey(condition_type, key);
-      const methods = [
-        ...new Set(
-          pattern
-            .split(',')
-            .map((m) => m.trim().toUpperCase())
-            .filter((m) => m !== ''),
-        ),
-      ];
-      if (methods.length === 0) throw new ConditionError('pattern', 'list at least one method, e.g. "GET,HEAD"');
-      const bad = methods.find((m) => !TOKEN.test(m));
-      if (bad !== undefined) throw new ConditionError('pattern', `"${bad}" is not an HTTP method`);
-      return out('', methods.join(','));
-    }
-    case 'header':
-      return out(token(key, 'header name').toLowerCase(), valueGlob(pattern));
-    case 'query':
-      if (key === '') throw new ConditionError('condition_key', 'condition_key must name the query parameter');
-      if (CONTROL_CHARS.test(key)) throw new ConditionError('condition_key', 'control characters cannot appear in a parameter name');
-      return out(key, valueGlob(pattern));
-    case 'cookie':
-      return out(token(key, 'cookie name'), valueGlob(pattern));
-    case 'source_ip':
-      noKey(condition_type, key);
-      return out('', addressList(pattern));
-    case 'host': {
-      noKey(condition_type, key);
-      const host = pattern.trim().toLowerCase();
-      if (host.length > 253 || !(HOST_NAME.test(host) || HOST_IPV6_LITERAL.test(host))) {
-        throw new ConditionError('pattern', 'a host pattern is a host name (labels of a-z 0-9 - _, `*` for one label, `**` for any) without a port');
-      }
-      return out('', host);
-    }
-  }
 }
 
 export interface ConditionInput {
@@ -295,12 +145,12 @@ const ConditionBody = Strict(
     }),
     condition_key: Type.Optional(
       Type.String({
-        maxLength: MAX_KEY_LENGTH,
+        maxLength: MAX_CONDITION_KEY_LENGTH,
         description: 'path: prefix (default), exact or glob; header, query, cookie: the name; empty for the other types',
       }),
     ),
     pattern: Type.String({
-      maxLength: MAX_PATTERN_LENGTH,
+      maxLength: MAX_CONDITION_PATTERN_LENGTH,
       description:
         'path: the path or glob (`*` one segment, `**` any depth); method: comma list; header/query/cookie: a glob on the value ' +
         '(`*` any characters; `*` alone = present); source_ip: comma list of addresses/CIDRs (IPv4, IPv6); host: a glob on the host',

@@ -4,10 +4,11 @@
 // Order (docs/routing-rules.md): ascending priority, ties by ascending id; disabled rules are left out at compile
 // time. Conditions of a rule are ANDed. No match leaves the selector unset: any agent of the endpoint may serve.
 import type { RoutingConditionConfig, RoutingRuleConfig } from '../../shared/snapshot.ts';
-import { compileCidrList, parseIp, type IpWords } from '../match/cidr.ts';
+import { parseIp, type IpWords } from '../../shared/match/cidr.ts';
+import { compileConditionMatcher } from '../../shared/match/condition.ts';
+import type { StringMatcher } from '../../shared/match/glob.ts';
 import { cookieValues } from '../match/cookies.ts';
 import { queryValues } from '../match/query.ts';
-import { compilePathGlob, compilePathPrefix, compileSegmentGlob, compileValueGlob, type StringMatcher } from '../match/glob.ts';
 import type { AgentSelector, RequestContext, Stage, StageFactory } from '../pipeline/stage.ts';
 
 /**
@@ -50,41 +51,23 @@ const anyOf = (values: readonly string[] | undefined, match: StringMatcher): boo
  */
 const COST: Record<RoutingConditionConfig['condition_type'], number> = { method: 0, path: 1, host: 2, header: 3, source_ip: 4, cookie: 5, query: 6 };
 
-function compilePath(mode: string, pattern: string): Probe {
-  switch (mode) {
-    case 'exact':
-      return (ctx) => ctx.path === pattern;
-    case 'prefix': {
-      const match = compilePathPrefix(pattern);
+/**
+ * Compiles one condition into a probe: the shared compiler (the one the control API validates with) builds the
+ * matchers, and this binds each to what it reads from the request. Throws on a condition it cannot compile.
+ */
+export function compileCondition(condition: RoutingConditionConfig): Probe {
+  const m = compileConditionMatcher(condition);
+  switch (m.kind) {
+    case 'path': {
+      const match = m.match;
       return (ctx) => match(ctx.path);
     }
-    case 'glob': {
-      const glob = compilePathGlob(pattern);
-      if (!glob.needsSegments) {
-        const match = glob.match;
-        return (ctx) => match(ctx.path);
-      }
-      const match = glob.match;
-      return (ctx, facts) => match(facts.segments());
+    case 'path_segments': {
+      const match = m.match;
+      return (_ctx, facts) => match(facts.segments());
     }
-  }
-  throw new RangeError(`unknown path match mode "${mode}" (expected prefix, exact or glob)`);
-}
-
-/** Compiles one condition into a probe. Throws on a condition the control API would not have stored. */
-export function compileCondition(condition: RoutingConditionConfig): Probe {
-  const { condition_type: type, condition_key: key, pattern } = condition;
-  switch (type) {
-    case 'path':
-      return compilePath(key === '' ? 'prefix' : key, pattern);
     case 'method': {
-      const methods = new Set(
-        pattern
-          .split(',')
-          .map((m) => m.trim().toUpperCase())
-          .filter((m) => m !== ''),
-      );
-      if (methods.size === 0) throw new RangeError('a method condition needs at least one method');
+      const methods = m.methods;
       if (methods.size === 1) {
         const [only] = methods;
         return (ctx) => ctx.method === only;
@@ -92,38 +75,34 @@ export function compileCondition(condition: RoutingConditionConfig): Probe {
       return (ctx) => methods.has(ctx.method);
     }
     case 'header': {
-      const name = key.toLowerCase();
-      if (name === '') throw new RangeError('a header condition needs the header name in condition_key');
-      // `*` is "present with any value"; the matcher says so too, but this skips even the value lookup's cost.
-      if (pattern === '*') return (ctx) => ctx.req.headers[name] !== undefined;
-      const match = compileValueGlob(pattern);
+      const { name, match } = m;
+      if (match === null) return (ctx) => ctx.req.headers[name] !== undefined;
       return (ctx) => {
         const value = ctx.req.headers[name];
         return typeof value === 'string' ? match(value) : anyOf(value, match);
       };
     }
     case 'query': {
-      if (key === '') throw new RangeError('a query condition needs the parameter name in condition_key');
-      const match = compileValueGlob(pattern);
-      return (ctx) => ctx.query !== '' && anyOf(queryValues(ctx.query, key), match);
+      const { name, match } = m;
+      return (ctx) => ctx.query !== '' && anyOf(queryValues(ctx.query, name), match);
     }
     case 'cookie': {
-      if (key === '') throw new RangeError('a cookie condition needs the cookie name in condition_key');
-      const match = compileValueGlob(pattern);
-      return (ctx) => anyOf(cookieValues(ctx.req.headers.cookie, key), match);
+      const { name, match } = m;
+      return (ctx) => anyOf(cookieValues(ctx.req.headers.cookie, name), match);
     }
     case 'source_ip': {
-      const match = compileCidrList(pattern);
+      const match = m.match;
       return (_ctx, facts) => match(facts.clientIp());
     }
     case 'host': {
-      const glob = pattern.toLowerCase();
-      if (!glob.includes('*')) return (ctx) => ctx.host === glob;
-      const match = compileSegmentGlob(glob, '.');
+      const match = m.match;
+      return (ctx) => match(ctx.host);
+    }
+    case 'host_labels': {
+      const match = m.match;
       return (_ctx, facts) => match(facts.labels());
     }
   }
-  throw new RangeError(`unknown condition type "${String(type)}"`);
 }
 
 interface CompiledRule {

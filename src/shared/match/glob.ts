@@ -1,10 +1,9 @@
 // Glob matchers for routing conditions, compiled once into closures: `*` within one segment (or a whole value),
-// `**` as a whole segment for any depth. No RegExp is built from a pattern, so no pattern can backtrack badly.
+// `**` as a whole segment for any depth. Shared: the control API compiles a pattern with them to validate it.
 //
 // Why not `new RegExp(...)`: a glob such as `/**/a/**/a/**/b` becomes `^/.*/a/.*/a/.*/b$`, which backtracks
 // polynomially on a crafted path, and visitors choose the path. The matchers below are the classic wildcard
 // algorithm (backtrack only to the last star), worst case O(pattern × input) and usually a few string compares.
-// This module has no imports: it is pure and could move to src/shared unchanged.
 
 export type StringMatcher = (value: string) => boolean;
 

@@ -1,10 +1,12 @@
 // IP addresses and CIDR lists for `source_ip` routing conditions, parsed once into 128-bit words and compared with
-// masks. Every address lives in IPv6 space, IPv4 as IPv4-mapped (::ffff:a.b.c.d, RFC 4291 §2.5.5.2), so one rule
-// covers a client whether a dual-stack socket reports `10.0.0.1` or `::ffff:10.0.0.1`.
+// masks. Shared: the control API validates address lists with this parser, the edge matches with it.
+//
+// Every address lives in IPv6 space, IPv4 as IPv4-mapped (::ffff:a.b.c.d, RFC 4291 §2.5.5.2), so one rule covers a
+// client whether a dual-stack socket reports `10.0.0.1` or `::ffff:10.0.0.1`.
 //
 // Hand-written rather than net.BlockList: BlockList.check costs about 5 µs per call here (it builds a SocketAddress
 // each time); this costs a parse and four integer compares. Accepts exactly what net.isIPv4 / net.isIPv6 accept
-// (a test cross-checks), so the control API can validate with node:net.
+// (a test cross-checks).
 
 /** An address as four unsigned 32-bit words, most significant first. */
 export type IpWords = readonly [number, number, number, number];
