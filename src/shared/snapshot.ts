@@ -29,6 +29,10 @@ export interface RoutingConditionConfig {
   pattern: string;
 }
 
+/**
+ * A rule targets agents (target_agent_id, target_agent_tags, or both) or an origin (target_origin_url), never
+ * both. target_origin_url is absent from snapshots written before rules could name origins: read it as null.
+ */
 export interface RoutingRuleConfig {
   id: number;
   name: string;
@@ -36,6 +40,8 @@ export interface RoutingRuleConfig {
   enabled: boolean;
   target_agent_id: string | null;
   target_agent_tags: string[];
+  /** A canonical http/https URL (src/shared/origin-url.ts) the rule's requests are forwarded to, instead of agents. */
+  target_origin_url?: string | null;
   conditions: RoutingConditionConfig[];
 }
 

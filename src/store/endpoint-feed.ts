@@ -12,7 +12,7 @@ export const ENDPOINT_TOPIC = TOPICS.endpoint;
  */
 export async function loadRoutingRules(tx: Queryable, endpointId: number): Promise<RoutingRuleConfig[]> {
   const { rows } = await tx.query<Omit<RoutingRuleConfig, 'conditions'> & { conditions: RoutingRuleConfig['conditions'] | string }>(
-    `SELECT r.id, r.name, r.priority, r.enabled, r.target_agent_id, r.target_agent_tags,
+    `SELECT r.id, r.name, r.priority, r.enabled, r.target_agent_id, r.target_agent_tags, r.target_origin_url,
             COALESCE((SELECT json_agg(json_build_object('condition_type', c.condition_type, 'condition_key', c.condition_key, 'pattern', c.pattern)
                                       ORDER BY c.position)
                       FROM routing_rule_conditions c WHERE c.rule_id = r.id), '[]'::json) AS conditions

@@ -95,12 +95,24 @@ describe('routing rules API', () => {
     assert.equal(res.status, 201, res.text);
     const r = res.body;
     assert.equal(res.headers.get('location'), `/v1/endpoints/${id}/routing-rules/${r.id}`);
-    assert.deepEqual(Object.keys(r).sort(), ['conditions', 'created_at', 'enabled', 'id', 'name', 'priority', 'target_agent_id', 'target_agent_tags', 'updated_at']);
+    assert.deepEqual(Object.keys(r).sort(), [
+      'conditions',
+      'created_at',
+      'enabled',
+      'id',
+      'name',
+      'priority',
+      'target_agent_id',
+      'target_agent_tags',
+      'target_origin_url',
+      'updated_at',
+    ]);
     assert.equal(r.name, 'Canary');
     assert.equal(r.priority, 5);
     assert.equal(r.enabled, true, 'enabled defaults to true on create');
     assert.equal(r.target_agent_id, 'web-1');
     assert.equal(r.target_agent_tags, 'blue,canary,eu-west');
+    assert.equal(r.target_origin_url, null);
     assert.deepEqual(r.conditions, [
       { condition_type: 'path', condition_key: 'prefix', pattern: '/caf%C3%A9/~user' },
       { condition_type: 'method', condition_key: '', pattern: 'GET,HEAD' },
@@ -163,6 +175,7 @@ describe('routing rules API', () => {
         enabled: true,
         target_agent_id: 'a-1',
         target_agent_tags: ['blue', 'green'],
+        target_origin_url: null,
         conditions: [{ condition_type: 'path', condition_key: 'prefix', pattern: '/api' }],
       },
     ]);
@@ -174,7 +187,16 @@ describe('routing rules API', () => {
     assert.equal(put.status, 200, put.text);
     config = await edgeEndpoint(id);
     assert.deepEqual(config!.routing_rules, [
-      { id: r.id, name: 'v2', priority: 0, enabled: true, target_agent_id: 'a-2', target_agent_tags: [], conditions: [{ condition_type: 'method', condition_key: '', pattern: 'POST' }] },
+      {
+        id: r.id,
+        name: 'v2',
+        priority: 0,
+        enabled: true,
+        target_agent_id: 'a-2',
+        target_agent_tags: [],
+        target_origin_url: null,
+        conditions: [{ condition_type: 'method', condition_key: '', pattern: 'POST' }],
+      },
     ]);
 
     assert.equal((await t.api('DELETE', `${base(id)}/${r.id}`, { key: owner.api_key })).status, 204);
@@ -211,6 +233,7 @@ describe('routing rules API', () => {
           enabled: false,
           target_agent_id: null,
           target_agent_tags: 'green',
+          target_origin_url: null,
           conditions: [{ condition_type: 'host', condition_key: '', pattern: '*.example.com' }],
           created_at: r.created_at,
           updated_at: undefined,
@@ -283,6 +306,93 @@ describe('routing rules API', () => {
         assert.equal(res.body.code, 'not_found');
       }
       assert.deepEqual(await state(id), before);
+    });
+  });
+
+  // ---- origin targets ---------------------------------------------------------------------------------------
+
+  describe('target_origin_url', () => {
+    it('targets an origin instead of agents: canonical URL stored, returned and published; PUT switches targets', async () => {
+      const id = await newEndpoint(owner);
+      const r = await createOk(id, rule({ target_agent_tags: undefined, target_origin_url: 'https://API.example.com:8443/v2/' }));
+      assert.equal(r.target_origin_url, 'https://api.example.com:8443/v2');
+      assert.equal(r.target_agent_id, null);
+      assert.equal(r.target_agent_tags, '');
+      assert.deepEqual((await t.api('GET', `${base(id)}/${r.id}`, { key: owner.api_key })).body, r);
+      assert.equal((await edgeEndpoint(id))!.routing_rules[0].target_origin_url, 'https://api.example.com:8443/v2');
+
+      // Full replacement: naming tags without the origin zeroes the origin, and back again.
+      const toAgents = await t.api('PUT', `${base(id)}/${r.id}`, { key: owner.api_key, body: rule() });
+      assert.equal(toAgents.status, 200, toAgents.text);
+      assert.equal(toAgents.body.target_origin_url, null);
+      assert.equal(toAgents.body.target_agent_tags, 'blue');
+      const toOrigin = await t.api('PUT', `${base(id)}/${r.id}`, {
+        key: owner.api_key,
+        body: rule({ target_agent_tags: '', target_agent_id: null, target_origin_url: 'http://origin.example' }),
+      });
+      assert.equal(toOrigin.status, 200, toOrigin.text);
+      assert.equal(toOrigin.body.target_origin_url, 'http://origin.example');
+      const config = await edgeEndpoint(id);
+      assert.deepEqual(
+        config!.routing_rules.map((x) => [x.target_origin_url, x.target_agent_id, x.target_agent_tags]),
+        [['http://origin.example', null, []]],
+      );
+    });
+
+    it('refuses bad URLs, private addresses, both targets, no target and unknown fields, changing nothing', async () => {
+      const id = await newEndpoint(owner);
+      const existing = await createOk(id, rule());
+      const before = await state(id);
+      const originOnly = (url: unknown) => rule({ target_agent_tags: undefined, target_origin_url: url });
+      const invalid: Array<[unknown, RegExp]> = [
+        [originOnly('not a url'), /not a valid absolute URL/],
+        [originOnly('ftp://example.com'), /only http and https/],
+        [originOnly('http://user:pw@example.com'), /credentials/],
+        [originOnly('http://example.com/?q=1'), /no query or fragment/],
+        [originOnly('http://example.com/#top'), /no query or fragment/],
+        // This platform does not allow private origins (EDGE_ORIGIN_ALLOW_PRIVATE is off).
+        [originOnly('http://127.0.0.1:3000'), /private, loopback and link-local/],
+        [originOnly('http://localhost:3000'), /private, loopback and link-local/],
+        [originOnly('http://localhost.:3000'), /private, loopback and link-local/],
+        [originOnly('http://10.1.2.3'), /private, loopback and link-local/],
+        [originOnly('http://169.254.169.254/latest'), /private, loopback and link-local/],
+        [originOnly('http://[::1]:8080'), /private, loopback and link-local/],
+        [originOnly('http://[::ffff:192.168.0.1]'), /private, loopback and link-local/],
+        [originOnly('http://0.0.0.0:80'), /private, loopback and link-local/],
+        // Exactly one of agents or an origin.
+        [rule({ target_origin_url: 'https://example.com' }), /agents or an origin, not both/],
+        [rule({ target_agent_tags: undefined, target_agent_id: 'web-1', target_origin_url: 'https://example.com' }), /agents or an origin, not both/],
+        [originOnly(null), /must target agents .* or an origin/],
+        [originOnly(''), /must target agents .* or an origin/],
+      ];
+      for (const [body, message] of invalid) {
+        for (const res of [await create(owner, id, body), await t.api('PUT', `${base(id)}/${existing.id}`, { key: owner.api_key, body })]) {
+          assert.equal(res.status, 400, JSON.stringify(body));
+          assert.equal(res.body.code, 'invalid_request', JSON.stringify(body));
+          assert.match(res.body.error, message, JSON.stringify(body));
+        }
+      }
+      const detail = (await create(owner, id, originOnly('ftp://example.com'))).body.detail;
+      assert.deepEqual(detail, { field: 'target_origin_url', reason: 'only http and https origins are supported' });
+
+      const typo = await create(owner, id, rule({ target_agent_tags: undefined, target_origin: 'https://example.com' }));
+      assert.equal(typo.status, 400);
+      assert.equal(typo.body.code, 'unknown_field');
+      const wrongType = await create(owner, id, originOnly(42));
+      assert.equal(wrongType.status, 400);
+      assert.deepEqual(await state(id), before);
+    });
+
+    it('is held by the database too: a row with both targets, or neither, is refused', async () => {
+      const id = await newEndpoint(owner);
+      const [{ id: endpointId }] = await sql('SELECT id FROM endpoints WHERE uuid = $1', [id]);
+      const insert = (agentId: string | null, tags: string[], origin: string | null) =>
+        sql('INSERT INTO routing_rules (endpoint_id, target_agent_id, target_agent_tags, target_origin_url) VALUES ($1, $2, $3::text[], $4)', [endpointId, agentId, tags, origin]);
+      await assert.rejects(insert('web-1', [], 'https://example.com'), /routing_rules_target_check/);
+      await assert.rejects(insert(null, ['blue'], 'https://example.com'), /routing_rules_target_check/);
+      await assert.rejects(insert(null, [], null), /routing_rules_target_check/);
+      await insert(null, [], 'https://example.com');
+      await insert('web-1', ['blue'], null);
     });
   });
 

@@ -1,11 +1,58 @@
-// Endpoints that forward to an origin URL instead of agents: the API that sets it (and refuses what it must),
-// and the edge forwarding requests, bodies and WebSocket upgrades to the origin over its keep-alive pool.
+// Endpoints and routing rules that forward to an origin URL instead of agents: the API that sets it (and refuses
+// what it must), and the edge forwarding requests, bodies and WebSocket upgrades to the origin over its keep-alive pool.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { WebSocket, WebSocketServer } from 'ws';
+import { startAgent, type Agent } from '../../src/agent/agent.ts';
+import type { EndpointConfig } from '../../src/shared/snapshot.ts';
+import { eventually } from '../helpers/eventually.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
+
+interface NamedServer {
+  port: number;
+  /** Every request it received: method, URL and Host. */
+  seen: Array<{ method: string; url: string; host?: string }>;
+  close(): Promise<void>;
+}
+
+/** An HTTP server on 127.0.0.1 that answers `<name> <method> <url>`, with a WebSocket echo `<name>:<url>:<message>`. */
+async function startNamedServer(name: string): Promise<NamedServer> {
+  const seen: NamedServer['seen'] = [];
+  const server = http.createServer((req, res) => {
+    seen.push({ method: req.method!, url: req.url!, host: req.headers.host });
+    req.resume();
+    req.on('end', () => res.end(`${name} ${req.method} ${req.url}`));
+  });
+  const wss = new WebSocketServer({ server });
+  wss.on('connection', (ws, req) => ws.on('message', (m) => ws.send(`${name}:${req.url}:${m}`)));
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    port: (server.address() as AddressInfo).port,
+    seen,
+    close: () =>
+      new Promise<void>((r) => {
+        wss.close();
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  };
+}
+
+/** One WebSocket round trip through the edge: sends `message`, resolves with the first reply. */
+function wsRoundTrip(edgePort: number, host: string, path: string, message: string): Promise<string> {
+  const ws = new WebSocket(`ws://127.0.0.1:${edgePort}${path}`, { headers: { host } });
+  return new Promise<string>((resolve, reject) => {
+    ws.on('open', () => ws.send(message));
+    ws.on('message', (m) => {
+      resolve(String(m));
+      ws.close();
+    });
+    ws.on('error', reject);
+    ws.on('unexpected-response', (_req, res) => reject(new Error(`upgrade answered ${res.statusCode} ${res.headers['x-edge-error'] ?? ''}`)));
+  });
+}
 
 function request(port: number, host: string, path: string, method = 'GET', body?: string) {
   return new Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }>((resolve, reject) => {
@@ -129,6 +176,108 @@ describe('origin endpoints', () => {
       await t.api('PUT', `/v1/endpoints/${ep.uuid}/origin`, { key: user.api_key, body: { url: `http://127.0.0.1:${deadPort}` } });
       await applied;
       const res = await request(t.node.edge!.httpPort, ep.hostname, '/');
+      assert.equal(res.status, 502);
+      assert.equal(res.headers['x-edge-error'], 'origin_error');
+    });
+  });
+
+  describe('routing rules with an origin target', () => {
+    let t: TestNode;
+    let user: { api_key: string };
+    let viaAgent: NamedServer;
+    let endpointOrigin: NamedServer;
+    let ruleOrigin: NamedServer;
+    const agents: Agent[] = [];
+
+    before(async () => {
+      t = await startTestNode({ EDGE_ORIGIN_ALLOW_PRIVATE: 'true' });
+      user = await t.createUser('pro');
+      [viaAgent, endpointOrigin, ruleOrigin] = await Promise.all([startNamedServer('agent'), startNamedServer('endpoint-origin'), startNamedServer('rule-origin')]);
+    });
+    after(async () => {
+      for (const a of agents) await a.stop();
+      await Promise.all([viaAgent, endpointOrigin, ruleOrigin].map((s) => s.close()));
+      await t.close();
+    });
+
+    const edgePort = () => t.node.edge!.httpPort;
+    /** Resolves once the edge holds the endpoint in a state `ready` accepts (it arrives through the feed). */
+    const applied = (uuid: string, ready: (e: EndpointConfig) => boolean) =>
+      eventually(async () => {
+        const e = t.node.edge!.config.endpoint(uuid);
+        return e && ready(e) ? e : undefined;
+      });
+    async function endpointWithApiRule(): Promise<{ uuid: string; hostname: string }> {
+      const ep = (await t.api('POST', '/v1/endpoints', { key: user.api_key, body: {} })).body;
+      const created = await t.api('POST', `/v1/endpoints/${ep.uuid}/routing-rules`, {
+        key: user.api_key,
+        body: {
+          name: 'api to origin',
+          target_origin_url: `http://127.0.0.1:${ruleOrigin.port}/backend/`,
+          conditions: [{ condition_type: 'path', condition_key: 'glob', pattern: '/api/**' }],
+        },
+      });
+      assert.equal(created.status, 201, created.text);
+      assert.equal(created.body.target_origin_url, `http://127.0.0.1:${ruleOrigin.port}/backend`);
+      return ep;
+    }
+
+    it('sends /api/** to the rule’s origin and everything else to the endpoint’s agent, WebSockets included', async () => {
+      const ep = await endpointWithApiRule();
+      await applied(ep.uuid, (e) => e.routing_rules.length === 1);
+      const agent = await startAgent({ edgeUrl: `http://127.0.0.1:${edgePort()}`, apiKey: user.api_key, endpoint: ep.uuid, protocol: 'http', target: viaAgent.port });
+      agents.push(agent);
+      // The agent is admitted asynchronously: wait until a request outside /api reaches it.
+      const web = await eventually(async () => {
+        const res = await request(edgePort(), ep.hostname, '/web?x=1');
+        return res.status === 200 ? res : undefined;
+      });
+      assert.equal(web.body, 'agent GET /web?x=1');
+
+      const api = await request(edgePort(), ep.hostname, '/api/users?page=2', 'POST', 'payload');
+      assert.equal(api.status, 200);
+      assert.equal(api.body, 'rule-origin POST /backend/api/users?page=2');
+      assert.equal(ruleOrigin.seen.at(-1)!.host, `127.0.0.1:${ruleOrigin.port}`);
+      // `/api/**` matches `/api` itself, not `/apiary`.
+      assert.equal((await request(edgePort(), ep.hostname, '/api')).body, 'rule-origin GET /backend/api');
+      assert.equal((await request(edgePort(), ep.hostname, '/apiary')).body, 'agent GET /apiary');
+
+      assert.equal(await wsRoundTrip(edgePort(), ep.hostname, '/api/live', 'ping'), 'rule-origin:/backend/api/live:ping');
+      assert.equal(await wsRoundTrip(edgePort(), ep.hostname, '/live', 'ping'), 'agent:/live:ping');
+    });
+
+    it('sends /api/** to the rule’s origin and everything else to the endpoint’s own origin', async () => {
+      const ep = await endpointWithApiRule();
+      const set = await t.api('PUT', `/v1/endpoints/${ep.uuid}/origin`, { key: user.api_key, body: { url: `http://127.0.0.1:${endpointOrigin.port}` } });
+      assert.equal(set.status, 200, set.text);
+      await applied(ep.uuid, (e) => e.routing_rules.length === 1 && e.origin_url !== null);
+
+      assert.equal((await request(edgePort(), ep.hostname, '/api/v1/items')).body, 'rule-origin GET /backend/api/v1/items');
+      assert.equal((await request(edgePort(), ep.hostname, '/home')).body, 'endpoint-origin GET /home');
+      assert.equal(await wsRoundTrip(edgePort(), ep.hostname, '/api/ws', 'hi'), 'rule-origin:/backend/api/ws:hi');
+      assert.equal(await wsRoundTrip(edgePort(), ep.hostname, '/ws', 'hi'), 'endpoint-origin:/ws:hi');
+
+      // Disabled, the rule no longer applies: its requests go to the endpoint's origin (full PUT: enabled omitted = false).
+      const rules = (await t.api('GET', `/v1/endpoints/${ep.uuid}/routing-rules`, { key: user.api_key })).body.items;
+      const { id, created_at: _c, updated_at: _u, ...body } = rules[0];
+      assert.equal((await t.api('PUT', `/v1/endpoints/${ep.uuid}/routing-rules/${id}`, { key: user.api_key, body: { ...body, enabled: false } })).status, 200);
+      await applied(ep.uuid, (e) => e.routing_rules[0]?.enabled === false);
+      assert.equal((await request(edgePort(), ep.hostname, '/api/v1/items')).body, 'endpoint-origin GET /api/v1/items');
+    });
+
+    it('answers 502 origin_error when the rule’s origin is down', async () => {
+      const ep = (await t.api('POST', '/v1/endpoints', { key: user.api_key, body: {} })).body;
+      const closed = http.createServer();
+      await new Promise<void>((r) => closed.listen(0, '127.0.0.1', r));
+      const deadPort = (closed.address() as AddressInfo).port;
+      await new Promise<void>((r) => closed.close(() => r()));
+      const created = await t.api('POST', `/v1/endpoints/${ep.uuid}/routing-rules`, {
+        key: user.api_key,
+        body: { target_origin_url: `http://127.0.0.1:${deadPort}`, conditions: [{ condition_type: 'path', pattern: '/' }] },
+      });
+      assert.equal(created.status, 201, created.text);
+      await applied(ep.uuid, (e) => e.routing_rules.length === 1);
+      const res = await request(edgePort(), ep.hostname, '/');
       assert.equal(res.status, 502);
       assert.equal(res.headers['x-edge-error'], 'origin_error');
     });

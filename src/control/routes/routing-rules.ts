@@ -1,10 +1,11 @@
-// Routing rules API: create, list (in evaluation order), get, replace and delete the rules that choose which of
-// an endpoint's agents serves a request. Input is validated and canonicalised here; every write publishes the endpoint.
+// Routing rules API: create, list (in evaluation order), get, replace and delete the rules that choose what serves
+// a request (which agents, or an origin URL). Input is validated and canonicalised here; every write publishes the endpoint.
 import { Type } from '@sinclair/typebox';
 import { fail } from '../../shared/errors.ts';
 import type { Plan } from '../../shared/plans.ts';
 import { Nullable, Strict, Timestamp } from '../../shared/schema.ts';
 import { canonicalCondition, ConditionError, CONTROL_CHARS, MAX_CONDITION_KEY_LENGTH, MAX_CONDITION_PATTERN_LENGTH } from '../../shared/match/condition.ts';
+import { canonicalOriginUrl, OriginUrlError } from '../../shared/origin-url.ts';
 import { ROUTING_CONDITION_TYPES, type RoutingConditionConfig } from '../../shared/snapshot.ts';
 import { AGENT_ID_PATTERN, MAX_AGENT_ID_LENGTH, MAX_TAG_LENGTH, MAX_TAGS, TAG_PATTERN } from '../../shared/tunnel/protocol.ts';
 import { findAccountById } from '../../store/accounts.ts';
@@ -77,14 +78,27 @@ export interface RuleBody {
   enabled?: boolean;
   target_agent_id?: string | null;
   target_agent_tags?: string;
+  target_origin_url?: string | null;
   conditions: ConditionInput[];
+}
+
+/** The rule's origin URL in canonical form, null for none ("" counts as none, as for target_agent_id). */
+function targetOrigin(raw: string | null | undefined, allowPrivate: boolean): string | null {
+  if (raw === undefined || raw === null || raw === '') return null;
+  try {
+    return canonicalOriginUrl(raw, allowPrivate);
+  } catch (err) {
+    if (!(err instanceof OriginUrlError)) throw err;
+    throw fail.invalid_request(`Invalid target_origin_url: ${err.message}`, { field: 'target_origin_url', reason: err.message });
+  }
 }
 
 /**
  * A request body → the stored form. Omitted fields are zeroed (SPEC.md, PUT) except `enabled` on create, which
- * defaults to true: a rule created without saying otherwise should take effect.
+ * defaults to true: a rule created without saying otherwise should take effect. A rule targets agents (an agent id,
+ * tags, or both) or an origin URL, exactly one of the two; origin URLs are checked as endpoint origins are.
  */
-export function normalizeRule(body: RuleBody, defaults: { enabled: boolean }): RoutingRuleInput {
+export function normalizeRule(body: RuleBody, options: { enabled: boolean; allowPrivateOrigins: boolean }): RoutingRuleInput {
   const name = body.name ?? '';
   if (CONTROL_CHARS.test(name) || name.includes('\t')) throw fail.invalid_request('Invalid name: control characters are not allowed', { field: 'name' });
   const rawId = body.target_agent_id ?? '';
@@ -95,8 +109,17 @@ export function normalizeRule(body: RuleBody, defaults: { enabled: boolean }): R
   }
   const targetAgentTags = normalizeTags(body.target_agent_tags ?? '');
   const targetAgentId = rawId === '' ? null : rawId;
-  if (targetAgentId === null && targetAgentTags.length === 0) {
-    throw fail.invalid_request('A rule must target an agent: set target_agent_id, target_agent_tags, or both', { field: 'target_agent_id' });
+  const targetOriginUrl = targetOrigin(body.target_origin_url, options.allowPrivateOrigins);
+  const targetsAgents = targetAgentId !== null || targetAgentTags.length > 0;
+  if (targetsAgents && targetOriginUrl !== null) {
+    throw fail.invalid_request('A rule targets agents or an origin, not both: set target_origin_url, or target_agent_id and/or target_agent_tags', {
+      field: 'target_origin_url',
+    });
+  }
+  if (!targetsAgents && targetOriginUrl === null) {
+    throw fail.invalid_request('A rule must target agents (target_agent_id, target_agent_tags, or both) or an origin (target_origin_url)', {
+      field: 'target_agent_id',
+    });
   }
   if (body.conditions.length === 0) throw fail.invalid_request('conditions must not be empty', { field: 'conditions' });
   if (body.conditions.length > MAX_CONDITIONS_PER_RULE) {
@@ -105,9 +128,10 @@ export function normalizeRule(body: RuleBody, defaults: { enabled: boolean }): R
   return {
     name,
     priority: body.priority ?? 0,
-    enabled: body.enabled ?? defaults.enabled,
+    enabled: body.enabled ?? options.enabled,
     targetAgentId,
     targetAgentTags,
+    targetOriginUrl,
     conditions: body.conditions.map(normalizeCondition),
   };
 }
@@ -130,6 +154,7 @@ const RuleView = Type.Object(
     enabled: Type.Boolean(),
     target_agent_id: Nullable(Type.String({ description: 'The agent id the request must go to' })),
     target_agent_tags: Type.String({ description: 'Comma-separated, lower-case: the agent must carry every tag' }),
+    target_origin_url: Nullable(Type.String({ description: 'The origin URL the request is forwarded to, instead of agents' })),
     conditions: Type.Array(ConditionView, { description: 'ANDed; in the order given' }),
     created_at: Timestamp(),
     updated_at: Timestamp(),
@@ -165,6 +190,16 @@ const RuleBodySchema = Strict({
   enabled: Type.Optional(Type.Boolean()),
   target_agent_id: Type.Optional(Nullable(Type.String({ maxLength: MAX_AGENT_ID_LENGTH, description: 'An agent id (`--agent-id`); null or empty for none' }))),
   target_agent_tags: Type.Optional(Type.String({ maxLength: 2048, description: `Comma-separated tags (at most ${MAX_TAGS}); the agent must carry all` })),
+  target_origin_url: Type.Optional(
+    Nullable(
+      Type.String({
+        maxLength: 2048,
+        description:
+          'Forward to this http/https origin instead of agents (as PUT /v1/endpoints/{id}/origin); null or empty for none. ' +
+          'Exclusive with target_agent_id and target_agent_tags',
+      }),
+    ),
+  ),
   conditions: Type.Array(ConditionBody, { minItems: 1, maxItems: MAX_CONDITIONS_PER_RULE }),
 });
 
@@ -180,6 +215,7 @@ function ruleView(r: RoutingRuleRow) {
     enabled: r.enabled,
     target_agent_id: r.target_agent_id,
     target_agent_tags: r.target_agent_tags.join(','),
+    target_origin_url: r.target_origin_url,
     conditions: r.conditions.map((c) => ({ condition_type: c.condition_type, condition_key: c.condition_key, pattern: c.pattern })),
     created_at: iso(r.created_at),
     updated_at: iso(r.updated_at),
@@ -257,8 +293,9 @@ export function routingRuleRoutes(app: ControlApp, { db, config }: ControlDeps):
       schema: {
         summary: 'Create a routing rule',
         description:
-          'Rules choose which of the endpoint’s agents serves a request: the first enabled rule (ascending priority, then id) whose ' +
-          'conditions all match sends the request to target_agent_id and/or agents carrying every target tag. enabled defaults ' +
+          'Rules choose what serves a request: the first enabled rule (ascending priority, then id) whose conditions all match ' +
+          'sends the request to target_agent_id and/or agents carrying every target tag, or to target_origin_url (exactly one of ' +
+          'agents or an origin; the origin is checked as for PUT /v1/endpoints/{id}/origin). enabled defaults ' +
           `to true; other omitted fields are zeroed. At most ${MAX_RULES_PER_ENDPOINT} rules per endpoint and ${MAX_CONDITIONS_PER_RULE} ` +
           `conditions per rule. Effective from the next request. Needs endpoints:update. ${ENTITLEMENT_NOTE}`,
         tags: TAGS,
@@ -269,7 +306,7 @@ export function routingRuleRoutes(app: ControlApp, { db, config }: ControlDeps):
     },
     async (req, reply) => {
       precheck(req.caller, 'endpoints:update');
-      const rule = normalizeRule(req.body, { enabled: true });
+      const rule = normalizeRule(req.body, { enabled: true, allowPrivateOrigins: config.originAllowPrivate });
       const { endpoint, created } = await db.transaction(async (tx) => {
         const endpoint = await writableEndpoint(tx, req.caller, req.params.id, plans);
         const count = await store.countRoutingRules(tx, endpoint.id);
@@ -330,7 +367,8 @@ export function routingRuleRoutes(app: ControlApp, { db, config }: ControlDeps):
         summary: 'Replace a routing rule',
         description:
           'Full replacement with the fields of create: omitted fields are zeroed (name "", priority 0, enabled false, no target ' +
-          'agent id, no tags); conditions must be non-empty, and the rule must still target an agent id or a tag. Effective from ' +
+          'agent id, no tags, no origin); conditions must be non-empty, and the rule must still target agents (an id or a tag) or ' +
+          'an origin, not both. Effective from ' +
           `the next request. Needs endpoints:update. ${ENTITLEMENT_NOTE}`,
         tags: TAGS,
         params: RuleParams,
@@ -341,7 +379,7 @@ export function routingRuleRoutes(app: ControlApp, { db, config }: ControlDeps):
     async (req) => {
       precheck(req.caller, 'endpoints:update');
       const ruleId = ruleIdParam(req.params.rule_id);
-      const rule = normalizeRule(req.body, { enabled: false });
+      const rule = normalizeRule(req.body, { enabled: false, allowPrivateOrigins: config.originAllowPrivate });
       const updated = await db.transaction(async (tx) => {
         const endpoint = await writableEndpoint(tx, req.caller, req.params.id, plans);
         return store.replaceRoutingRule(tx, endpoint.id, ruleId, rule);

@@ -4,6 +4,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { Pool } from 'undici';
 import { createProxyServer } from 'http-proxy-3';
+import type { EndpointConfig } from '../../shared/snapshot.ts';
 import { endToEndHeaders } from '../../shared/tunnel/headers.ts';
 import { sendEdgeError } from '../http/pages.ts';
 import { forwardedHeaders, type ForwardFacts } from '../http/proxy-headers.ts';
@@ -24,6 +25,16 @@ interface Origin {
 }
 
 const BODYLESS = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'DELETE']);
+
+/** Every origin URL the endpoints forward to: their own, and their routing rules' (what `retain` should keep). */
+export function originUrls(endpoints: Iterable<EndpointConfig>): Set<string> {
+  const urls = new Set<string>();
+  for (const e of endpoints) {
+    if (e.origin_url) urls.add(e.origin_url);
+    for (const r of e.routing_rules ?? []) if (r.target_origin_url) urls.add(r.target_origin_url);
+  }
+  return urls;
+}
 
 /** Pools by origin URL, created on first use and closed when no endpoint uses them any more. */
 export class OriginPools {
@@ -49,7 +60,7 @@ export class OriginPools {
     return o;
   }
 
-  /** Drops pools whose origin no endpoint names any more. */
+  /** Drops pools whose origin no endpoint names any more; pass `originUrls(endpoints)`, rules' origins included. */
   retain(urls: ReadonlySet<string>): void {
     for (const [url, o] of this.origins) {
       if (urls.has(url)) continue;

@@ -94,8 +94,8 @@ export function handleRequest(deps: PipelineDeps, req: IncomingMessage, res: Ser
 }
 
 function forward(deps: PipelineDeps, ctx: RequestContext): void {
-  // An origin URL serves the endpoint unless a routing rule chose agents.
-  const origin = ctx.selector === undefined ? ctx.endpoint.origin_url : null;
+  // A matching routing rule decides (its origin, or its agents); without one, the endpoint's origin URL, if any.
+  const origin = ctx.selector === undefined ? ctx.endpoint.origin_url : ctx.selector.origin;
   if (origin) {
     return deps.origins.forward(origin, {
       req: ctx.req,
@@ -136,7 +136,7 @@ export function handleUpgrade(deps: PipelineDeps, req: IncomingMessage, socket: 
   if (resolved === null) return;
   const { ctx, endpoint } = resolved;
   const proceed = () => {
-    const origin = ctx.selector === undefined ? ctx.endpoint.origin_url : null;
+    const origin = ctx.selector === undefined ? ctx.endpoint.origin_url : ctx.selector.origin;
     if (origin) {
       res.detachSocket(socket as Socket);
       return deps.origins.upgrade(origin, { req, method: ctx.method, target: target(ctx), clientIp: ctx.clientIp, secure, host: ctx.host, extra: ctx.upstreamHeaders }, socket, head);

@@ -3,11 +3,16 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { EndpointConfig } from '../../shared/snapshot.ts';
 
-/** Which of the endpoint's agents may serve a request; routing rules narrow it, no selector means any agent. */
+/**
+ * What may serve a request, as a routing rule chose it: some of the endpoint's agents, or an origin URL. No
+ * selector means the endpoint's default (its origin URL when it has one, else any of its agents).
+ */
 export interface AgentSelector {
   agentId?: string;
   /** The agent must carry every one of these tags (lower-case). */
   tags?: readonly string[];
+  /** Forward to this origin URL instead of agents (set without agentId and tags). */
+  origin?: string;
   /** The routing rule that chose this selector, for logs and capture. */
   rule?: string;
 }
@@ -31,7 +36,7 @@ export interface RequestContext {
   /** The visitor's address, from the socket (or a trusted proxy's header). */
   readonly clientIp: string;
   readonly secure: boolean;
-  /** Set by routing: the agents that may serve this request. */
+  /** Set by routing: the agents (or the origin) that may serve this request. */
   selector?: AgentSelector;
   /** Headers to set on the forwarded request (identity, claims), after the visitor's copies are stripped. */
   readonly upstreamHeaders: Record<string, string>;

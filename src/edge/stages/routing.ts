@@ -1,11 +1,13 @@
-// The routing stage: picks which of the endpoint's agents may serve a request from its routing rules. Rules are
-// compiled once into closures; per request the first enabled rule whose conditions all match sets ctx.selector.
+// The routing stage: picks what may serve a request (some of the endpoint's agents, or an origin URL) from its routing
+// rules. Rules are compiled once into closures; per request the first enabled rule that matches sets ctx.selector.
 //
 // Order (docs/routing-rules.md): ascending priority, ties by ascending id; disabled rules are left out at compile
-// time. Conditions of a rule are ANDed. No match leaves the selector unset: any agent of the endpoint may serve.
+// time. Conditions of a rule are ANDed. No match leaves the selector unset: the endpoint's origin URL, if it has one,
+// or any of its agents serves.
 import type { RoutingConditionConfig, RoutingRuleConfig } from '../../shared/snapshot.ts';
 import { parseIp, type IpWords } from '../../shared/match/cidr.ts';
 import { compileConditionMatcher } from '../../shared/match/condition.ts';
+import { canonicalOriginUrl } from '../../shared/origin-url.ts';
 import type { StringMatcher } from '../../shared/match/glob.ts';
 import { cookieValues } from '../match/cookies.ts';
 import { queryValues } from '../match/query.ts';
@@ -116,6 +118,20 @@ export function byEvaluationOrder(a: Pick<RoutingRuleConfig, 'priority' | 'id'>,
   return a.priority - b.priority || a.id - b.id;
 }
 
+/**
+ * The rule's origin URL, checked for shape only: whether its address may be reached is decided when the edge
+ * connects (src/edge/forward/origin.ts), against every address the name resolves to.
+ */
+function compileOrigin(rule: RoutingRuleConfig): string {
+  const url = rule.target_origin_url!;
+  try {
+    canonicalOriginUrl(url, true);
+  } catch (err) {
+    throw new RangeError(`routing rule ${rule.id} ("${rule.name}"), target_origin_url: ${(err as Error).message}`, { cause: err });
+  }
+  return url;
+}
+
 function compileRule(rule: RoutingRuleConfig): CompiledRule {
   if (rule.conditions.length === 0) throw new RangeError(`routing rule ${rule.id} has no conditions`);
   const probes = [...rule.conditions]
@@ -130,6 +146,11 @@ function compileRule(rule: RoutingRuleConfig): CompiledRule {
   const selector: AgentSelector = { rule: rule.name !== '' ? rule.name : `#${rule.id}` };
   if (rule.target_agent_id !== null && rule.target_agent_id !== '') selector.agentId = rule.target_agent_id;
   if (rule.target_agent_tags.length > 0) selector.tags = Object.freeze(rule.target_agent_tags.map((t) => t.toLowerCase()));
+  // Absent from snapshots made before rules could name origins; the control API stores it canonical.
+  if (rule.target_origin_url) {
+    if (selector.agentId !== undefined || selector.tags !== undefined) throw new RangeError(`routing rule ${rule.id} targets both agents and an origin`);
+    selector.origin = compileOrigin(rule);
+  }
   return { probes, selector: Object.freeze(selector) };
 }
 

@@ -34,7 +34,7 @@ function ctx(r: Req = {}): RequestContext {
 let nextId = 1;
 function rule(conditions: RoutingConditionConfig[], over: Partial<RoutingRuleConfig> = {}): RoutingRuleConfig {
   const id = over.id ?? nextId++;
-  return { id, name: `r${id}`, priority: 0, enabled: true, target_agent_id: null, target_agent_tags: ['t'], conditions, ...over };
+  return { id, name: `r${id}`, priority: 0, enabled: true, target_agent_id: null, target_agent_tags: ['t'], target_origin_url: null, conditions, ...over };
 }
 
 const cond = (condition_type: RoutingConditionConfig['condition_type'], pattern: string, condition_key = ''): RoutingConditionConfig => ({
@@ -126,6 +126,25 @@ describe('routing stage', () => {
       assert.deepEqual(a.selector, { rule: '#9', agentId: 'a-1' });
       assert.equal(a.selector, b.selector, 'shared, not rebuilt per request');
       assert.ok(Object.isFrozen(a.selector));
+    });
+    it('sends a rule with target_origin_url to its origin: the selector names the origin and no agents', () => {
+      const rules = [
+        rule([cond('path', '/api/**', 'glob')], { id: 1, name: 'api', target_agent_tags: [], target_origin_url: 'https://api.example.com/v2' }),
+        rule([cond('path', '/')], { id: 2, name: 'rest', target_agent_tags: ['web'] }),
+      ];
+      assert.deepEqual(route(rules, { path: '/api/users' }), { rule: 'api', origin: 'https://api.example.com/v2' });
+      assert.deepEqual(route(rules, { path: '/apiary' }), { rule: 'rest', tags: ['web'] });
+      // Snapshots from before origin targets have no such field: agents, as before.
+      const { target_origin_url: _absent, ...old } = rule([cond('method', 'GET')], { name: 'old', target_agent_id: 'a-1', target_agent_tags: [] });
+      assert.deepEqual(route([old as RoutingRuleConfig], {}), { rule: 'old', agentId: 'a-1' });
+    });
+
+    it('refuses to compile a rule whose origin is malformed or that targets both agents and an origin', () => {
+      const origin = (target_origin_url: string, over: Partial<RoutingRuleConfig> = {}) => endpoint([rule([cond('method', 'GET')], { id: 5, target_agent_tags: [], target_origin_url, ...over })]);
+      assert.throws(() => routing.compile(origin('ftp://example.com')), /routing rule 5 .*target_origin_url: only http and https/);
+      assert.throws(() => routing.compile(origin('https://example.com', { target_agent_tags: ['web'] })), /routing rule 5 targets both agents and an origin/);
+      // Whether its address may be reached is decided when the edge connects, not here.
+      assert.ok(routing.compile(origin('http://127.0.0.1:3000')));
     });
   });
 
