@@ -4,9 +4,14 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
 import { WebSocket, WebSocketServer } from 'ws';
 import { startAgent, type Agent } from '../../src/agent/agent.ts';
+import { OriginPools, type OriginPoolsOptions } from '../../src/edge/forward/origin.ts';
+import { handleRequest, handleUpgrade, type PipelineDeps } from '../../src/edge/pipeline/pipeline.ts';
 import type { EndpointConfig } from '../../src/shared/snapshot.ts';
+import { lookupVia, startDnsServer, type DnsServer } from '../helpers/dns-server.ts';
 import { eventually } from '../helpers/eventually.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
 
@@ -38,6 +43,51 @@ async function startNamedServer(name: string): Promise<NamedServer> {
         server.close(() => r());
       }),
   };
+}
+
+/**
+ * The node's edge pipeline (its config mirror, fed by its control API, its tunnel registry and capture) on a listener
+ * of its own, with origin pools configured here: an edge whose settings differ from the control plane's.
+ */
+async function startEdgeWith(t: TestNode, options: OriginPoolsOptions): Promise<{ port: number; close(): Promise<void> }> {
+  const edge = t.node.edge!;
+  const deps: PipelineDeps = { config: edge.config, registry: edge.registry, capture: edge.traffic, origins: new OriginPools(options) };
+  const server = http.createServer((req, res) => handleRequest(deps, req, res, false));
+  server.on('upgrade', (req, socket, head) => handleUpgrade(deps, req, socket, head, false));
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    port: (server.address() as AddressInfo).port,
+    async close() {
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+      await deps.origins.close();
+    },
+  };
+}
+
+/** A WebSocket upgrade through the edge that the edge refuses: the status and X-Edge-Error it answered with. */
+function refusedUpgrade(edgePort: number, host: string, path: string): Promise<{ status: number; code: string | undefined }> {
+  const ws = new WebSocket(`ws://127.0.0.1:${edgePort}${path}`, { headers: { host } });
+  return new Promise((resolve, reject) => {
+    ws.on('open', () => reject(new Error('the upgrade was relayed')));
+    ws.on('unexpected-response', (_req, res) => {
+      resolve({ status: res.statusCode!, code: res.headers['x-edge-error'] as string | undefined });
+      res.resume();
+    });
+    ws.on('error', reject);
+  });
+}
+
+/** A logger whose JSON lines the test reads. */
+function capturedLogger() {
+  const lines: Array<Record<string, unknown>> = [];
+  const stream = new Writable({
+    write(chunk, _encoding, done) {
+      lines.push(JSON.parse(String(chunk)));
+      done();
+    },
+  });
+  return { logger: pino({ level: 'warn' }, stream), lines };
 }
 
 /** One WebSocket round trip through the edge: sends `message`, resolves with the first reply. */
@@ -280,6 +330,135 @@ describe('origin endpoints', () => {
       const res = await request(edgePort(), ep.hostname, '/');
       assert.equal(res.status, 502);
       assert.equal(res.headers['x-edge-error'], 'origin_error');
+    });
+  });
+
+  describe('connect-time address checks (DNS rebinding)', () => {
+    let t: TestNode;
+    let dns: DnsServer;
+    let guarded: NamedServer;
+    let user: { api_key: string };
+
+    before(async () => {
+      // The default platform: the control API refuses private origins, by what the URL says.
+      t = await startTestNode();
+      dns = await startDnsServer();
+      guarded = await startNamedServer('guarded');
+      user = await t.createUser('pro');
+    });
+    after(async () => {
+      await guarded.close();
+      await dns.close();
+      await t.close();
+    });
+
+    const applied = (node: TestNode, uuid: string, ready: (e: EndpointConfig) => boolean) =>
+      eventually(async () => {
+        const e = node.node.edge!.config.endpoint(uuid);
+        return e && ready(e) ? e : undefined;
+      });
+
+    /** An endpoint whose origin is `origin`, with a rule sending /api/** to `origin` + "/rule"; both accepted by the API. */
+    async function endpointOn(node: TestNode, key: string, origin: string): Promise<{ uuid: string; hostname: string }> {
+      const ep = (await node.api('POST', '/v1/endpoints', { key, body: {} })).body;
+      const set = await node.api('PUT', `/v1/endpoints/${ep.uuid}/origin`, { key, body: { url: origin } });
+      assert.equal(set.status, 200, set.text);
+      const rule = await node.api('POST', `/v1/endpoints/${ep.uuid}/routing-rules`, {
+        key,
+        body: { target_origin_url: `${origin}/rule`, conditions: [{ condition_type: 'path', condition_key: 'glob', pattern: '/api/**' }] },
+      });
+      assert.equal(rule.status, 201, rule.text);
+      await applied(node, ep.uuid, (e) => e.origin_url !== null && e.routing_rules.length === 1);
+      return ep;
+    }
+
+    it('refuses an origin name the API accepted once it resolves to loopback, for requests and upgrades, and logs it', async () => {
+      // The API judges the URL, and a name says nothing about its address: it is accepted.
+      const ep = await endpointOn(t, user.api_key, `http://rebind.test:${guarded.port}`);
+      // Later the name answers 127.0.0.1: a rebinding attack on the edge's own network.
+      dns.setAddresses('rebind.test', ['127.0.0.1']);
+      const log = capturedLogger();
+      const strict = await startEdgeWith(t, { allowPrivate: false, logger: log.logger, lookup: lookupVia(dns) });
+      const permissive = await startEdgeWith(t, { allowPrivate: true, lookup: lookupVia(dns) });
+      try {
+        for (const path of ['/', '/api/users']) {
+          const res = await request(strict.port, ep.hostname, path);
+          assert.equal(res.status, 502, path);
+          assert.equal(res.headers['x-edge-error'], 'origin_error', path);
+        }
+        assert.deepEqual(await refusedUpgrade(strict.port, ep.hostname, '/api/live'), { status: 502, code: 'origin_error' });
+        assert.deepEqual(await refusedUpgrade(strict.port, ep.hostname, '/live'), { status: 502, code: 'origin_error' });
+        assert.deepEqual(guarded.seen, [], 'no request reached the origin');
+        const refusals = log.lines.filter((l) => /origin refused/.test(String(l.msg)));
+        assert.ok(refusals.length > 0, JSON.stringify(log.lines));
+        assert.equal(refusals[0].address, '127.0.0.1');
+        assert.equal(refusals[0].level, 40);
+        assert.match(String(refusals[0].origin), /^http:\/\/rebind\.test:\d+/);
+
+        // The same name, the same resolver, an edge that allows private origins: it connects. So the refusal above
+        // was the address check, not a name that failed to resolve.
+        assert.equal((await request(permissive.port, ep.hostname, '/')).body, 'guarded GET /');
+        assert.equal((await request(permissive.port, ep.hostname, '/api/users')).body, 'guarded GET /rule/api/users');
+        assert.equal(await wsRoundTrip(permissive.port, ep.hostname, '/api/live', 'hi'), 'guarded:/rule/api/live:hi');
+      } finally {
+        await strict.close();
+        await permissive.close();
+      }
+    });
+
+    it('refuses a name whose answer mixes public and private addresses, and any private range', async () => {
+      const log = capturedLogger();
+      const strict = await startEdgeWith(t, { allowPrivate: false, logger: log.logger, lookup: lookupVia(dns) });
+      const reached = guarded.seen.length;
+      try {
+        const cases: Array<[string, string[], string]> = [
+          ['mixed.test', ['203.0.113.10', '10.1.2.3'], '10.1.2.3'],
+          ['metadata.test', ['169.254.169.254'], '169.254.169.254'],
+          ['cgnat.test', ['100.64.0.1'], '100.64.0.1'],
+          ['six.test', ['fd00::1'], 'fd00::1'],
+          ['mapped.test', ['::ffff:192.168.1.1'], '::ffff:192.168.1.1'],
+        ];
+        for (const [name, addresses, refused] of cases) {
+          dns.setAddresses(name, addresses);
+          const ep = await endpointOn(t, user.api_key, `http://${name}:${guarded.port}`);
+          const res = await request(strict.port, ep.hostname, '/');
+          assert.equal(res.status, 502, name);
+          assert.equal(res.headers['x-edge-error'], 'origin_error', name);
+          assert.ok(
+            log.lines.some((l) => String(l.origin).startsWith(`http://${name}:`) && l.address === refused),
+            `${name}: ${JSON.stringify(log.lines)}`,
+          );
+        }
+        assert.equal(guarded.seen.length, reached, 'no request reached the origin');
+      } finally {
+        await strict.close();
+      }
+    });
+
+    it('refuses private literals and localhost names that a control plane allowing private origins accepted', async () => {
+      // Control and edge configured apart: this control API allows private origins, the edge below does not.
+      const lenient = await startTestNode({ EDGE_ORIGIN_ALLOW_PRIVATE: 'true' });
+      const log = capturedLogger();
+      // The system resolver this time: `localhost` resolves to loopback everywhere (RFC 6761).
+      const strict = await startEdgeWith(lenient, { allowPrivate: false, logger: log.logger });
+      const reached = guarded.seen.length;
+      try {
+        const owner = await lenient.createUser('pro');
+        for (const origin of [`http://127.0.0.1:${guarded.port}`, `http://localhost:${guarded.port}`, `http://[::ffff:127.0.0.1]:${guarded.port}`]) {
+          const ep = await endpointOn(lenient, owner.api_key, origin);
+          for (const path of ['/', '/api/x']) {
+            const res = await request(strict.port, ep.hostname, path);
+            assert.equal(res.status, 502, `${origin}${path}`);
+            assert.equal(res.headers['x-edge-error'], 'origin_error', `${origin}${path}`);
+          }
+          assert.deepEqual(await refusedUpgrade(strict.port, ep.hostname, '/ws'), { status: 502, code: 'origin_error' }, origin);
+        }
+        assert.equal(guarded.seen.length, reached, 'no request reached the origin');
+        assert.ok(log.lines.some((l) => l.address === '127.0.0.1'), JSON.stringify(log.lines));
+      } finally {
+        await strict.close();
+        await lenient.close();
+      }
     });
   });
 });

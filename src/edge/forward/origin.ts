@@ -1,9 +1,19 @@
-// Forwarding to an endpoint's origin URL on the lean path: one undici Pool per origin (keep-alive, pipelined
-// dispatch), the response streamed straight into the visitor's socket. http-proxy-3's fetch path measured 0.34×.
-import type { IncomingMessage, ServerResponse } from 'node:http';
+// Forwarding to an origin URL (an endpoint's, or a routing rule's) on the lean path: one undici Pool per origin
+// (keep-alive, pipelined dispatch), the response streamed straight into the visitor's socket. http-proxy-3's fetch path measured 0.34×.
+//
+// Every connection checks the address it is about to use: an origin named by a host name was accepted by the control
+// API on its name alone, and the name may resolve to 127.0.0.1 or 10.x today, or be rebound there later (DNS
+// rebinding). So names are resolved through a lookup that refuses loopback, private and link-local answers, and IP
+// literals are checked before any connection, unless the edge runs with EDGE_ORIGIN_ALLOW_PRIVATE=true.
+import { lookup as systemLookup, type LookupAddress } from 'node:dns';
+import http, { ServerResponse, type IncomingMessage } from 'node:http';
+import https from 'node:https';
+import { isIP, type LookupFunction, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { Pool } from 'undici';
 import { createProxyServer } from 'http-proxy-3';
+import type { Logger } from '../../shared/log.ts';
+import { isPrivateAddress } from '../../shared/origin-url.ts';
 import type { EndpointConfig } from '../../shared/snapshot.ts';
 import { endToEndHeaders } from '../../shared/tunnel/headers.ts';
 import { sendEdgeError } from '../http/pages.ts';
@@ -22,6 +32,50 @@ interface Origin {
   /** Path prefix of the origin URL ("" for none). */
   base: string;
   host: string;
+  /** A private IP literal this edge may not connect to (checked once: a literal never resolves to anything else). */
+  refusedLiteral: string | null;
+  /** When a refusal was last logged, so a busy misconfigured endpoint logs once a minute, not once a request. */
+  refusalLoggedAt: number;
+}
+
+/** A connection refused because the origin's address is loopback, private or link-local. */
+export class PrivateOriginError extends Error {
+  override name = 'PrivateOriginError';
+  readonly code = 'EDGE_ORIGIN_PRIVATE_ADDRESS';
+  constructor(
+    readonly host: string,
+    readonly address: string,
+  ) {
+    super(`origin ${host} resolves to ${address}, a loopback, private or link-local address`);
+  }
+}
+
+/**
+ * A lookup for origin connections: resolves every address of the name (as net's happy-eyeballs connect does) and
+ * fails with PrivateOriginError when any is private. Refusing the whole answer rather than filtering it keeps a
+ * name that mixes public and private addresses from reaching the private one on a later connection.
+ */
+export function publicOnlyLookup(resolve: LookupFunction = systemLookup as LookupFunction): LookupFunction {
+  return (hostname, options, callback) => {
+    resolve(hostname, { ...options, all: true }, (err, answer) => {
+      if (err) return callback(err, '');
+      const addresses = answer as LookupAddress[];
+      if (addresses.length === 0) return callback(Object.assign(new Error(`no address for ${hostname}`), { code: 'ENOTFOUND' }), '');
+      const refused = addresses.find((a) => isPrivateAddress(a.address));
+      if (refused) return callback(new PrivateOriginError(hostname, refused.address), '');
+      if (options.all) callback(null, addresses);
+      else callback(null, addresses[0].address, addresses[0].family);
+    });
+  };
+}
+
+export interface OriginPoolsOptions {
+  /** EDGE_ORIGIN_ALLOW_PRIVATE: connect to loopback, private and link-local addresses too (default false). */
+  allowPrivate?: boolean;
+  /** Where refused connections are reported. */
+  logger?: Logger;
+  /** How origin names are resolved; the system resolver (dns.lookup) unless a test points it elsewhere. */
+  lookup?: LookupFunction;
 }
 
 const BODYLESS = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'DELETE']);
@@ -41,8 +95,23 @@ export class OriginPools {
   private readonly origins = new Map<string, Origin>();
   // WebSocket upgrades to origins: http-proxy-3's ws pass handles the 101 handshake relay, where its cost is earned.
   private readonly wsProxy = createProxyServer({ xfwd: false, changeOrigin: true });
+  private readonly allowPrivate: boolean;
+  private readonly log: Logger | undefined;
+  /** Passed to undici's connector and to the upgrade path's agents: the one place origin names are resolved. */
+  private readonly lookup: LookupFunction | undefined;
+  private readonly wsAgents: { http: http.Agent; https: https.Agent };
 
-  constructor() {
+  /**
+   * The edge passes its settings (`allowPrivate` is then false unless given). Called without options, the pools
+   * connect wherever names resolve, the behaviour from before these checks, which callers that are not an edge
+   * serving visitors may want; an edge must pass `{ allowPrivate: settings.originAllowPrivate, logger }`.
+   */
+  constructor(options: OriginPoolsOptions = { allowPrivate: true }) {
+    this.allowPrivate = options.allowPrivate ?? false;
+    this.log = options.logger;
+    this.lookup = this.allowPrivate ? options.lookup : publicOnlyLookup(options.lookup);
+    this.wsAgents = { http: new http.Agent({ lookup: this.lookup }), https: new https.Agent({ lookup: this.lookup }) };
+    // Every upgrade passes its own callback; this only keeps a stray error from being thrown as unhandled.
     this.wsProxy.on('error', (_err, _req, socket) => (socket as Duplex | undefined)?.destroy?.());
   }
 
@@ -50,14 +119,34 @@ export class OriginPools {
     let o = this.origins.get(url);
     if (!o) {
       const parsed = new URL(url);
+      const literal = parsed.hostname.replace(/^\[(.*)\]$/, '$1');
       o = {
-        pool: new Pool(parsed.origin, { connections: 128, pipelining: 1, keepAliveTimeout: 30_000, headersTimeout: 60_000, bodyTimeout: 0 }),
+        pool: new Pool(parsed.origin, {
+          connections: 128,
+          pipelining: 1,
+          keepAliveTimeout: 30_000,
+          headersTimeout: 60_000,
+          bodyTimeout: 0,
+          // Every new connection resolves the name again through the checking lookup (undici caches no DNS answer).
+          connect: this.lookup ? { lookup: this.lookup } : undefined,
+        }),
         base: parsed.pathname === '/' ? '' : parsed.pathname,
         host: parsed.host,
+        // Sockets skip the lookup for IP literals, so those are judged here.
+        refusedLiteral: !this.allowPrivate && isIP(literal) !== 0 && isPrivateAddress(literal) ? literal : null,
+        refusalLoggedAt: 0,
       };
       this.origins.set(url, o);
     }
     return o;
+  }
+
+  /** Logs a refused origin address, at most once a minute per origin URL. */
+  private reportRefusal(url: string, origin: Origin, address: string): void {
+    const now = Date.now();
+    if (now - origin.refusalLoggedAt < 60_000) return;
+    origin.refusalLoggedAt = now;
+    this.log?.warn({ origin: url, address }, 'origin refused: it resolves to a loopback, private or link-local address (EDGE_ORIGIN_ALLOW_PRIVATE is off)');
   }
 
   /** Drops pools whose origin no endpoint names any more; pass `originUrls(endpoints)`, rules' origins included. */
@@ -72,6 +161,10 @@ export class OriginPools {
   forward(url: string, f: OriginRequest): void {
     const { req, res } = f;
     const origin = this.origin(url);
+    if (origin.refusedLiteral !== null) {
+      this.reportRefusal(url, origin, origin.refusedLiteral);
+      return sendEdgeError(res, 'origin_error', req.headers.accept);
+    }
     const headers = endToEndHeaders(forwardedHeaders(req.headers, f));
     // Origins are virtual-hosted by name: they get their own host; the visitor's is in X-Forwarded-Host.
     headers.host = origin.host;
@@ -85,7 +178,8 @@ export class OriginPools {
           return out;
         },
       )
-      .catch(() => {
+      .catch((err: unknown) => {
+        if (err instanceof PrivateOriginError) this.reportRefusal(url, origin, err.address);
         if (!res.headersSent) sendEdgeError(res, 'origin_error', req.headers.accept);
         else res.destroy();
       });
@@ -94,15 +188,38 @@ export class OriginPools {
   /** A visitor's upgrade relayed to the origin (ws:// or wss:// per the origin's scheme). */
   upgrade(url: string, f: Omit<OriginRequest, 'res'>, socket: Duplex, head: Buffer): void {
     const origin = this.origin(url);
+    const { req } = f;
+    if (origin.refusedLiteral !== null) {
+      this.reportRefusal(url, origin, origin.refusedLiteral);
+      return answerUpgrade(req, socket);
+    }
     const target = new URL(url);
-    f.req.url = origin.base + f.target;
-    f.req.headers = forwardedHeaders(f.req.headers, f);
-    this.wsProxy.ws(f.req, socket, head, { target: `${target.protocol === 'https:' ? 'wss' : 'ws'}://${target.host}` });
+    const secure = target.protocol === 'https:';
+    req.url = origin.base + f.target;
+    req.headers = forwardedHeaders(req.headers, f);
+    const options = { target: `${secure ? 'wss' : 'ws'}://${target.host}`, agent: secure ? this.wsAgents.https : this.wsAgents.http };
+    this.wsProxy.ws(req, socket, head, options, (err) => {
+      if (err instanceof PrivateOriginError) this.reportRefusal(url, origin, err.address);
+      // Before the origin answered, the visitor can still get the page; after, the relay just ends.
+      if ((socket as Socket).bytesWritten === 0) answerUpgrade(req, socket);
+      else socket.destroy();
+    });
   }
 
   async close(): Promise<void> {
     this.wsProxy.close();
+    this.wsAgents.http.destroy();
+    this.wsAgents.https.destroy();
     await Promise.all([...this.origins.values()].map((o) => o.pool.close()));
     this.origins.clear();
   }
+}
+
+/** The origin_error page on an upgrade's raw socket, which no origin has written to. */
+function answerUpgrade(req: IncomingMessage, socket: Duplex): void {
+  const res = new ServerResponse(req);
+  res.assignSocket(socket as Socket);
+  res.shouldKeepAlive = false;
+  res.on('finish', () => socket.end());
+  sendEdgeError(res, 'origin_error', req.headers.accept);
 }
