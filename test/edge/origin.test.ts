@@ -11,6 +11,7 @@ import { startAgent, type Agent } from '../../src/agent/agent.ts';
 import { OriginPools, type OriginPoolsOptions } from '../../src/edge/forward/origin.ts';
 import { handleRequest, handleUpgrade, type PipelineDeps } from '../../src/edge/pipeline/pipeline.ts';
 import type { EndpointConfig } from '../../src/shared/snapshot.ts';
+import { publishEndpoint } from '../../src/store/endpoint-feed.ts';
 import { lookupVia, startDnsServer, type DnsServer } from '../helpers/dns-server.ts';
 import { eventually } from '../helpers/eventually.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
@@ -141,6 +142,31 @@ describe('origin endpoints', () => {
       const stranger = await t.createUser('pro');
       assert.equal((await t.api('PUT', `/v1/endpoints/${ep.uuid}/origin`, { key: stranger.api_key, body: { url: null } })).status, 404);
       assert.equal((await t.api('PUT', `/v1/endpoints/${ep.uuid}/origin`, { key: user.api_key, body: { url: null } })).body.origin_url, null);
+    });
+
+    it('has its edge refuse to connect to a loopback origin, however the address got into the config', async () => {
+      // The API never stores one here; a row written before the platform refused them (or by hand) stands for it.
+      const target = await startNamedServer('internal');
+      try {
+        const user = await t.createUser('pro');
+        const ep = (await t.api('POST', '/v1/endpoints', { key: user.api_key, body: {} })).body;
+        await t.node.db!.transaction(async (tx) => {
+          await tx.query('UPDATE endpoints SET origin_url = $2 WHERE uuid = $1', [ep.uuid, `http://127.0.0.1:${target.port}`]);
+          await publishEndpoint(tx, ep.id);
+        });
+        await eventually(async () => (t.node.edge!.config.endpoint(ep.uuid)?.origin_url ? true : undefined));
+        const res = await new Promise<{ status: number; code: unknown }>((resolve, reject) => {
+          const req = http.get({ host: '127.0.0.1', port: t.node.edge!.httpPort, path: '/', headers: { host: ep.hostname }, agent: false }, (r) => {
+            r.resume();
+            resolve({ status: r.statusCode!, code: r.headers['x-edge-error'] });
+          });
+          req.on('error', reject);
+        });
+        assert.deepEqual(res, { status: 502, code: 'origin_error' });
+        assert.equal(target.seen.length, 0);
+      } finally {
+        await target.close();
+      }
     });
   });
 

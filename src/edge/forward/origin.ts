@@ -101,12 +101,8 @@ export class OriginPools {
   private readonly lookup: LookupFunction | undefined;
   private readonly wsAgents: { http: http.Agent; https: https.Agent };
 
-  /**
-   * The edge passes its settings (`allowPrivate` is then false unless given). Called without options, the pools
-   * connect wherever names resolve, the behaviour from before these checks, which callers that are not an edge
-   * serving visitors may want; an edge must pass `{ allowPrivate: settings.originAllowPrivate, logger }`.
-   */
-  constructor(options: OriginPoolsOptions = { allowPrivate: true }) {
+  /** Options are required so that no caller gets pools that connect anywhere by forgetting them. */
+  constructor(options: OriginPoolsOptions) {
     this.allowPrivate = options.allowPrivate ?? false;
     this.log = options.logger;
     this.lookup = this.allowPrivate ? options.lookup : publicOnlyLookup(options.lookup);
