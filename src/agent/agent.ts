@@ -34,6 +34,7 @@ import {
   type KeepaliveOptions,
   type TunnelTuning,
 } from '../shared/tunnel/transport.ts';
+import { failStream } from '../shared/tunnel/reset.ts';
 import { Backoff } from './backoff.ts';
 import { createHttpForwarder, type HttpForwarder } from './forward-http.ts';
 import { createStreamForwarder } from './forward-stream.ts';
@@ -425,7 +426,7 @@ export class Agent extends EventEmitter<AgentEvents> {
           } catch (err) {
             // One bad stream must not take the tunnel (and every other stream on it) down.
             this.logger.error({ err }, 'stream handler failed');
-            if (!stream.destroyed) stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR);
+            failStream(stream, 'the stream handler failed');
           }
         });
         session.on('goaway', (_code, _last, opaque) => {

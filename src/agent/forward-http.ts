@@ -4,9 +4,9 @@ import http from 'node:http';
 import https from 'node:https';
 import { isIP } from 'node:net';
 import http2, { type IncomingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
-import { pipeline } from 'node:stream';
 import type { Logger } from '../shared/log.ts';
 import { endToEndHeaders, toHttp1RequestHeaders, toHttp2ResponseHeaders } from '../shared/tunnel/headers.ts';
+import { failStream } from '../shared/tunnel/reset.ts';
 import type { Target } from './target.ts';
 
 /** Header set on answers the agent makes itself, so the edge can tell them from the local service's own. */
@@ -27,7 +27,7 @@ export interface HttpForwarder {
   close(): void;
 }
 
-const { NGHTTP2_NO_ERROR, NGHTTP2_INTERNAL_ERROR } = http2.constants;
+const { NGHTTP2_NO_ERROR } = http2.constants;
 
 export function createHttpForwarder(options: HttpForwarderOptions): HttpForwarder {
   const { target, logger } = options;
@@ -110,7 +110,7 @@ export function createHttpForwarder(options: HttpForwarderOptions): HttpForwarde
           try {
             stream.sendTrailers(endToEndHeaders(res.trailers));
           } catch {
-            stream.close(NGHTTP2_INTERNAL_ERROR);
+            failStream(stream, 'the local response trailers cannot be carried over HTTP/2');
           }
         });
       }
@@ -120,15 +120,25 @@ export function createHttpForwarder(options: HttpForwarderOptions): HttpForwarde
         closeRequestSide(stream);
         return;
       }
-      pipeline(res, stream, (err) => {
-        if (err) {
-          // A truncated response must not look complete: reset the stream so the edge aborts the visitor's.
-          if (!stream.destroyed) stream.close(NGHTTP2_INTERNAL_ERROR);
-          req.destroy();
-          return;
-        }
+      // pipe, not pipeline: pipeline waits for the HTTP/2 stream's 'finish', which Node never emits when both
+      // sides end together (it destroys the stream once nghttp2 closes it, before the shutdown write completes).
+      // So pipeline reported ERR_STREAM_PREMATURE_CLOSE for every complete response and ran the failure branch
+      // each time (errors built, signals aborted: a quarter of the agent's CPU). Success is the local response's
+      // own 'end'; its 'close' without 'end' is a failure.
+      res.pipe(stream);
+      res.once('end', () => {
         completed = true;
         closeRequestSide(stream);
+      });
+      res.once('close', () => {
+        if (completed) return;
+        // Closed first: the edge reset the stream (visitor gone) or the tunnel dropped, and the handler below
+        // destroyed this request. Otherwise the local service cut its response short.
+        if (stream.destroyed || stream.closed) return void req.destroy();
+        // A truncated response must not look complete: reset the stream so the edge aborts the visitor's.
+        failStream(stream, 'the local response ended before its body was complete');
+        req.destroy();
+        logger.warn({ method, path, status }, 'local service ended its response before the body was complete');
       });
     };
 
@@ -159,7 +169,7 @@ function closeRequestSide(stream: ServerHttp2Stream): void {
 
 function answerError(stream: ServerHttp2Stream, status: number, code: string, text: string): void {
   if (stream.destroyed || stream.closed) return;
-  if (stream.headersSent) return void stream.close(NGHTTP2_INTERNAL_ERROR);
+  if (stream.headersSent) return failStream(stream, text.trim());
   stream.respond({
     ':status': status,
     'content-type': 'text/plain; charset=utf-8',
