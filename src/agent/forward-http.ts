@@ -145,8 +145,14 @@ export function createHttpForwarder(options: HttpForwarderOptions): HttpForwarde
     let current: http.ClientRequest | null = null;
     const first = send(true);
     if (!first) return;
-    // pipe, not pipeline: a failed local request must leave the stream alive to carry the 502.
-    stream.pipe(first);
+    // pipe, not pipeline: a failed local request must leave the stream alive to carry the 502. Not ended by the
+    // pipe: a stream reset by the edge (visitor gone) or cut with the tunnel also emits 'end' (Node destroys it,
+    // then ends its readable side), and that must not end the local request, or a chunked upload cut short would
+    // reach the local service with its terminating chunk, whole-looking. A real END_STREAM leaves it undestroyed.
+    stream.pipe(first, { end: false });
+    stream.once('end', () => {
+      if (!stream.destroyed) first.end();
+    });
     stream.once('close', () => {
       // The edge reset the stream (visitor gone) or the tunnel dropped: stop the local request too.
       if (!completed) current?.destroy();

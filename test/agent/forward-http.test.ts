@@ -12,6 +12,7 @@ import { pino } from 'pino';
 import { startAgent } from '../../src/agent/agent.ts';
 import { TunnelRegistry, type AgentSession } from '../../src/edge/tunnels/registry.ts';
 import { TunnelServer } from '../../src/edge/tunnels/tunnel-server.ts';
+import { cancelStream } from '../../src/shared/tunnel/reset.ts';
 import { eventually } from '../helpers/eventually.ts';
 
 const HOST = 'forward.edge.test';
@@ -45,17 +46,31 @@ interface Local {
   port: number;
   /** Requests whose connection the agent closed before the local service had answered in full. */
   abandoned: number;
+  /** How each request body to /sink ended: 'complete' (its end arrived) or 'aborted' (its connection went first). */
+  uploads: Array<'pending' | 'complete' | 'aborted'>;
 }
 
 /** The local service: fixed-size bodies, chunked bodies, trailers, a body cut short, a body that never ends. */
 async function startLocal(t: TestContext): Promise<Local> {
   const state = { abandoned: 0 };
+  const uploads: Local['uploads'] = [];
   const server = http.createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://local');
     const n = Number(url.searchParams.get('n') ?? 0);
     res.on('close', () => {
       if (!res.writableFinished) state.abandoned++;
     });
+    if (url.pathname === '/sink') {
+      const index = uploads.push('pending') - 1;
+      req.on('end', () => {
+        uploads[index] = 'complete';
+        res.end('stored');
+      });
+      req.on('close', () => {
+        if (uploads[index] === 'pending') uploads[index] = 'aborted';
+      });
+      return void req.resume();
+    }
     if (url.pathname === '/early') {
       // Answers at once and never reads the request body.
       return void res.end('early');
@@ -99,6 +114,7 @@ async function startLocal(t: TestContext): Promise<Local> {
   });
   return {
     port,
+    uploads,
     get abandoned() {
       return state.abandoned;
     },
@@ -123,7 +139,7 @@ async function tunnelTo(t: TestContext, localPort: number) {
   });
   const session = registry.pick(endpoint.uuid);
   assert.ok(session);
-  return { session, entries };
+  return { session, entries, tunnels };
 }
 
 interface Exchange {
@@ -220,5 +236,26 @@ describe('agent HTTP forwarding: success and failure paths', () => {
     assert.equal(r.bytes, 'early'.length);
     assert.equal(r.rstCode, h2.NGHTTP2_NO_ERROR);
     assert.deepEqual(failures(entries), []);
+  });
+
+  it('an upload the edge cancels, or the tunnel drops, reaches the local service aborted, never complete', async (t) => {
+    const local = await startLocal(t);
+    const { session, tunnels } = await tunnelTo(t, local.port);
+    // No content-length: the local request is chunked, so only an abort can tell it the body was cut.
+    const cancelled = session.request({ ':method': 'POST', ':path': '/sink', ':authority': HOST, ':scheme': 'http' });
+    cancelled.on('error', () => {});
+    cancelled.write(Buffer.alloc(4096, 'u'));
+    await eventually(async () => (local.uploads.length === 1 ? true : undefined));
+    cancelStream(cancelled);
+    await eventually(async () => (local.uploads[0] !== 'pending' ? true : undefined));
+    assert.equal(local.uploads[0], 'aborted');
+
+    const dropped = session.request({ ':method': 'POST', ':path': '/sink', ':authority': HOST, ':scheme': 'http' });
+    dropped.on('error', () => {});
+    dropped.write(Buffer.alloc(4096, 'u'));
+    await eventually(async () => (local.uploads.length === 2 ? true : undefined));
+    await tunnels.close(0);
+    await eventually(async () => (local.uploads[1] !== 'pending' ? true : undefined));
+    assert.equal(local.uploads[1], 'aborted');
   });
 });
