@@ -1,12 +1,13 @@
 // Forwarding a visitor's request to one agent over its tunnel: an HTTP/2 stream per request, bodies streamed both
 // ways with HTTP/2 flow control as the backpressure, so no body is ever held whole in memory.
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { constants as h2 } from 'node:http2';
-import { toHttp1ResponseHeaders, toHttp2RequestHeaders } from '../../shared/tunnel/headers.ts';
+import { constants as h2, type ClientHttp2Stream, type IncomingHttpHeaders, type IncomingHttpStatusHeader } from 'node:http2';
+import { isConnectionSpecific, toHttp1ResponseHeaders } from '../../shared/tunnel/headers.ts';
+import { cancelStream } from '../../shared/tunnel/reset.ts';
 import type { AgentSession } from '../tunnels/registry.ts';
 import { sendEdgeError } from '../http/pages.ts';
-import { forwardedHeaders, type ForwardFacts } from '../http/proxy-headers.ts';
+import { forwardedHeaders, tunnelRequestHeaders, type ForwardFacts } from '../http/proxy-headers.ts';
 
 export interface ForwardRequest extends ForwardFacts {
   req: IncomingMessage;
@@ -20,38 +21,54 @@ export interface ForwardRequest extends ForwardFacts {
 export function forwardToAgent(session: AgentSession, f: ForwardRequest): Promise<void> {
   const { req, res } = f;
   return new Promise((resolve) => {
-    let stream;
+    // RFC 9112 §6.3: a request with neither Content-Length nor Transfer-Encoding has no body. END_STREAM then goes
+    // with the HEADERS frame, and the request side needs no pipe from the visitor.
+    const length = req.headers['content-length'];
+    const bodyless = req.headers['transfer-encoding'] === undefined && (length === undefined || length === '0');
+    let stream: ClientHttp2Stream;
     try {
-      stream = session.request(
-        toHttp2RequestHeaders(
-          { method: f.method, path: f.target, authority: req.headers.host ?? f.host, scheme: f.secure ? 'https' : 'http' },
-          forwardedHeaders(req.headers, f),
-        ),
-      );
+      stream = session.request(tunnelRequestHeaders(req, f, f.method, f.target), { endStream: bodyless });
     } catch {
       sendEdgeError(res, 'agent_error', req.headers.accept, 'the agent connection is closing');
       return resolve();
     }
+    let gone = false;
     stream.on('response', (headers) => {
-      const status = Number(headers[':status']);
-      res.writeHead(status, toHttp1ResponseHeaders(headers) as Record<string, string | string[]>);
+      res.writeHead(headers[':status'] as number, http1ResponseFields(headers));
       stream.pipe(res);
     });
     stream.on('trailers', (trailers) => res.addTrailers(toHttp1ResponseHeaders(trailers) as Record<string, string>));
     stream.on('error', () => {
+      if (gone) return;
       if (!res.headersSent) sendEdgeError(res, 'agent_error', req.headers.accept);
       else res.destroy();
     });
     stream.on('close', () => {
-      if (!res.headersSent) sendEdgeError(res, 'agent_error', req.headers.accept);
+      if (!gone && !res.headersSent) sendEdgeError(res, 'agent_error', req.headers.accept);
       resolve();
     });
-    // The visitor went away: cancel the stream so the agent stops working for nobody (RFC 9113 §8.7).
+    // The visitor went away: cancel the stream so the agent stops working for nobody, and so that a body cut short
+    // never reaches the local service looking complete (see shared/tunnel/reset.ts).
     res.on('close', () => {
-      if (!res.writableFinished && !stream.closed) stream.close(h2.NGHTTP2_CANCEL);
+      if (res.writableFinished || stream.closed) return;
+      gone = true;
+      cancelStream(stream);
     });
-    req.pipe(stream);
+    if (!bodyless) req.pipe(stream);
   });
+}
+
+/**
+ * The agent's response fields for res.writeHead, reusing the object Node built for the 'response' event instead of
+ * copying it: `:status` goes, and so would connection-specific fields, which HTTP/2 forbids and nghttp2 already
+ * refuses (RFC 9113 §8.2.2), so the loop finds none in practice.
+ */
+function http1ResponseFields(headers: IncomingHttpHeaders & IncomingHttpStatusHeader): OutgoingHttpHeaders {
+  for (const name in headers) {
+    if (name.charCodeAt(0) === 58 /* ':' */ || isConnectionSpecific(name)) delete headers[name];
+    else if (name === 'te' && String(headers.te).toLowerCase() !== 'trailers') delete headers.te;
+  }
+  return headers as OutgoingHttpHeaders;
 }
 
 /**

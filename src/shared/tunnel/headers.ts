@@ -12,11 +12,85 @@ const CONNECTION_SPECIFIC = new Set(['connection', 'keep-alive', 'proxy-connecti
 
 export type HeaderMap = Record<string, string | string[] | undefined>;
 
+/** Whether `name` (lower case) describes one connection, not the message. */
+export function isConnectionSpecific(name: string): boolean {
+  return CONNECTION_SPECIFIC.has(name);
+}
+
+/**
+ * Fields Node keeps the first instance of when one repeats, instead of joining the values (IncomingMessage
+ * matchKnownFields): single-valued by definition, so a repeat is an error or an attack, and the first one wins.
+ */
+const FIRST_WINS = new Set([
+  'age', 'authorization', 'content-length', 'content-type', 'etag', 'expires', 'from', 'host', 'if-modified-since',
+  'if-unmodified-since', 'last-modified', 'location', 'max-forwards', 'proxy-authorization', 'referer',
+  'retry-after', 'server', 'user-agent',
+]);
+
+/**
+ * Adds one field line to `out` the way Node folds repeated fields into message.headers: set-cookie collects into an
+ * array, cookie joins with "; " (RFC 9113 §8.2.3), the FIRST_WINS fields keep their first value unless the server
+ * joins duplicates (`joinDuplicateHeaders`), every other field joins with ", " (RFC 9110 §5.3). `name` is lower case.
+ */
+export function foldField(out: HeaderMap, name: string, value: string, joinDuplicates = false): void {
+  const previous = out[name];
+  if (previous === undefined) out[name] = name === 'set-cookie' ? [value] : value;
+  else if (name === 'set-cookie') (previous as string[]).push(value);
+  else if (name === 'cookie') out[name] = `${previous as string}; ${value}`;
+  else if (joinDuplicates || !FIRST_WINS.has(name)) out[name] = `${previous as string}, ${value}`;
+}
+
 /** The field names a Connection header lists (RFC 9110 §7.6.1): they are hop-by-hop too. */
 function connectionOptions(value: string | string[] | undefined): Set<string> | null {
   if (value === undefined) return null;
   const names = (Array.isArray(value) ? value.join(',') : value).split(',').map((v) => v.trim().toLowerCase());
   return new Set(names.filter((n) => n.length > 0));
+}
+
+/** Connection values that name no field beyond the ones always dropped, so need no second look. */
+function namesNothingElse(value: string): boolean {
+  const v = value.length <= 10 ? value.toLowerCase() : '';
+  return v === 'keep-alive' || v === 'close' || v === 'upgrade';
+}
+
+/**
+ * Adds the end-to-end fields of a raw header list (Node's rawHeaders: name, value, name, value, ...) to `out` in one
+ * pass: names lower-cased, repeats folded as Node folds them (foldField), connection-specific fields and the ones
+ * the Connection field names left out, `te` kept only as "trailers", and so are names `skip` accepts. Returns the
+ * first Host value, which the caller may turn into `:authority` (RFC 9113 §8.3.1). Pseudo-header names cannot
+ * occur in HTTP/1.1 field lines, so whatever `out` already holds under them is safe.
+ */
+export function addEndToEndFields(
+  raw: readonly string[],
+  out: HeaderMap,
+  skip?: (name: string) => boolean,
+  joinDuplicates = false,
+): string | undefined {
+  let host: string | undefined;
+  let nominated: string[] | null = null;
+  let te = false;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i].toLowerCase();
+    const value = raw[i + 1];
+    if (CONNECTION_SPECIFIC.has(name)) {
+      if (name === 'host') host ??= value;
+      else if (name === 'connection' && !namesNothingElse(value)) (nominated ??= []).push(value);
+      continue;
+    }
+    if (name.charCodeAt(0) === 58 /* ':' */ || skip?.(name)) continue;
+    if (name === 'te') {
+      te ||= teAllowsTrailers(value);
+      continue;
+    }
+    foldField(out, name, value, joinDuplicates);
+  }
+  if (te) out.te = 'trailers';
+  // The Connection field may come after the fields it names, so they go once the pass is over (rare: clients
+  // send "keep-alive" or "close", which name nothing else).
+  if (nominated) {
+    for (const name of connectionOptions(nominated)!) if (name.charCodeAt(0) !== 58) delete out[name];
+  }
+  return host;
 }
 
 /**
