@@ -98,6 +98,14 @@ async function startLocal(t: TestContext): Promise<Local> {
           // No content-length: only the reset can tell the edge that this body is not complete.
           res.write(Buffer.alloc(n, 'x'), () => res.socket?.destroy());
           return;
+        case '/fields':
+          // Written raw, so repeats and hop-by-hop fields reach the agent exactly as listed here.
+          res.socket?.write(
+            'HTTP/1.1 200 OK\r\nContent-Length: 2\r\nCache-Control: no-cache\r\nCache-Control: private\r\n' +
+              'Set-Cookie: a=1\r\nSet-Cookie: b=2\r\nContent-Type: text/plain\r\nContent-Type: text/html\r\n' +
+              'Connection: keep-alive, X-Hop\r\nX-Hop: 1\r\nKeep-Alive: timeout=5\r\nX-Kept: yes\r\n\r\nok',
+          );
+          return;
         case '/endless':
           res.setHeader('content-type', 'application/octet-stream');
           return void res.write(Buffer.alloc(1024, 'e'));
@@ -257,5 +265,19 @@ describe('agent HTTP forwarding: success and failure paths', () => {
     await tunnels.close(0);
     await eventually(async () => (local.uploads[1] !== 'pending' ? true : undefined));
     assert.equal(local.uploads[1], 'aborted');
+  });
+
+  it('maps the local response fields in one pass: repeats folded, hop-by-hop and Connection-named fields gone', async (t) => {
+    const local = await startLocal(t);
+    const { session } = await tunnelTo(t, local.port);
+    const stream = request(session, 'GET', '/fields');
+    const [headers] = (await once(stream, 'response')) as [IncomingHttpHeaders];
+    const r = await exchange(stream);
+    assert.equal(r.bytes, 2);
+    assert.equal(headers['cache-control'], 'no-cache, private');
+    assert.deepEqual(headers['set-cookie'], ['a=1', 'b=2']);
+    assert.equal(headers['content-type'], 'text/plain');
+    assert.equal(headers['x-kept'], 'yes');
+    for (const name of ['connection', 'keep-alive', 'x-hop']) assert.equal(headers[name], undefined, name);
   });
 });

@@ -32,7 +32,7 @@ const FIRST_WINS = new Set([
  * array, cookie joins with "; " (RFC 9113 §8.2.3), the FIRST_WINS fields keep their first value unless the server
  * joins duplicates (`joinDuplicateHeaders`), every other field joins with ", " (RFC 9110 §5.3). `name` is lower case.
  */
-export function foldField(out: HeaderMap, name: string, value: string, joinDuplicates = false): void {
+export function foldField(out: HeaderMap | OutgoingHttpHeaders, name: string, value: string, joinDuplicates = false): void {
   const previous = out[name];
   if (previous === undefined) out[name] = name === 'set-cookie' ? [value] : value;
   else if (name === 'set-cookie') (previous as string[]).push(value);
@@ -62,7 +62,7 @@ function namesNothingElse(value: string): boolean {
  */
 export function addEndToEndFields(
   raw: readonly string[],
-  out: HeaderMap,
+  out: HeaderMap | OutgoingHttpHeaders,
   skip?: (name: string) => boolean,
   joinDuplicates = false,
 ): string | undefined {
