@@ -48,15 +48,31 @@ interface Local {
   abandoned: number;
   /** How each request body to /sink ended: 'complete' (its end arrived) or 'aborted' (its connection went first). */
   uploads: Array<'pending' | 'complete' | 'aborted'>;
+  /** Every request, as the local service saw it. */
+  seen: Array<{ method: string; url: string; headers: http.IncomingHttpHeaders; bytes: number }>;
+  /** /flood: bytes written so far, and whether a write is waiting for 'drain' (backpressure reached it). */
+  flood: { written: number; blocked: boolean };
 }
 
 /** The local service: fixed-size bodies, chunked bodies, trailers, a body cut short, a body that never ends. */
 async function startLocal(t: TestContext): Promise<Local> {
   const state = { abandoned: 0 };
   const uploads: Local['uploads'] = [];
+  const seen: Local['seen'] = [];
+  const flood = { written: 0, blocked: false };
+  const served = new WeakMap<object, number>();
   const server = http.createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://local');
     const n = Number(url.searchParams.get('n') ?? 0);
+    const entry = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, bytes: 0 };
+    seen.push(entry);
+    req.on('data', (chunk: Buffer) => (entry.bytes += chunk.length));
+    const count = (served.get(req.socket) ?? 0) + 1;
+    served.set(req.socket, count);
+    if ((url.pathname === '/second-fails' && count > 1) || url.pathname === '/hangup') {
+      // A kept-alive connection the service closes just as the agent reuses it; /hangup: every connection.
+      return void req.socket.destroy();
+    }
     res.on('close', () => {
       if (!res.writableFinished) state.abandoned++;
     });
@@ -106,6 +122,29 @@ async function startLocal(t: TestContext): Promise<Local> {
               'Connection: keep-alive, X-Hop\r\nX-Hop: 1\r\nKeep-Alive: timeout=5\r\nX-Kept: yes\r\n\r\nok',
           );
           return;
+        case '/second-fails':
+          return void res.end('served');
+        case '/hints':
+          res.writeEarlyHints({ link: '</style.css>; rel=preload; as=style' });
+          return void res.end('hinted');
+        case '/flood': {
+          // n bytes in 64 KiB writes, each waiting for 'drain' when the socket is full.
+          const chunk = Buffer.alloc(64 * 1024, 'z');
+          const pump = () => {
+            while (flood.written < n) {
+              flood.written += chunk.length;
+              if (!res.write(chunk)) {
+                flood.blocked = true;
+                return void res.once('drain', () => {
+                  flood.blocked = false;
+                  pump();
+                });
+              }
+            }
+            res.end();
+          };
+          return pump();
+        }
         case '/endless':
           res.setHeader('content-type', 'application/octet-stream');
           return void res.write(Buffer.alloc(1024, 'e'));
@@ -123,6 +162,8 @@ async function startLocal(t: TestContext): Promise<Local> {
   return {
     port,
     uploads,
+    seen,
+    flood,
     get abandoned() {
       return state.abandoned;
     },
@@ -170,9 +211,10 @@ async function exchange(stream: ClientHttp2Stream): Promise<Exchange> {
   return { status, bytes, trailers, rstCode: stream.rstCode };
 }
 
+/** Without a body, END_STREAM goes with the HEADERS, as the edge sends bodyless requests. */
 function request(session: AgentSession, method: string, path: string, body?: Buffer): ClientHttp2Stream {
-  const stream = session.request({ ':method': method, ':path': path, ':authority': HOST, ':scheme': 'http' });
-  stream.end(body);
+  const stream = session.request({ ':method': method, ':path': path, ':authority': HOST, ':scheme': 'http' }, { endStream: body === undefined });
+  if (body !== undefined) stream.end(body);
   return stream;
 }
 
@@ -279,5 +321,59 @@ describe('agent HTTP forwarding: success and failure paths', () => {
     assert.equal(headers['content-type'], 'text/plain');
     assert.equal(headers['x-kept'], 'yes');
     for (const name of ['connection', 'keep-alive', 'x-hop']) assert.equal(headers[name], undefined, name);
+  });
+
+  it('passes 103 Early Hints on before the response', async (t) => {
+    const local = await startLocal(t);
+    const { session } = await tunnelTo(t, local.port);
+    const stream = request(session, 'GET', '/hints');
+    const [hints] = (await once(stream, 'headers')) as [IncomingHttpHeaders];
+    assert.equal(hints[':status'], 103);
+    assert.equal(hints.link, '</style.css>; rel=preload; as=style');
+    const r = await exchange(stream);
+    assert.equal(r.bytes, 'hinted'.length);
+  });
+
+  it('sends no Expect to the local service: 100-continue was between the visitor and the edge', async (t) => {
+    const local = await startLocal(t);
+    const { session } = await tunnelTo(t, local.port);
+    const stream = session.request({ ':method': 'PUT', ':path': '/fixed?n=3', ':authority': HOST, ':scheme': 'http', expect: '100-continue', 'content-length': '5' });
+    stream.end('hello');
+    const r = await exchange(stream);
+    assert.equal(r.status, 200);
+    assert.equal(local.seen[0].headers.expect, undefined);
+    assert.equal(local.seen[0].bytes, 5);
+  });
+
+  it('resends a bodyless idempotent request once when a reused connection fails before any answer', async (t) => {
+    const local = await startLocal(t);
+    const { session, entries } = await tunnelTo(t, local.port);
+    assert.equal((await exchange(request(session, 'GET', '/second-fails'))).status, 200);
+    // The second request reuses the connection, which the service closes: resent on a new one.
+    const retried = await exchange(request(session, 'GET', '/second-fails'));
+    assert.equal(retried.status, 200);
+    assert.equal(retried.bytes, 'served'.length);
+    assert.equal(local.seen.length, 3);
+    assert.deepEqual(entries.filter((e) => e.msg === 'local service unreachable'), []);
+    // Resent once only; and never a POST, which is not idempotent (RFC 9110 §9.2.2).
+    assert.equal((await exchange(request(session, 'GET', '/hangup'))).status, 502);
+    assert.equal(local.seen.length, 5);
+    assert.equal((await exchange(request(session, 'POST', '/hangup'))).status, 502);
+    assert.equal(local.seen.length, 6);
+    assert.equal(entries.filter((e) => e.msg === 'local service unreachable').length, 2);
+  });
+
+  it('stops reading the local response while the edge does not read, and resumes when it does', async (t) => {
+    const local = await startLocal(t);
+    const { session } = await tunnelTo(t, local.port);
+    const n = 32 * 1024 * 1024;
+    const stream = request(session, 'GET', `/flood?n=${n}`);
+    await once(stream, 'response');
+    // Nothing reads the stream: HTTP/2 flow control and the agent's pause must reach the local service.
+    await eventually(async () => (local.flood.blocked ? true : undefined));
+    assert.ok(local.flood.written < n, 'the local service was held back before it wrote everything');
+    let bytes = 0;
+    for await (const chunk of stream) bytes += (chunk as Buffer).length;
+    assert.equal(bytes, n);
   });
 });
