@@ -2,7 +2,7 @@
 // ways with HTTP/2 flow control as the backpressure, so no body is ever held whole in memory.
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { constants as h2, type ClientHttp2Stream, type IncomingHttpHeaders, type IncomingHttpStatusHeader } from 'node:http2';
+import type { ClientHttp2Stream, IncomingHttpHeaders, IncomingHttpStatusHeader } from 'node:http2';
 import { isConnectionSpecific, toHttp1ResponseHeaders } from '../../shared/tunnel/headers.ts';
 import { cancelStream } from '../../shared/tunnel/reset.ts';
 import type { AgentSession } from '../tunnels/registry.ts';
@@ -100,14 +100,15 @@ export function forwardUpgrade(session: AgentSession, f: Omit<ForwardRequest, 'r
     stream.pipe(socket);
     socket.pipe(stream);
   });
+  // A reset, not stream.close(CANCEL), whose END_STREAM would reach the agent first as a clean FIN.
   const end = () => {
     socket.destroy();
-    if (!stream.closed) stream.close(h2.NGHTTP2_CANCEL);
+    if (!stream.closed) cancelStream(stream);
   };
   stream.on('error', end);
   stream.on('close', () => socket.end());
   socket.on('error', end);
   socket.on('close', () => {
-    if (!stream.closed) stream.close(h2.NGHTTP2_CANCEL);
+    if (!stream.closed) cancelStream(stream);
   });
 }
