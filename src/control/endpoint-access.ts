@@ -1,7 +1,9 @@
 // Finding an endpoint on behalf of a caller: admins see every endpoint, everyone else only those of the active
 // account. Anything not visible is a 404, the same as a missing one (SPEC.md: same status on purpose).
 import { fail } from '../shared/errors.ts';
+import type { Entitlement, Plan } from '../shared/plans.ts';
 import { isUuid } from '../shared/schema.ts';
+import { findAccountById, type AccountRow } from '../store/accounts.ts';
 import type { Queryable } from '../store/db.ts';
 import { findEndpointByUuid, type EndpointRow } from '../store/endpoints.ts';
 import type { Caller } from './caller.ts';
@@ -16,4 +18,35 @@ export async function endpointForCaller(db: Queryable, caller: Caller, uuid: str
   const endpoint = await findEndpointByUuid(db, uuid.toLowerCase(), opts);
   if (!endpoint || !canSee(caller, endpoint)) throw fail.not_found('Endpoint not found');
   return endpoint;
+}
+
+export type PlanAccount = Pick<AccountRow, 'id' | 'kind' | 'plan'>;
+
+/**
+ * The account an endpoint lives in and its plan, which decide entitlements and quotas for writes to the endpoint:
+ * the caller's own, except for admins acting on another account, where that account's plan applies.
+ */
+export async function endpointAccountPlan(db: Queryable, caller: Caller, plans: Record<string, Plan>, accountId: number): Promise<{ account: PlanAccount; plan: Plan }> {
+  if (accountId === caller.account.id) return { account: caller.account, plan: caller.plan };
+  const account = await findAccountById(db, accountId);
+  const plan = account ? plans[account.plan] : undefined;
+  if (!account || !plan) throw fail.internal(`Plan of account ${accountId} is not configured`);
+  return { account, plan };
+}
+
+/**
+ * 403 entitlement_required unless the plan of the endpoint's account includes `feature`. Callers that are not
+ * admins can be refused before any query with `caller.requireEntitlement` (their endpoints are in their account).
+ */
+export async function requireEndpointEntitlement(
+  db: Queryable,
+  caller: Caller,
+  plans: Record<string, Plan>,
+  endpoint: Pick<EndpointRow, 'account_id'>,
+  feature: Entitlement,
+): Promise<void> {
+  const { account, plan } = await endpointAccountPlan(db, caller, plans, endpoint.account_id);
+  if (plan.entitlements[feature]) return;
+  const whose = account.id === caller.account.id ? '' : " of the endpoint's account";
+  throw fail.entitlement_required(`Plan "${account.plan}"${whose} does not include ${feature}`, { feature });
 }

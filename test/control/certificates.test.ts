@@ -416,6 +416,20 @@ describe('certificates', () => {
         assert.equal(anon.status, 401);
         assert.equal(await certificateIdOf(ep.uuid), current.id);
       });
+
+      it("judges an admin acting on another account's endpoint by that account's plan", async () => {
+        const freeEp = await insertEndpoint(free, null, 'admin-free-ep.edge.localhost');
+        // No key: the test node's admin.
+        const res = await t.api('PUT', `/v1/endpoints/${freeEp.uuid}/certificate`, { body: { use_default: true } });
+        assert.equal(res.status, 403);
+        assert.equal(res.body.code, 'entitlement_required');
+        assert.match(res.body.error, /of the endpoint's account/);
+        // The owner's plan has custom_ssl: the admin gets past the entitlement to the endpoint's own checks.
+        const platform = await insertEndpoint(owner, null, 'admin-pro-ep.edge.localhost');
+        const past = await t.api('PUT', `/v1/endpoints/${platform.uuid}/certificate`, { body: { use_default: true } });
+        assert.equal(past.status, 400);
+        assert.equal(past.body.detail.reason, 'not_custom_domain');
+      });
     });
 
     it('400 for an endpoint on the platform domain or on a domain that is not verified, changing nothing', async () => {

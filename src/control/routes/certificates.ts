@@ -19,7 +19,7 @@ import * as store from '../../store/certificates.ts';
 import { findDomainById } from '../../store/domains.ts';
 import { isForeignKeyViolation } from '../../store/db.ts';
 import { publishEndpoint } from '../../store/endpoint-feed.ts';
-import { endpointForCaller } from '../endpoint-access.ts';
+import { endpointForCaller, requireEndpointEntitlement } from '../endpoint-access.ts';
 import { int64Param, type ControlApp, type ControlDeps } from '../http.ts';
 import { ErrorBody, ErrorResponses, iso } from '../views.ts';
 
@@ -80,7 +80,7 @@ function refuse(reason: string, message: string, extra: Record<string, unknown> 
   return fail.invalid_request(message, { reason, ...extra });
 }
 
-export function certificateRoutes(app: ControlApp, { db, secrets }: ControlDeps): void {
+export function certificateRoutes(app: ControlApp, { db, secrets, config }: ControlDeps): void {
   async function certificateFor(accountId: number, rawId: string): Promise<store.CertificateRow> {
     const cert = await store.findCertificate(db, accountId, int64Param(rawId));
     if (!cert) throw fail.not_found('Certificate not found');
@@ -230,7 +230,8 @@ export function certificateRoutes(app: ControlApp, { db, secrets }: ControlDeps)
     async (req) => {
       const { caller } = req;
       caller.requirePermission('endpoints:update');
-      caller.requireEntitlement('custom_ssl');
+      // Admins may act on another account's endpoint, whose plan decides (checked once the endpoint is known).
+      if (!caller.isAdmin) caller.requireEntitlement('custom_ssl');
       const { certificate_id: certificateId, use_default: useDefault } = req.body;
       const revert = useDefault === true || certificateId === null || certificateId === 0;
       if (useDefault === true && certificateId) {
@@ -243,6 +244,7 @@ export function certificateRoutes(app: ControlApp, { db, secrets }: ControlDeps)
       return db.transaction(async (tx) => {
         // The endpoint row is locked so concurrent assignments apply one after the other.
         const endpoint = await endpointForCaller(tx, caller, req.params.id, { forUpdate: true });
+        await requireEndpointEntitlement(tx, caller, config.plans, endpoint, 'custom_ssl');
         if (endpoint.domain_id === null) {
           throw refuse('not_custom_domain', 'Custom certificates are only for endpoints on a custom domain; this one uses the platform domain');
         }

@@ -5,13 +5,13 @@ import type { FastifyReply } from 'fastify';
 import { EdgeError, fail } from '../../shared/errors.ts';
 import type { Plan } from '../../shared/plans.ts';
 import { Nullable, parseInt64, Strict, Timestamp, Uuid } from '../../shared/schema.ts';
-import { findAccountById, findUserById, type AccountRow } from '../../store/accounts.ts';
+import { findUserById } from '../../store/accounts.ts';
 import { isUniqueViolation, type Queryable } from '../../store/db.ts';
 import { findUsableDomain, type DomainRow } from '../../store/domains.ts';
 import * as store from '../../store/endpoints.ts';
 import { CAPTURE_LEVELS, ENDPOINT_STATUSES, type CaptureLevel, type EndpointRow } from '../../store/endpoints.ts';
 import type { Caller } from '../caller.ts';
-import { endpointForCaller } from '../endpoint-access.ts';
+import { endpointAccountPlan, endpointForCaller, type PlanAccount } from '../endpoint-access.ts';
 import { requireJsonContentType, type ControlApp, type ControlDeps } from '../http.ts';
 import { canonicalSubdomain, generateSubdomain, hostnameFor, MAX_HOSTNAME_LENGTH, ROOT_SUBDOMAIN } from '../subdomains.ts';
 import { ErrorBody, ErrorResponses, iso } from '../views.ts';
@@ -146,16 +146,7 @@ const truthy = (value: string | undefined) => value === '1' || value === 'true';
 // Quotas
 // ---------------------------------------------------------------------------------------------------------------
 
-type QuotaAccount = Pick<AccountRow, 'id' | 'kind' | 'plan'>;
-
-/** The plan of the account an endpoint lives in: the caller's, or (admins acting elsewhere) that account's own. */
-async function accountAndPlan(db: Queryable, caller: Caller, plans: Record<string, Plan>, accountId: number): Promise<{ account: QuotaAccount; plan: Plan }> {
-  if (accountId === caller.account.id) return { account: caller.account, plan: caller.plan };
-  const account = await findAccountById(db, accountId);
-  const plan = account ? plans[account.plan] : undefined;
-  if (!account || !plan) throw fail.internal(`Plan of account ${accountId} is not configured`);
-  return { account, plan };
-}
+type QuotaAccount = PlanAccount;
 
 /** Takes the rows every quota-checked endpoint write locks, in the one order they all use (user, then account). */
 async function lockQuotaHolders(tx: Queryable, userId: number, account: QuotaAccount): Promise<void> {
@@ -389,7 +380,7 @@ export function endpointRoutes(app: ControlApp, { db, config }: ControlDeps): vo
       // changes, and the locked re-read below catches a concurrent delete.
       const seen = await endpointForCaller(db, caller, req.params.id);
       const promoted = await db.transaction(async (tx) => {
-        const { account, plan } = await accountAndPlan(tx, caller, config.plans, seen.account_id);
+        const { account, plan } = await endpointAccountPlan(tx, caller, config.plans, seen.account_id);
         await lockQuotaHolders(tx, seen.user_id, account);
         const endpoint = await endpointForCaller(tx, caller, req.params.id, { forUpdate: true });
         if (!endpoint.ephemeral) throw fail.conflict('Endpoint is already permanent');
@@ -421,7 +412,7 @@ export function endpointRoutes(app: ControlApp, { db, config }: ControlDeps): vo
       caller.requirePermission('endpoints:update');
       const body = req.body;
       const seen = await endpointForCaller(db, caller, req.params.id);
-      const { account, plan } = await accountAndPlan(db, caller, config.plans, seen.account_id);
+      const { account, plan } = await endpointAccountPlan(db, caller, config.plans, seen.account_id);
 
       const wanted = (e: EndpointRow) => ({
         tcp: body.dedicated_tcp_port !== undefined ? body.dedicated_tcp_port : e.dedicated_tcp_port,

@@ -2,19 +2,18 @@
 // a request (which agents, or an origin URL). Input is validated and canonicalised here; every write publishes the endpoint.
 import { Type } from '@sinclair/typebox';
 import { fail } from '../../shared/errors.ts';
-import type { Plan } from '../../shared/plans.ts';
+import type { Entitlement, Plan } from '../../shared/plans.ts';
 import { Nullable, Strict, Timestamp } from '../../shared/schema.ts';
 import { canonicalCondition, ConditionError, CONTROL_CHARS, MAX_CONDITION_KEY_LENGTH, MAX_CONDITION_PATTERN_LENGTH } from '../../shared/match/condition.ts';
 import { canonicalOriginUrl, OriginUrlError } from '../../shared/origin-url.ts';
 import { ROUTING_CONDITION_TYPES, type RoutingConditionConfig } from '../../shared/snapshot.ts';
 import { AGENT_ID_PATTERN, MAX_AGENT_ID_LENGTH, MAX_TAG_LENGTH, MAX_TAGS, TAG_PATTERN } from '../../shared/tunnel/protocol.ts';
-import { findAccountById } from '../../store/accounts.ts';
 import type { Queryable } from '../../store/db.ts';
 import type { EndpointRow } from '../../store/endpoints.ts';
 import * as store from '../../store/routing-rules.ts';
 import { MAX_CONDITIONS_PER_RULE, MAX_RULES_PER_ENDPOINT, type RoutingRuleInput, type RoutingRuleRow } from '../../store/routing-rules.ts';
 import type { Caller } from '../caller.ts';
-import { endpointForCaller } from '../endpoint-access.ts';
+import { endpointForCaller, requireEndpointEntitlement } from '../endpoint-access.ts';
 import { int64Param, type ControlApp, type ControlDeps } from '../http.ts';
 import { ErrorBody, ErrorResponses, iso } from '../views.ts';
 
@@ -226,7 +225,7 @@ function ruleView(r: RoutingRuleRow) {
 // Access
 // ---------------------------------------------------------------------------------------------------------------
 
-const FEATURE = 'endpoint_routing_rules';
+const FEATURE: Entitlement = 'endpoint_routing_rules';
 
 /** What can be refused without the database: the permission, and the entitlement of the caller's own plan. */
 function precheck(caller: Caller, permission: 'endpoints:read' | 'endpoints:update'): void {
@@ -249,13 +248,7 @@ async function ruleEndpoint(
 ): Promise<EndpointRow> {
   precheck(caller, permission);
   const endpoint = await endpointForCaller(q, caller, uuid, { forUpdate });
-  if (endpoint.account_id === caller.account.id) {
-    caller.requireEntitlement(FEATURE);
-  } else {
-    const account = await findAccountById(q, endpoint.account_id);
-    const plan = account ? plans[account.plan] : undefined;
-    if (!plan?.entitlements[FEATURE]) throw fail.entitlement_required(`Plan "${account?.plan ?? '?'}" of the endpoint's account does not include ${FEATURE}`, { feature: FEATURE });
-  }
+  await requireEndpointEntitlement(q, caller, plans, endpoint, FEATURE);
   return endpoint;
 }
 
