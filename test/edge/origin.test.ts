@@ -174,7 +174,7 @@ describe('origin endpoints', () => {
     let t: TestNode;
     let origin: http.Server;
     let originPort: number;
-    const seen: Array<{ url: string; host?: string; body: string; xfh?: string }> = [];
+    const seen: Array<{ url: string; host?: string; body: string; xfh?: string; headers: http.IncomingHttpHeaders }> = [];
 
     before(async () => {
       t = await startTestNode({ EDGE_ORIGIN_ALLOW_PRIVATE: 'true' });
@@ -182,7 +182,7 @@ describe('origin endpoints', () => {
         let body = '';
         req.on('data', (d) => (body += d));
         req.on('end', () => {
-          seen.push({ url: req.url!, host: req.headers.host, body, xfh: req.headers['x-forwarded-host'] as string });
+          seen.push({ url: req.url!, host: req.headers.host, body, xfh: req.headers['x-forwarded-host'] as string, headers: req.headers });
           res.setHeader('x-origin', 'yes');
           res.end(`origin ${req.method} ${req.url}`);
         });
@@ -232,6 +232,51 @@ describe('origin endpoints', () => {
       });
       ws.close();
       assert.equal(reply, '/base/live:ping');
+    });
+
+    it('sets forwarding fields a visitor can neither forge nor strip through Connection, and relays Expect: 100-continue', async () => {
+      const user = await t.createUser('pro');
+      const ep = (await t.api('POST', '/v1/endpoints', { key: user.api_key, body: {} })).body;
+      await t.api('PUT', `/v1/endpoints/${ep.uuid}/origin`, { key: user.api_key, body: { url: `http://127.0.0.1:${originPort}` } });
+      await eventually(async () => (t.node.edge!.config.endpoint(ep.uuid)?.origin_url ? true : undefined));
+
+      const answer = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const req = http.request({
+          host: '127.0.0.1',
+          port: t.node.edge!.httpPort,
+          path: '/upload',
+          method: 'POST',
+          agent: false,
+          headers: {
+            host: ep.hostname,
+            connection: 'keep-alive, x-forwarded-for, x-forwarded-proto, x-custom',
+            'x-forwarded-for': '203.0.113.66',
+            'x-real-ip': '203.0.113.66',
+            'x-custom': 'hop',
+            'x-kept': 'end-to-end',
+            expect: '100-continue',
+            'content-length': '4',
+          },
+        });
+        // The body goes only once the edge has said to continue, as a careful client does.
+        req.on('continue', () => req.end('data'));
+        req.on('response', (res) => {
+          let text = '';
+          res.on('data', (d) => (text += d));
+          res.on('end', () => resolve({ status: res.statusCode!, body: text }));
+        });
+        req.on('error', reject);
+      });
+      assert.deepEqual(answer, { status: 200, body: 'origin POST /upload' });
+      const got = seen.at(-1)!;
+      assert.equal(got.body, 'data');
+      assert.equal(got.headers['x-forwarded-for'], '127.0.0.1');
+      assert.equal(got.headers['x-forwarded-proto'], 'http');
+      assert.equal(got.headers['x-forwarded-host'], ep.hostname);
+      assert.equal(got.headers['x-real-ip'], undefined);
+      assert.equal(got.headers['x-custom'], undefined, 'a field the visitor named in Connection is hop-by-hop');
+      assert.equal(got.headers['x-kept'], 'end-to-end');
+      assert.equal(got.headers.expect, undefined);
     });
 
     it('answers 502 origin_error when the origin is down', async () => {

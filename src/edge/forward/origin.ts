@@ -17,7 +17,7 @@ import { isPrivateAddress } from '../../shared/origin-url.ts';
 import type { EndpointConfig } from '../../shared/snapshot.ts';
 import { endToEndHeaders } from '../../shared/tunnel/headers.ts';
 import { sendEdgeError } from '../http/pages.ts';
-import { forwardedHeaders, type ForwardFacts } from '../http/proxy-headers.ts';
+import { forwardedHeaders, originRequestHeaders, type ForwardFacts } from '../http/proxy-headers.ts';
 
 export interface OriginRequest extends ForwardFacts {
   req: IncomingMessage;
@@ -161,13 +161,11 @@ export class OriginPools {
       this.reportRefusal(url, origin, origin.refusedLiteral);
       return sendEdgeError(res, 'origin_error', req.headers.accept);
     }
-    const headers = endToEndHeaders(forwardedHeaders(req.headers, f));
-    // Origins are virtual-hosted by name: they get their own host; the visitor's is in X-Forwarded-Host.
-    headers.host = origin.host;
+    const headers = originRequestHeaders(req, f, origin.host);
     const hasBody = !BODYLESS.has(f.method) || req.headers['content-length'] !== undefined || req.headers['transfer-encoding'] !== undefined;
     origin.pool
       .stream(
-        { path: origin.base + f.target, method: f.method as never, headers: headers as Record<string, string>, body: hasBody ? req : null, opaque: res },
+        { path: origin.base + f.target, method: f.method as never, headers, body: hasBody ? req : null, opaque: res },
         ({ statusCode, headers: resHeaders, opaque }) => {
           const out = opaque as ServerResponse;
           out.writeHead(statusCode, endToEndHeaders(resHeaders as Record<string, string | string[]>) as Record<string, string | string[]>);

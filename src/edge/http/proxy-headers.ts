@@ -36,17 +36,44 @@ export function forwardedHeaders(headers: IncomingHttpHeaders, facts: ForwardFac
  */
 export function tunnelRequestHeaders(req: IncomingMessage, facts: ForwardFacts, method: string, path: string): OutgoingHttpHeaders {
   const out: HeaderMap = { ':method': method, ':path': path, ':authority': undefined, ':scheme': facts.secure ? 'https' : 'http' };
+  const host = addForwardedFields(req, facts, out);
+  out[':authority'] = host ?? facts.host;
+  return out as OutgoingHttpHeaders;
+}
+
+/**
+ * The HTTP/1.1 header fields of a visitor's request to an origin: the same pass as tunnelRequestHeaders, with the
+ * origin's own Host (origins are virtual-hosted by name; the visitor's is in X-Forwarded-Host). `Expect` is left
+ * out: the edge's server has already answered 100-continue to the visitor, and undici refuses the field.
+ */
+export function originRequestHeaders(req: IncomingMessage, facts: ForwardFacts, originHost: string): Record<string, string | string[]> {
+  const out: HeaderMap = {};
+  addForwardedFields(req, facts, out, 'expect');
+  out.host = originHost;
+  return out as Record<string, string | string[]>;
+}
+
+/**
+ * Adds the visitor's end-to-end fields and then the edge's own to `out`, in one pass over the raw field lines;
+ * returns the visitor's Host. The edge's fields go in after the hop-by-hop pass, so a visitor cannot strip them
+ * by naming them in Connection. `drop` names one more visitor field to leave out.
+ */
+function addForwardedFields(req: IncomingMessage, facts: ForwardFacts, out: HeaderMap, drop?: string): string | undefined {
   const extra = facts.extra;
   let extras = false;
   for (const _ in extra) {
     extras = true;
     break;
   }
-  const skip = extras ? (name: string) => EDGE_OWNED_SET.has(name) || Object.hasOwn(extra, name) : isEdgeOwned;
+  const skip =
+    drop !== undefined
+      ? (name: string) => name === drop || EDGE_OWNED_SET.has(name) || Object.hasOwn(extra, name)
+      : extras
+        ? (name: string) => EDGE_OWNED_SET.has(name) || Object.hasOwn(extra, name)
+        : isEdgeOwned;
   // Node's own flag for a server created with joinDuplicateHeaders (not in its type definitions).
   const join = (req as IncomingMessage & { joinDuplicateHeaders?: boolean | null }).joinDuplicateHeaders === true;
   const host = addEndToEndFields(req.rawHeaders, out, skip, join);
-  out[':authority'] = host ?? facts.host;
   out['x-forwarded-for'] = facts.clientIp;
   out['x-forwarded-proto'] = facts.secure ? 'https' : 'http';
   if (facts.host) out['x-forwarded-host'] = facts.host;
@@ -54,7 +81,7 @@ export function tunnelRequestHeaders(req: IncomingMessage, facts: ForwardFacts, 
     // HTTP/2 forbids connection-specific fields (Node throws on them); a stage has no business setting them.
     for (const name in extra) if (!isConnectionSpecific(name)) out[name] = extra[name];
   }
-  return out as OutgoingHttpHeaders;
+  return host;
 }
 
 function isEdgeOwned(name: string): boolean {
