@@ -1,7 +1,8 @@
 // Child processes for load runs: spawns servers, agents and load generators pinned to a CPU with `taskset -c`
 // where it exists, waits for the line that says each is ready, reads their CPU time, and kills every one at the end.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { fstatSync, readFileSync } from 'node:fs';
+import { createWriteStream, fstatSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { constants as osConstants } from 'node:os';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -176,6 +177,9 @@ export function spawnNode(name: string, script: string, args: string[], options:
     });
   });
   child.stdin!.on('error', () => {}); // EPIPE when the child exits first
+  // BENCH_CHILD_LOG_DIR keeps every child's stdout (e.g. --trace-gc output) as <dir>/<name>.log, for diagnosis.
+  const logDir = process.env.BENCH_CHILD_LOG_DIR;
+  if (logDir) child.stdout!.pipe(createWriteStream(join(logDir, `${name.replace(/[^a-z0-9-]+/gi, '-')}.log`)));
   const lines = createInterface({ input: child.stdout! });
   const listeners = new Set<(line: string) => void>();
   lines.on('line', (line) => {
