@@ -16,15 +16,16 @@ import { bootstrapAdmin } from './control/bootstrap.ts';
 import { FeedPublisher } from './control/feed-publisher.ts';
 import { startControl, type ControlServer } from './control/index.ts';
 import { startEdge, type EdgeNode } from './edge/index.ts';
-import { Janitor } from './worker/janitor.ts';
-import { PortActivator } from './worker/ports.ts';
+import { ephemeralJanitor } from './worker/janitor.ts';
+import type { PeriodicJob } from './worker/periodic.ts';
+import { portActivator } from './worker/ports.ts';
 
 export interface NodeHandle {
   config: Config;
   db?: Database;
   control?: ControlServer;
   edge?: EdgeNode;
-  janitor?: Janitor;
+  janitor?: PeriodicJob;
   /** The edge role's copy of the config feed. */
   edgeFeed?: { subscriber: FeedSubscriber; mirror: FeedMirror };
   publisher?: FeedPublisher;
@@ -147,7 +148,7 @@ export async function startNode(config: Config, logger: Logger): Promise<NodeHan
     }
 
     if (runs(config, 'worker')) {
-      const janitor = new Janitor(handle.db!, presence, {
+      const janitor = ephemeralJanitor(handle.db!, presence, {
         intervalMs: config.janitor.intervalMs,
         idleSeconds: config.janitor.ephemeralIdleSeconds,
         logger: logger.child({ component: 'janitor' }),
@@ -156,7 +157,7 @@ export async function startNode(config: Config, logger: Logger): Promise<NodeHan
       handle.janitor = janitor;
       closers.push(() => janitor.stop());
       // Turns endpoints with dedicated ports active once edges report the ports bound; same cadence as the janitor.
-      const activator = new PortActivator(handle.db!, presence, { intervalMs: config.janitor.intervalMs, logger: logger.child({ component: 'port-activator' }) });
+      const activator = portActivator(handle.db!, presence, { intervalMs: config.janitor.intervalMs, logger: logger.child({ component: 'port-activator' }) });
       activator.start();
       closers.push(() => activator.stop());
       logger.info({ idle_seconds: config.janitor.ephemeralIdleSeconds }, 'worker started: ephemeral janitor');

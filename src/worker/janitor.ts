@@ -4,6 +4,7 @@ import type { Logger } from '../shared/log.ts';
 import type { PresenceStore } from '../shared/presence.ts';
 import type { Database } from '../store/db.ts';
 import { findIdleEphemerals, reapIdleEphemeral, touchEphemerals } from '../store/endpoints.ts';
+import { PeriodicJob } from './periodic.ts';
 
 export interface SweepResult {
   touched: number;
@@ -22,36 +23,10 @@ export async function sweepEphemerals(db: Database, presence: PresenceStore, idl
   return { touched, removed };
 }
 
-export class Janitor {
-  private timer: NodeJS.Timeout | null = null;
-  private running: Promise<void> = Promise.resolve();
-
-  constructor(
-    private readonly db: Database,
-    private readonly presence: PresenceStore,
-    private readonly options: { intervalMs: number; idleSeconds: number; logger: Logger },
-  ) {}
-
-  start(): void {
-    this.timer = setInterval(() => void this.sweep(), this.options.intervalMs);
-    this.timer.unref();
-  }
-
-  /** One sweep now (serialised with the timer's); resolves when it is done. */
-  sweep(): Promise<void> {
-    this.running = this.running.then(async () => {
-      try {
-        const r = await sweepEphemerals(this.db, this.presence, this.options.idleSeconds);
-        if (r.removed.length > 0) this.options.logger.info({ removed: r.removed }, 'removed idle ephemeral endpoints');
-      } catch (err) {
-        this.options.logger.warn({ err }, 'janitor sweep skipped');
-      }
-    });
-    return this.running;
-  }
-
-  async stop(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
-    await this.running;
-  }
+/** The janitor as a worker job: one sweep every `intervalMs`. */
+export function ephemeralJanitor(db: Database, presence: PresenceStore, options: { intervalMs: number; idleSeconds: number; logger: Logger }): PeriodicJob {
+  return new PeriodicJob('janitor sweep', options.intervalMs, options.logger, async () => {
+    const { removed } = await sweepEphemerals(db, presence, options.idleSeconds);
+    return removed.length > 0 ? { msg: 'removed idle ephemeral endpoints', fields: { removed } } : null;
+  });
 }

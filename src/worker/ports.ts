@@ -4,6 +4,7 @@ import type { Logger } from '../shared/log.ts';
 import type { EdgeHeartbeat, PresenceStore } from '../shared/presence.ts';
 import type { Database } from '../store/db.ts';
 import { activateProvisioned, findProvisioningEndpoints, type ProvisioningEndpoint } from '../store/endpoint-status.ts';
+import { PeriodicJob } from './periodic.ts';
 
 /** True when each assigned port of `endpoint` is listed by an edge whose applied config includes the assignment. */
 export function portsOpen(endpoint: ProvisioningEndpoint, edges: readonly EdgeHeartbeat[]): boolean {
@@ -33,36 +34,10 @@ export async function activateDedicatedPorts(db: Database, presence: PresenceSto
   return activated;
 }
 
-export class PortActivator {
-  private timer: NodeJS.Timeout | null = null;
-  private running: Promise<void> = Promise.resolve();
-
-  constructor(
-    private readonly db: Database,
-    private readonly presence: PresenceStore,
-    private readonly options: { intervalMs: number; logger: Logger },
-  ) {}
-
-  start(): void {
-    this.timer = setInterval(() => void this.sweep(), this.options.intervalMs);
-    this.timer.unref();
-  }
-
-  /** One pass now (serialised with the timer's); resolves when it is done. */
-  sweep(): Promise<void> {
-    this.running = this.running.then(async () => {
-      try {
-        const activated = await activateDedicatedPorts(this.db, this.presence);
-        if (activated.length > 0) this.options.logger.info({ endpoints: activated }, 'dedicated ports open: endpoints active');
-      } catch (err) {
-        this.options.logger.warn({ err }, 'dedicated port activation skipped');
-      }
-    });
-    return this.running;
-  }
-
-  async stop(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
-    await this.running;
-  }
+/** The activator as a worker job: one pass every `intervalMs`. */
+export function portActivator(db: Database, presence: PresenceStore, options: { intervalMs: number; logger: Logger }): PeriodicJob {
+  return new PeriodicJob('dedicated port activation', options.intervalMs, options.logger, async () => {
+    const activated = await activateDedicatedPorts(db, presence);
+    return activated.length > 0 ? { msg: 'dedicated ports open: endpoints active', fields: { endpoints: activated } } : null;
+  });
 }
