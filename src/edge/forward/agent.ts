@@ -1,21 +1,14 @@
 // Forwarding a visitor's request to one agent over its tunnel: an HTTP/2 stream per request, bodies streamed both
 // ways with HTTP/2 flow control as the backpressure, so no body is ever held whole in memory.
-import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import type { OutgoingHttpHeaders } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { ClientHttp2Stream, IncomingHttpHeaders, IncomingHttpStatusHeader } from 'node:http2';
 import { isConnectionSpecific, toHttp1ResponseHeaders } from '../../shared/tunnel/headers.ts';
 import { cancelStream } from '../../shared/tunnel/reset.ts';
 import type { AgentSession } from '../tunnels/registry.ts';
 import { sendEdgeError } from '../http/pages.ts';
-import { forwardedHeaders, tunnelRequestHeaders, type ForwardFacts } from '../http/proxy-headers.ts';
+import { forwardedHeaders, tunnelRequestHeaders, type ForwardRequest } from '../http/proxy-headers.ts';
 
-export interface ForwardRequest extends ForwardFacts {
-  req: IncomingMessage;
-  res: ServerResponse;
-  method: string;
-  /** Normalised path plus "?query": the exact target the pipeline judged. */
-  target: string;
-}
 
 /** Resolves when the exchange is over (answered, failed or abandoned by the visitor). */
 export function forwardToAgent(session: AgentSession, f: ForwardRequest): Promise<void> {

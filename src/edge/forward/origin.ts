@@ -17,15 +17,8 @@ import { isPrivateAddress } from '../../shared/origin-url.ts';
 import type { EndpointConfig } from '../../shared/snapshot.ts';
 import { endToEndHeaders } from '../../shared/tunnel/headers.ts';
 import { sendEdgeError } from '../http/pages.ts';
-import { forwardedHeaders, originRequestHeaders, type ForwardFacts } from '../http/proxy-headers.ts';
+import { forwardedHeaders, originRequestHeaders, type ForwardRequest } from '../http/proxy-headers.ts';
 
-export interface OriginRequest extends ForwardFacts {
-  req: IncomingMessage;
-  res: ServerResponse;
-  method: string;
-  /** Normalised path plus "?query". */
-  target: string;
-}
 
 interface Origin {
   pool: Pool;
@@ -154,7 +147,7 @@ export class OriginPools {
     }
   }
 
-  forward(url: string, f: OriginRequest): void {
+  forward(url: string, f: ForwardRequest): void {
     const { req, res } = f;
     const origin = this.origin(url);
     if (origin.refusedLiteral !== null) {
@@ -180,7 +173,7 @@ export class OriginPools {
   }
 
   /** A visitor's upgrade relayed to the origin (ws:// or wss:// per the origin's scheme). */
-  upgrade(url: string, f: Omit<OriginRequest, 'res'>, socket: Duplex, head: Buffer): void {
+  upgrade(url: string, f: Omit<ForwardRequest, 'res'>, socket: Duplex, head: Buffer): void {
     const origin = this.origin(url);
     const { req } = f;
     if (origin.refusedLiteral !== null) {

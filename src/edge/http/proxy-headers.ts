@@ -1,6 +1,6 @@
 // The forwarding headers the edge vouches for: visitor-sent copies are removed first, then the edge sets its own
 // from the connection (ARCHITECTURE.md: the client address comes from the socket unless a trusted proxy says so).
-import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { OutgoingHttpHeaders } from 'node:http2';
 import { addEndToEndFields, isConnectionSpecific, type HeaderMap } from '../../shared/tunnel/headers.ts';
 
@@ -14,6 +14,15 @@ export interface ForwardFacts {
   host: string;
   /** Headers stages decided to add (claims, identity); their names are lower-case. */
   extra: Record<string, string>;
+}
+
+/** A judged visitor request, as the forwarders (agent tunnel, origin) receive it. */
+export interface ForwardRequest extends ForwardFacts {
+  req: IncomingMessage;
+  res: ServerResponse;
+  method: string;
+  /** Normalised path plus "?query": the exact target the pipeline judged. */
+  target: string;
 }
 
 export function forwardedHeaders(headers: IncomingHttpHeaders, facts: ForwardFacts): IncomingHttpHeaders {

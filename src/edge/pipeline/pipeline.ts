@@ -9,6 +9,7 @@ import type { CompiledEndpoint } from '../compile.ts';
 import { forwardToAgent, forwardUpgrade } from '../forward/agent.ts';
 import type { OriginPools } from '../forward/origin.ts';
 import { sendEdgeError } from '../http/pages.ts';
+import type { ForwardRequest } from '../http/proxy-headers.ts';
 import { normalizePath, splitTarget } from '../http/normalize-path.ts';
 import type { TunnelRegistry } from '../tunnels/registry.ts';
 import type { RequestContext, Stage, Verdict } from './stage.ts';
@@ -71,8 +72,28 @@ function resolve(deps: PipelineDeps, req: IncomingMessage, res: ServerResponse, 
   return { ctx, endpoint };
 }
 
-function target(ctx: RequestContext): string {
-  return ctx.query ? `${ctx.path}?${ctx.query}` : ctx.path;
+/** What a forwarder needs of a judged request: the normalised target and the facts the edge vouches for. */
+function forwardRequest(ctx: RequestContext): ForwardRequest {
+  return {
+    req: ctx.req,
+    res: ctx.res,
+    method: ctx.method,
+    target: ctx.query ? `${ctx.path}?${ctx.query}` : ctx.path,
+    clientIp: ctx.clientIp,
+    secure: ctx.secure,
+    host: ctx.host,
+    extra: ctx.upstreamHeaders,
+  };
+}
+
+/** The origin URL serving a request: a matching routing rule decides (its origin, or its agents); else the endpoint's. */
+function originOf(ctx: RequestContext): string | null {
+  return (ctx.selector === undefined ? ctx.endpoint.origin_url : ctx.selector.origin) ?? null;
+}
+
+function refuseNoAgent(ctx: RequestContext): void {
+  const which = ctx.selector?.rule ? `no connected agent matches routing rule "${ctx.selector.rule}"` : undefined;
+  sendEdgeError(ctx.res, 'no_agent', ctx.req.headers.accept, which);
 }
 
 /** Handles one visitor request end to end. */
@@ -94,35 +115,11 @@ export function handleRequest(deps: PipelineDeps, req: IncomingMessage, res: Ser
 }
 
 function forward(deps: PipelineDeps, ctx: RequestContext): void {
-  // A matching routing rule decides (its origin, or its agents); without one, the endpoint's origin URL, if any.
-  const origin = ctx.selector === undefined ? ctx.endpoint.origin_url : ctx.selector.origin;
-  if (origin) {
-    return deps.origins.forward(origin, {
-      req: ctx.req,
-      res: ctx.res,
-      method: ctx.method,
-      target: target(ctx),
-      clientIp: ctx.clientIp,
-      secure: ctx.secure,
-      host: ctx.host,
-      extra: ctx.upstreamHeaders,
-    });
-  }
+  const origin = originOf(ctx);
+  if (origin) return deps.origins.forward(origin, forwardRequest(ctx));
   const session = deps.registry.pick(ctx.endpoint.uuid, ctx.selector);
-  if (session === null) {
-    const which = ctx.selector?.rule ? `no connected agent matches routing rule "${ctx.selector.rule}"` : undefined;
-    return sendEdgeError(ctx.res, 'no_agent', ctx.req.headers.accept, which);
-  }
-  void forwardToAgent(session, {
-    req: ctx.req,
-    res: ctx.res,
-    method: ctx.method,
-    target: target(ctx),
-    clientIp: ctx.clientIp,
-    secure: ctx.secure,
-    host: ctx.host,
-    extra: ctx.upstreamHeaders,
-  });
+  if (session === null) return refuseNoAgent(ctx);
+  void forwardToAgent(session, forwardRequest(ctx));
 }
 
 /** A visitor's upgrade (WebSocket): the same lookup and stages, then raw bytes over a CONNECT stream. */
@@ -136,15 +133,15 @@ export function handleUpgrade(deps: PipelineDeps, req: IncomingMessage, socket: 
   if (resolved === null) return;
   const { ctx, endpoint } = resolved;
   const proceed = () => {
-    const origin = ctx.selector === undefined ? ctx.endpoint.origin_url : ctx.selector.origin;
+    const origin = originOf(ctx);
     if (origin) {
       res.detachSocket(socket as Socket);
-      return deps.origins.upgrade(origin, { req, method: ctx.method, target: target(ctx), clientIp: ctx.clientIp, secure, host: ctx.host, extra: ctx.upstreamHeaders }, socket, head);
+      return deps.origins.upgrade(origin, forwardRequest(ctx), socket, head);
     }
     const session = deps.registry.pick(ctx.endpoint.uuid, ctx.selector);
-    if (session === null) return sendEdgeError(res, 'no_agent', req.headers.accept);
+    if (session === null) return refuseNoAgent(ctx);
     res.detachSocket(socket as Socket);
-    forwardUpgrade(session, { req, method: ctx.method, target: target(ctx), clientIp: ctx.clientIp, secure, host: ctx.host, extra: ctx.upstreamHeaders }, socket, head);
+    forwardUpgrade(session, forwardRequest(ctx), socket, head);
   };
   const verdict = runStages(endpoint.stages, ctx);
   if (typeof verdict === 'string') {
