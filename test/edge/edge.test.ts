@@ -10,6 +10,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { WebSocket, WebSocketServer } from 'ws';
 import { startAgent, TunnelRefusedError, type Agent } from '../../src/agent/agent.ts';
+import { visit as request, wsRoundTrip } from '../helpers/http.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
 
 interface Seen {
@@ -39,19 +40,6 @@ async function startService(): Promise<{ port: number; seen: Seen[]; close(): Pr
         server.close(() => r());
       }),
   };
-}
-
-function request(port: number, host: string, path: string, headers: Record<string, string> = {}): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port, path, headers: { host, ...headers }, agent: false }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (d) => (body += d));
-      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body }));
-    });
-    req.on('error', reject);
-    req.end();
-  });
 }
 
 describe('edge data plane', () => {
@@ -106,14 +94,14 @@ describe('edge data plane', () => {
   });
 
   it('says so when the endpoint has no live agent', async () => {
-    const res = await request(t.node.edge!.httpPort, endpoint.hostname, '/', { accept: 'application/json' });
+    const res = await request(t.node.edge!.httpPort, endpoint.hostname, '/', { headers: { accept: 'application/json' } });
     assert.equal(res.status, 502);
     assert.equal(JSON.parse(res.body).code, 'no_agent');
   });
 
   it('forwards a request through the agent, with the normalised path and proxy headers set by the edge', async () => {
     await agent();
-    const res = await request(t.node.edge!.httpPort, endpoint.hostname, '/a/../b//c/%7Euser?x=1', { 'x-forwarded-for': '6.6.6.6' });
+    const res = await request(t.node.edge!.httpPort, endpoint.hostname, '/a/../b//c/%7Euser?x=1', { headers: { 'x-forwarded-for': '6.6.6.6' } });
     assert.equal(res.status, 200);
     assert.deepEqual(JSON.parse(res.body), { method: 'GET', url: '/b/c/~user?x=1' });
     const seen = service.seen.at(-1)!;
@@ -141,14 +129,7 @@ describe('edge data plane', () => {
   });
 
   it('carries a WebSocket upgrade end to end', async () => {
-    const ws = new WebSocket(`ws://127.0.0.1:${t.node.edge!.httpPort}/socket`, { headers: { host: endpoint.hostname } });
-    const reply = await new Promise<string>((resolve, reject) => {
-      ws.on('open', () => ws.send('hi'));
-      ws.on('message', (m) => resolve(String(m)));
-      ws.on('error', reject);
-    });
-    ws.close();
-    assert.equal(reply, 'echo:hi');
+    assert.equal(await wsRoundTrip(t.node.edge!.httpPort, endpoint.hostname, '/socket', 'hi'), 'echo:hi');
   });
 
   it('sends /api/* to agents tagged api by a routing rule, and everything else to any agent', async () => {

@@ -14,6 +14,7 @@ import type { EndpointConfig } from '../../src/shared/snapshot.ts';
 import { publishEndpoint } from '../../src/store/endpoint-feed.ts';
 import { lookupVia, startDnsServer, type DnsServer } from '../helpers/dns-server.ts';
 import { eventually } from '../helpers/eventually.ts';
+import { visit as request, wsRoundTrip } from '../helpers/http.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
 
 interface NamedServer {
@@ -89,32 +90,6 @@ function capturedLogger() {
     },
   });
   return { logger: pino({ level: 'warn' }, stream), lines };
-}
-
-/** One WebSocket round trip through the edge: sends `message`, resolves with the first reply. */
-function wsRoundTrip(edgePort: number, host: string, path: string, message: string): Promise<string> {
-  const ws = new WebSocket(`ws://127.0.0.1:${edgePort}${path}`, { headers: { host } });
-  return new Promise<string>((resolve, reject) => {
-    ws.on('open', () => ws.send(message));
-    ws.on('message', (m) => {
-      resolve(String(m));
-      ws.close();
-    });
-    ws.on('error', reject);
-    ws.on('unexpected-response', (_req, res) => reject(new Error(`upgrade answered ${res.statusCode} ${res.headers['x-edge-error'] ?? ''}`)));
-  });
-}
-
-function request(port: number, host: string, path: string, method = 'GET', body?: string) {
-  return new Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }>((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port, path, method, headers: { host }, agent: false }, (res) => {
-      let text = '';
-      res.on('data', (d) => (text += d));
-      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: text }));
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
 }
 
 describe('origin endpoints', () => {
@@ -198,20 +173,18 @@ describe('origin endpoints', () => {
       await t.close();
     });
 
-    it('forwards requests and bodies to the origin, under its path, with its own Host', async () => {
+    /** A new pro user's endpoint forwarding to `url`, once the edge holds it. */
+    async function originEndpoint(url: string): Promise<{ uuid: string; hostname: string }> {
       const user = await t.createUser('pro');
       const ep = (await t.api('POST', '/v1/endpoints', { key: user.api_key, body: {} })).body;
-      const applied = new Promise<void>((resolve) => {
-        const on = (uuid: string, config: { origin_url: string | null } | null) => {
-          if (uuid !== ep.uuid || !config?.origin_url) return;
-          t.node.edge!.config.off('endpoint', on);
-          resolve();
-        };
-        t.node.edge!.config.on('endpoint', on);
-      });
-      const set = await t.api('PUT', `/v1/endpoints/${ep.uuid}/origin`, { key: user.api_key, body: { url: `http://127.0.0.1:${originPort}/base` } });
-      assert.equal(set.status, 200);
-      await applied;
+      const set = await t.api('PUT', `/v1/endpoints/${ep.uuid}/origin`, { key: user.api_key, body: { url } });
+      assert.equal(set.status, 200, set.text);
+      await eventually(async () => (t.node.edge!.config.endpoint(ep.uuid)?.origin_url === set.body.origin_url ? true : undefined));
+      return ep;
+    }
+
+    it('forwards requests and bodies to the origin, under its path, with its own Host', async () => {
+      const ep = await originEndpoint(`http://127.0.0.1:${originPort}/base`);
 
       const get = await request(t.node.edge!.httpPort, ep.hostname, '/x/../hello?a=1');
       assert.equal(get.status, 200);
@@ -220,25 +193,15 @@ describe('origin endpoints', () => {
       assert.equal(seen.at(-1)!.host, `127.0.0.1:${originPort}`);
       assert.equal(seen.at(-1)!.xfh, ep.hostname);
 
-      const post = await request(t.node.edge!.httpPort, ep.hostname, '/submit', 'POST', 'payload');
+      const post = await request(t.node.edge!.httpPort, ep.hostname, '/submit', { method: 'POST', body: 'payload' });
       assert.equal(post.body, 'origin POST /base/submit');
       assert.equal(seen.at(-1)!.body, 'payload');
 
-      const ws = new WebSocket(`ws://127.0.0.1:${t.node.edge!.httpPort}/live`, { headers: { host: ep.hostname } });
-      const reply = await new Promise<string>((resolve, reject) => {
-        ws.on('open', () => ws.send('ping'));
-        ws.on('message', (m) => resolve(String(m)));
-        ws.on('error', reject);
-      });
-      ws.close();
-      assert.equal(reply, '/base/live:ping');
+      assert.equal(await wsRoundTrip(t.node.edge!.httpPort, ep.hostname, '/live', 'ping'), '/base/live:ping');
     });
 
     it('sets forwarding fields a visitor can neither forge nor strip through Connection, and relays Expect: 100-continue', async () => {
-      const user = await t.createUser('pro');
-      const ep = (await t.api('POST', '/v1/endpoints', { key: user.api_key, body: {} })).body;
-      await t.api('PUT', `/v1/endpoints/${ep.uuid}/origin`, { key: user.api_key, body: { url: `http://127.0.0.1:${originPort}` } });
-      await eventually(async () => (t.node.edge!.config.endpoint(ep.uuid)?.origin_url ? true : undefined));
+      const ep = await originEndpoint(`http://127.0.0.1:${originPort}`);
 
       const answer = await new Promise<{ status: number; body: string }>((resolve, reject) => {
         const req = http.request({
@@ -280,22 +243,11 @@ describe('origin endpoints', () => {
     });
 
     it('answers 502 origin_error when the origin is down', async () => {
-      const user = await t.createUser('pro');
-      const ep = (await t.api('POST', '/v1/endpoints', { key: user.api_key, body: {} })).body;
       const closed = http.createServer();
       await new Promise<void>((r) => closed.listen(0, '127.0.0.1', r));
       const deadPort = (closed.address() as AddressInfo).port;
       await new Promise<void>((r) => closed.close(() => r()));
-      const applied = new Promise<void>((resolve) => {
-        const on = (uuid: string, config: { origin_url: string | null } | null) => {
-          if (uuid !== ep.uuid || !config?.origin_url) return;
-          t.node.edge!.config.off('endpoint', on);
-          resolve();
-        };
-        t.node.edge!.config.on('endpoint', on);
-      });
-      await t.api('PUT', `/v1/endpoints/${ep.uuid}/origin`, { key: user.api_key, body: { url: `http://127.0.0.1:${deadPort}` } });
-      await applied;
+      const ep = await originEndpoint(`http://127.0.0.1:${deadPort}`);
       const res = await request(t.node.edge!.httpPort, ep.hostname, '/');
       assert.equal(res.status, 502);
       assert.equal(res.headers['x-edge-error'], 'origin_error');
@@ -355,7 +307,7 @@ describe('origin endpoints', () => {
       });
       assert.equal(web.body, 'agent GET /web?x=1');
 
-      const api = await request(edgePort(), ep.hostname, '/api/users?page=2', 'POST', 'payload');
+      const api = await request(edgePort(), ep.hostname, '/api/users?page=2', { method: 'POST', body: 'payload' });
       assert.equal(api.status, 200);
       assert.equal(api.body, 'rule-origin POST /backend/api/users?page=2');
       assert.equal(ruleOrigin.seen.at(-1)!.host, `127.0.0.1:${ruleOrigin.port}`);

@@ -3,30 +3,11 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
-import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { publishEndpoint } from '../../src/store/endpoint-feed.ts';
 import type { EndpointConfig } from '../../src/shared/snapshot.ts';
+import { visit } from '../helpers/http.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
-
-interface Reply {
-  status: number;
-  headers: http.IncomingHttpHeaders;
-  body: string;
-}
-
-function get(secure: boolean, port: number, host: string, path: string, method = 'GET', body?: string): Promise<Reply> {
-  return new Promise((resolve, reject) => {
-    const options = { host: '127.0.0.1', port, path, method, headers: { host }, agent: false, servername: host, rejectUnauthorized: false };
-    const req = (secure ? https : http).request(options, (res) => {
-      let text = '';
-      res.on('data', (d) => (text += d));
-      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: text }));
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
-}
 
 describe('pipeline: HTTPS enforcement and capture', () => {
   let t: TestNode;
@@ -84,15 +65,15 @@ describe('pipeline: HTTPS enforcement and capture', () => {
     const before = hits.length;
     const edge = t.node.edge!;
 
-    const plain = await get(false, edge.httpPort, ep.hostname, '/a/./b//c?x=1');
+    const plain = await visit(edge.httpPort, ep.hostname, '/a/./b//c?x=1');
     assert.equal(plain.status, 301);
     assert.equal(plain.headers.location, `https://${ep.hostname}:${edge.httpsPort}/a/b/c?x=1`);
-    const post = await get(false, edge.httpPort, ep.hostname, '/form', 'POST', 'secret=1');
+    const post = await visit(edge.httpPort, ep.hostname, '/form', { method: 'POST', body: 'secret=1' });
     assert.equal(post.status, 308);
     assert.equal(post.headers.location, `https://${ep.hostname}:${edge.httpsPort}/form`);
     assert.equal(hits.length, before, 'nothing reached the origin over plain HTTP');
 
-    const secure = await get(true, edge.httpsPort, ep.hostname, '/a/b/c?x=1');
+    const secure = await visit(edge.httpsPort, ep.hostname, '/a/b/c?x=1', { secure: true });
     assert.equal(secure.status, 200);
     assert.equal(secure.body, 'from origin');
     assert.equal(hits.at(-1), 'GET /a/b/c?x=1');
@@ -100,7 +81,7 @@ describe('pipeline: HTTPS enforcement and capture', () => {
 
   it('serves plain HTTP on endpoints that do not enforce HTTPS', async () => {
     const { ep } = await originEndpoint(false);
-    const res = await get(false, t.node.edge!.httpPort, ep.hostname, '/plain');
+    const res = await visit(t.node.edge!.httpPort, ep.hostname, '/plain');
     assert.equal(res.status, 200);
     assert.equal(res.body, 'from origin');
   });
@@ -108,8 +89,8 @@ describe('pipeline: HTTPS enforcement and capture', () => {
   it('captures finished exchanges, including the edge\'s own answers, and only counts them with capture off', async () => {
     const { user, ep } = await originEndpoint(true);
     const edge = t.node.edge!;
-    await get(false, edge.httpPort, ep.hostname, '/redirected');
-    await get(true, edge.httpsPort, ep.hostname, '/served?q=2');
+    await visit(edge.httpPort, ep.hostname, '/redirected');
+    await visit(edge.httpsPort, ep.hostname, '/served?q=2', { secure: true });
     const recent = edge.traffic.recent(ep.uuid);
     assert.deepEqual(
       recent.map((e) => [e.status, e.secure, e.path, e.query, e.completed]),
@@ -124,7 +105,7 @@ describe('pipeline: HTTPS enforcement and capture', () => {
     const off = await t.api('PUT', `/v1/endpoints/${ep.uuid}/settings/capture`, { key: user.api_key, body: { capture_enabled: false } });
     assert.equal(off.status, 200, off.text);
     await applied(ep.uuid, (c) => !c.capture_enabled);
-    await get(true, edge.httpsPort, ep.hostname, '/not-kept');
+    await visit(edge.httpsPort, ep.hostname, '/not-kept', { secure: true });
     assert.equal(edge.traffic.recent(ep.uuid).length, 2, 'no new details with capture off');
     assert.deepEqual(edge.traffic.counters(ep.uuid), { requests: 3, by_class: { '2xx': 2, '3xx': 1 }, edge_errors: {} });
   });

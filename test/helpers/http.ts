@@ -1,0 +1,48 @@
+// A visitor's view of an edge in tests: one HTTP(S) request or one WebSocket round trip to a listener on 127.0.0.1,
+// naming the endpoint by Host (and by SNI over TLS; the development certificate is accepted).
+import http from 'node:http';
+import https from 'node:https';
+import { WebSocket } from 'ws';
+
+export interface Reply {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  body: string;
+}
+
+export interface VisitOptions {
+  method?: string;
+  body?: string;
+  headers?: Record<string, string>;
+  secure?: boolean;
+}
+
+/** One request on a fresh connection, the whole answer read as text. */
+export function visit(port: number, host: string, path: string, options: VisitOptions = {}): Promise<Reply> {
+  const { method = 'GET', body, headers = {}, secure = false } = options;
+  return new Promise((resolve, reject) => {
+    const request = { host: '127.0.0.1', port, path, method, headers: { host, ...headers }, agent: false, servername: host, rejectUnauthorized: false };
+    const req = (secure ? https : http).request(request, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (d) => (text += d));
+      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: text }));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+/** One WebSocket round trip through the edge: sends `message`, resolves with the first reply. */
+export function wsRoundTrip(port: number, host: string, path: string, message: string): Promise<string> {
+  const ws = new WebSocket(`ws://127.0.0.1:${port}${path}`, { headers: { host } });
+  return new Promise<string>((resolve, reject) => {
+    ws.on('open', () => ws.send(message));
+    ws.on('message', (m) => {
+      resolve(String(m));
+      ws.close();
+    });
+    ws.on('error', reject);
+    ws.on('unexpected-response', (_req, res) => reject(new Error(`upgrade answered ${res.statusCode} ${res.headers['x-edge-error'] ?? ''}`)));
+  });
+}
