@@ -39,6 +39,7 @@ describe('loadConfig', () => {
     const cases: Array<[Record<string, string>, RegExp]> = [
       [{ EDGE_ROLE: 'proxy' }, /"role" \(from EDGE_ROLE\)/],
       [{ EDGE_HTTP_PORT: '70000' }, /"httpPort" \(from EDGE_HTTP_PORT\)/],
+      [{ EDGE_PUBLIC_HTTPS_PORT: '-1' }, /"publicHttpsPort" \(from EDGE_PUBLIC_HTTPS_PORT\)/],
       [{ EDGE_CONTROL_PORT: 'eighty' }, /EDGE_CONTROL_PORT must be an integer/],
       [{ EDGE_BASE_DOMAIN: 'Bad_Domain!' }, /"baseDomain" \(from EDGE_BASE_DOMAIN\)/],
       [{ EDGE_REGION: 'EU WEST' }, /"region" \(from EDGE_REGION\)/],
