@@ -1,0 +1,49 @@
+// The request header names the edge owns: it sets them itself or strips them, so no visitor copy reaches an upstream.
+// One list for the edge's header pass and for the control API, which refuses to let a setting name one of them.
+
+/**
+ * Lower-case, hyphenated names. Add here every field a stage sets from what the edge verified (identity, claims,
+ * client certificate): the edge then strips visitor copies in every spelling, and the control API refuses a
+ * configured header name that collides with one.
+ */
+export const EDGE_OWNED_HEADERS: readonly string[] = [
+  // Forwarding facts the edge sets from the connection (RFC 7239 Forwarded and the de-facto X-Forwarded-* set).
+  'x-forwarded-for',
+  'x-forwarded-proto',
+  'x-forwarded-host',
+  'x-forwarded-port',
+  'forwarded',
+  'x-real-ip',
+  // Client-address fields other proxies and CDNs set; an upstream framework that trusts any of them would take the
+  // visitor's word for its address, so the edge sets none of them and lets none through.
+  'x-client-ip',
+  'true-client-ip',
+  'cf-connecting-ip',
+  'x-cluster-client-ip',
+  'client-ip',
+];
+
+const OWNED = new Set(EDGE_OWNED_HEADERS);
+
+/**
+ * A field name as CGI reads it (RFC 3875 §4.1.18: `-` becomes `_`, so `X_Forwarded_For` and `X-Forwarded-For` both
+ * arrive as HTTP_X_FORWARDED_FOR in WSGI, Rack and PHP): lower case, `_` read as `-`. Two names with the same key
+ * are the same field to such an upstream.
+ */
+export function headerKey(name: string): string {
+  const lower = name.toLowerCase();
+  return lower.indexOf('_') === -1 ? lower : lower.replaceAll('_', '-');
+}
+
+/** Whether a field name, in any case and with `_` for `-` anywhere, is one the edge owns. */
+export function isEdgeOwnedHeader(name: string): boolean {
+  return OWNED.has(headerKey(name));
+}
+
+/**
+ * The hot-path form of isEdgeOwnedHeader for a name already lower-cased (Node's header names): one Set lookup, and
+ * a second only for the rare name that carries `_`.
+ */
+export function isEdgeOwnedLower(lower: string): boolean {
+  return OWNED.has(lower) || (lower.indexOf('_') !== -1 && OWNED.has(lower.replaceAll('_', '-')));
+}
