@@ -19,7 +19,16 @@ export interface EdgeHeartbeat {
   agents: AgentPresence[];
   /** Dedicated ports this edge has bound right now (absent from edges that predate them). */
   ports?: Array<{ endpoint: string; protocol: 'tcp' | 'udp'; port: number }>;
+  /**
+   * Visitor credentials this edge accepted since it started: credential id (snapshot basic_users[].id, tokens[].id)
+   * → ISO time of its last use. Edges cannot write the store, so the worker turns these into last_used_at. Bounded
+   * by MAX_CREDENTIAL_USE_ENTRIES per map (the most recent uses are kept). Absent from older edges.
+   */
+  credential_use?: { basic_users?: Record<string, string>; tokens?: Record<string, string> };
 }
+
+/** How many ids each credential_use map may carry, so a heartbeat stays small however many credentials an edge sees. */
+export const MAX_CREDENTIAL_USE_ENTRIES = 1000;
 
 export interface PresenceStore {
   /** Replaces this edge's entry (edges call it periodically and on every connect/disconnect). */

@@ -1,6 +1,6 @@
 // Sealing secrets at rest (certificate private keys) with AES-256-GCM under the node's EDGE_SECRET_KEY.
 // Control seals before storing; edges unseal what the feed hands them, so a database or Redis dump alone leaks nothing.
-import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, createHmac, randomBytes } from 'node:crypto';
 
 const VERSION = 'v1';
 
@@ -18,6 +18,16 @@ export class SecretBox {
     const cipher = createCipheriv('aes-256-gcm', this.key, iv);
     const body = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
     return [VERSION, iv.toString('base64url'), cipher.getAuthTag().toString('base64url'), body.toString('base64url')].join('.');
+  }
+
+  /**
+   * A 256-bit key for one purpose, derived from the box key (HMAC with a label, in the manner of HKDF-Expand, RFC
+   * 5869 §2.3), so every node that shares EDGE_SECRET_KEY shares it and no second secret has to be distributed.
+   * Distinct purposes give unrelated keys; none of them reveals the sealing key.
+   */
+  derive(purpose: string): Buffer {
+    if (!purpose) throw new Error('SecretBox.derive needs a purpose');
+    return createHmac('sha256', this.key).update('edge-derive:').update(purpose).digest();
   }
 
   /** Throws when the value was sealed under another key or tampered with. */

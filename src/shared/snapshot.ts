@@ -68,6 +68,78 @@ export interface EndpointConfig {
   origin_url: string | null;
   /** Enabled and disabled rules, in evaluation order (see docs/routing-rules.md). */
   routing_rules: RoutingRuleConfig[];
+  /** Visitor authentication (PUT /v1/endpoints/{id}/settings). Absent in older snapshots: mode none. */
+  auth?: VisitorAuthConfig;
+  /** The JWT layer, present only while enabled (PUT …/settings/jwt); absent or null: no JWT layer. */
+  jwt?: JwtLayerConfig | null;
+  /** Inbound webhook verification, present only while enabled (PUT …/settings/webhook); absent or null: off. */
+  webhook?: WebhookVerificationConfig | null;
+}
+
+/** Write modes of PUT …/settings (docs/visitor-auth.md maps them to the modes GET reports). */
+export const VISITOR_AUTH_MODES = ['none', 'basic', 'token', 'oauth', 'oidc'] as const;
+export type VisitorAuthMode = (typeof VISITOR_AUTH_MODES)[number];
+
+/** Where token mode reads the visitor's token from. Header and cookie names are stored as sent to the API, headers lower-cased. */
+export type TokenSource = { kind: 'bearer' } | { kind: 'header'; name: string } | { kind: 'cookie'; name: string };
+
+/** A basic-auth user as edges see it: the bcrypt hash (cost ≥ 10), never the password. */
+export interface BasicUserConfig {
+  /** Stable id, reported back in the heartbeat's credential_use so last_used_at can be written. */
+  id: string;
+  username: string;
+  /** bcrypt ($2b$, cost ≥ 10). */
+  password_hash: string;
+}
+
+/** A live visitor token: a settings token or an endpoint API key (revoked ones are left out of the snapshot). */
+export interface VisitorTokenConfig {
+  /** Stable id, reported back in the heartbeat's credential_use. */
+  id: string;
+  /** The token's name (settings) or the API key's label; the edge sends it to the agent as X-Edge-Auth-User. */
+  label: string;
+  /** tokenDigest(visitorTokenKey, token) (src/shared/visitor-credentials.ts): keyed, so a dump is not a lookup table. */
+  digest: string;
+  /** RFC 3339; null never expires. The edge refuses the token from this instant on. */
+  expires_at: string | null;
+}
+
+export interface VisitorAuthConfig {
+  mode: VisitorAuthMode;
+  /** Basic mode's realm (RFC 7617 §2), already defaulted by the control API. */
+  realm: string;
+  /** Token mode only; `bearer` (Authorization: Bearer, RFC 6750 §2.1) unless the config names a header or cookie. */
+  token_source: TokenSource;
+  /** Basic mode's users; empty in other modes. */
+  basic_users: BasicUserConfig[];
+  /** Token mode's live tokens (settings tokens and endpoint API keys alike); empty in other modes. */
+  tokens: VisitorTokenConfig[];
+  /** Login-session lifetime for oauth/oidc; null means the platform default. */
+  session_ttl_seconds: number | null;
+  /** Changes whenever users or tokens change, so edges flush their credential verdict caches. */
+  credentials_version: number;
+}
+
+export interface JwtLayerConfig {
+  /** https URL of the JWKS (http only where private origins are allowed). */
+  jwks_url: string;
+  /** Required `iss` claim; null: not checked. */
+  issuer: string | null;
+  /** Required `aud` claim (one of); null: not checked. */
+  audience: string | null;
+  /** Claim name → lower-case header name, set on the forwarded request after every visitor copy is removed. */
+  claim_headers: Record<string, string>;
+}
+
+export interface WebhookVerificationConfig {
+  /** Lower-case name of the header carrying the signature (e.g. x-hub-signature-256). */
+  header: string;
+  /** HMAC hash over the raw request body. */
+  algo: 'sha256' | 'sha1';
+  /** The shared secret sealed with the node's SecretBox (EDGE_SECRET_KEY), as certificate keys are; edges open it. */
+  secret_sealed: string;
+  /** Text before the hex digest in the header value ("sha256=" for GitHub), "" for none. */
+  prefix: string;
 }
 
 export interface CertificateConfig {
