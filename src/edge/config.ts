@@ -18,6 +18,10 @@ export interface EdgeConfigEvents {
   /** An endpoint was added, changed (config) or removed (null), after the indexes hold the new state. */
   endpoint: [uuid: string, config: EndpointConfig | null, previous: EndpointConfig | null];
   certificate: [id: number];
+  /** An API key entry was added, changed or removed: tunnels it admitted are checked again (src/edge/agent-auth.ts). */
+  apiKey: [keyId: string];
+  /** An account entry was added, changed (plan, suspension) or removed: its tunnels are checked again. */
+  account: [id: number];
 }
 
 export interface EdgeConfigOptions {
@@ -137,6 +141,8 @@ export class EdgeConfig extends EventEmitter<EdgeConfigEvents> {
       this.emit('certificate', Number(change.key));
       return;
     }
+    if (change.topic === TOPICS.apiKey) return void this.emit('apiKey', change.key);
+    if (change.topic === TOPICS.account) return void this.emit('account', Number(change.key));
     if (change.topic !== TOPICS.endpoint) return;
     const next = change.data as EndpointConfig | null;
     const previous = this.current.get(change.key) ?? null;
