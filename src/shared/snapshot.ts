@@ -158,6 +158,13 @@ export interface ApiKeyConfig {
   secret_hash: string;
   user_id: number;
   account_id: number;
+  /**
+   * The key's user's effective permissions in `account_id` (owners and admins: all), republished whenever they
+   * change. Edges admit an agent only with `tunnels:connect`. Absent from entries written before edges checked
+   * it: read as the rule of that time (the account's keys may connect) until the control plane, at its next
+   * start, republishes every key whose entry differs (docs/tunnels.md "Admission and standing").
+   */
+  permissions?: string[];
 }
 
 export interface AccountConfig {
