@@ -21,6 +21,10 @@ export const ConfigSchema = Type.Object(
     // The HTTPS port visitors use (HTTPS redirects name it), when a load balancer or port mapping puts the edge's
     // listener behind another one, typically 443; 0 = the HTTPS listener's own port.
     publicHttpsPort: Port,
+    // The edge's internal operations port (/healthz, /readyz, /metrics), apart from the public listeners so
+    // visitors never reach it; bound to loopback by default, since metrics name endpoints and tunnel counts.
+    opsPort: Port,
+    opsBindHost: Type.String({ minLength: 1 }),
     dataDir: Type.String({ minLength: 1 }),
     baseDomain: Type.String({ pattern: '^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$' }),
     region: Type.String({ pattern: '^[a-z0-9][a-z0-9-]{0,31}$' }),
@@ -61,6 +65,9 @@ export const ConfigSchema = Type.Object(
         headersTimeoutMs: Type.Integer({ minimum: 1000 }),
         keepAliveTimeoutMs: Type.Integer({ minimum: 100 }),
         cacheSize: Type.Integer({ minimum: 10 }),
+        // Per-endpoint series on the ops port's /metrics: only the most recently active endpoints get them, so a
+        // scrape stays bounded however many endpoints an edge serves (node-wide totals count every request).
+        metricsEndpointLimit: Type.Integer({ minimum: 0, maximum: 10000 }),
       },
       { additionalProperties: false },
     ),
@@ -106,6 +113,9 @@ export const ENV_SETTINGS = {
   EDGE_CONTROL_URL: 'controlUrl',
   EDGE_ORIGIN_ALLOW_PRIVATE: 'originAllowPrivate',
   EDGE_PUBLIC_HTTPS_PORT: 'publicHttpsPort',
+  EDGE_OPS_PORT: 'opsPort',
+  EDGE_OPS_BIND_HOST: 'opsBindHost',
+  EDGE_METRICS_ENDPOINT_LIMIT: 'edge.metricsEndpointLimit',
   EDGE_MAX_HEADER_BYTES: 'edge.maxHeaderBytes',
   EDGE_PRESENCE_INTERVAL_MS: 'presence.intervalMs',
   EDGE_PRESENCE_STALE_MS: 'presence.staleMs',
