@@ -114,6 +114,14 @@ describe('origin endpoints', () => {
       const ok = await t.api('PUT', `/v1/endpoints/${ep.uuid}/origin`, { key: user.api_key, body: { url: 'https://example.com/app/' } });
       assert.equal(ok.status, 200);
       assert.deepEqual(ok.body, { ok: true, origin_url: 'https://example.com/app' });
+      // Issue 8 item 8: IPv6 literals embedding a private IPv4 address are refused, and the origin stays as it was.
+      for (const url of ['http://[64:ff9b::a00:1]/', 'http://[64:ff9b:1::a00:1]/', 'http://[2002:a00:1::1]/', 'http://[2001:0:808:808::f5ff:fffe]/', 'http://[::a00:1]/', 'http://[::ffff:0:a00:1]/', 'http://203.0.113.10/']) {
+        const res = await t.api('PUT', `/v1/endpoints/${ep.uuid}/origin`, { key: user.api_key, body: { url } });
+        assert.equal(res.status, 400, url);
+        assert.match(res.body.detail, /^url: origins must have a public address/, url);
+        if (url === 'http://[64:ff9b::a00:1]/') assert.match(res.body.detail, /embeds 10\.0\.0\.1 \(NAT64/);
+      }
+      assert.equal((await t.api('GET', `/v1/endpoints/${ep.uuid}`, { key: user.api_key })).body.origin_url, 'https://example.com/app');
       const stranger = await t.createUser('pro');
       assert.equal((await t.api('PUT', `/v1/endpoints/${ep.uuid}/origin`, { key: stranger.api_key, body: { url: null } })).status, 404);
       assert.equal((await t.api('PUT', `/v1/endpoints/${ep.uuid}/origin`, { key: user.api_key, body: { url: null } })).body.origin_url, null);
@@ -429,21 +437,15 @@ describe('origin endpoints', () => {
       }
     });
 
-    it('refuses a name whose answer mixes public and private addresses, and any private range', async () => {
+    /** Origins named `name` that resolve to `addresses` (all accepted by the API): the edge refuses each, logging `refused`. */
+    async function refusedAtConnect(key: string, cases: Array<[name: string, addresses: string[], refused: string]>): Promise<void> {
       const log = capturedLogger();
       const strict = await startEdgeWith(t, { allowPrivate: false, logger: log.logger, lookup: lookupVia(dns) });
       const reached = guarded.seen.length;
       try {
-        const cases: Array<[string, string[], string]> = [
-          ['mixed.test', ['203.0.113.10', '10.1.2.3'], '10.1.2.3'],
-          ['metadata.test', ['169.254.169.254'], '169.254.169.254'],
-          ['cgnat.test', ['100.64.0.1'], '100.64.0.1'],
-          ['six.test', ['fd00::1'], 'fd00::1'],
-          ['mapped.test', ['::ffff:192.168.1.1'], '::ffff:192.168.1.1'],
-        ];
         for (const [name, addresses, refused] of cases) {
           dns.setAddresses(name, addresses);
-          const ep = await endpointOn(t, user.api_key, `http://${name}:${guarded.port}`);
+          const ep = await endpointOn(t, key, `http://${name}:${guarded.port}`);
           const res = await request(strict.port, ep.hostname, '/');
           assert.equal(res.status, 502, name);
           assert.equal(res.headers['x-edge-error'], 'origin_error', name);
@@ -456,6 +458,28 @@ describe('origin endpoints', () => {
       } finally {
         await strict.close();
       }
+    }
+
+    it('refuses a name whose answer mixes public and private addresses, and any private range', async () => {
+      await refusedAtConnect(user.api_key, [
+        ['mixed.test', ['93.184.215.14', '10.1.2.3'], '10.1.2.3'],
+        ['metadata.test', ['169.254.169.254'], '169.254.169.254'],
+        ['cgnat.test', ['100.64.0.1'], '100.64.0.1'],
+        ['six.test', ['fd00::1'], 'fd00::1'],
+        ['mapped.test', ['::ffff:192.168.1.1'], '::ffff:192.168.1.1'],
+      ]);
+    });
+
+    // Issue 8 item 8: the same address policy as the API's, so IPv6 answers embedding a private IPv4 address are refused.
+    it('refuses a name that resolves to NAT64, 6to4 or Teredo addresses embedding a private IPv4 address, or to a documentation range', async () => {
+      const owner = await t.createUser('pro');
+      await refusedAtConnect(owner.api_key, [
+        ['nat64.test', ['64:ff9b::a00:1'], '64:ff9b::a00:1'],
+        ['nat64-local.test', ['64:ff9b:1::808:808'], '64:ff9b:1::808:808'],
+        ['sixtofour.test', ['2002:7f00:1::1'], '2002:7f00:1::1'],
+        ['teredo.test', ['2001:0:808:808::f5ff:fffe'], '2001:0:808:808::f5ff:fffe'],
+        ['docs.test', ['198.51.100.7'], '198.51.100.7'],
+      ]);
     });
 
     it('refuses private literals and localhost names that a control plane allowing private origins accepted', async () => {

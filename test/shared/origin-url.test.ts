@@ -1,29 +1,8 @@
-// Origin URLs and the addresses an origin may not have: what the control API checks on the URL and the edge checks
-// on every resolved address, both from src/shared/origin-url.ts.
+// Origin URLs: their canonical form and what the control API refuses, by what the URL says, with the platform's address
+// policy (src/shared/address-policy.ts, tested on its own in address-policy.test.ts).
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { canonicalOriginUrl, isPrivateAddress, isPrivateHost, OriginUrlError } from '../../src/shared/origin-url.ts';
-
-describe('origin addresses', () => {
-  it('counts loopback, unspecified, private, CGNAT and link-local addresses (IPv4, IPv6, IPv4-mapped) as private', () => {
-    const priv = [
-      '127.0.0.1', '127.255.0.9', '0.0.0.0', '0.1.2.3', '10.0.0.1', '172.16.0.1', '172.31.255.255', '192.168.1.1', '169.254.169.254',
-      '100.64.0.1', '100.127.255.255', '::', '::1', '::127.0.0.1', 'fc00::1', 'fdff::1', 'fe80::1', 'febf::1', 'fec0::1',
-      '::ffff:127.0.0.1', '::ffff:10.1.2.3', '[::1]', 'fe80::1%eth0',
-    ];
-    for (const a of priv) assert.equal(isPrivateAddress(a), true, a);
-    const pub = ['8.8.8.8', '172.15.255.255', '172.32.0.1', '100.63.255.255', '100.128.0.1', '192.169.0.1', '203.0.113.10', '2001:db8::1', '2606:4700::1111', '::ffff:8.8.8.8', 'fcd::1'];
-    for (const a of pub) assert.equal(isPrivateAddress(a), false, a);
-    // Whatever is not an address is never connected to.
-    assert.equal(isPrivateAddress('example.com'), true);
-    assert.equal(isPrivateAddress(''), true);
-  });
-
-  it('judges a URL host by what it says: private literals and localhost names; other names are left to resolution', () => {
-    for (const h of ['localhost', 'LOCALHOST', 'localhost.', 'app.localhost', '127.0.0.1', '[::1]', '[::ffff:7f00:1]']) assert.equal(isPrivateHost(h), true, h);
-    for (const h of ['example.com', 'localhost.example.com', 'rebind.test', '8.8.8.8', '[2001:db8::1]']) assert.equal(isPrivateHost(h), false, h);
-  });
-});
+import { canonicalOriginUrl, OriginUrlError } from '../../src/shared/origin-url.ts';
 
 describe('canonicalOriginUrl', () => {
   it('keeps scheme, host, port and path, without a trailing slash or default port', () => {
@@ -50,5 +29,39 @@ describe('canonicalOriginUrl', () => {
     for (const [raw, reason] of reasons) {
       assert.throws(() => canonicalOriginUrl(raw, false), (err: unknown) => err instanceof OriginUrlError && reason.test(err.message), raw);
     }
+  });
+
+  // Issue 8 item 8: IPv6 literals that embed a private IPv4 address were accepted as origins.
+  it('refuses IPv6 literals that embed a private IPv4 address, naming it, and allows them around a public one', () => {
+    const embedded: Array<[string, string]> = [
+      ['http://[64:ff9b::a00:1]/', '10.0.0.1'],
+      ['http://[64:ff9b::7f00:1]:8080', '127.0.0.1'],
+      ['https://[64:ff9b::a9fe:a9fe]/latest', '169.254.169.254'],
+      ['http://[2002:c0a8:101::1]/', '192.168.1.1'],
+      ['http://[2001:0:808:808::f5ff:fffe]/', '10.0.0.1'],
+      ['http://[2001:0:a00:1::fefe:fefe]/', '10.0.0.1'],
+      ['http://[::a00:1]/', '10.0.0.1'],
+      ['http://[::ffff:0:a00:1]/', '10.0.0.1'],
+      ['http://[::ffff:10.0.0.1]/', '10.0.0.1'],
+    ];
+    for (const [raw, v4] of embedded) {
+      assert.throws(
+        () => canonicalOriginUrl(raw, false),
+        (err: unknown) => err instanceof OriginUrlError && /private, loopback and link-local/.test(err.message) && err.message.includes(`embeds ${v4}`),
+        raw,
+      );
+      assert.equal(new URL(canonicalOriginUrl(raw, true)).host, new URL(raw).host, `${raw} with private origins allowed`);
+    }
+    assert.throws(() => canonicalOriginUrl('http://[64:ff9b:1::808:808]/', false), /RFC 8215/);
+    assert.equal(canonicalOriginUrl('http://[64:ff9b::808:808]/app', false), 'http://[64:ff9b::808:808]/app');
+    assert.equal(canonicalOriginUrl('http://[2002:808:808::1]', false), 'http://[2002:808:808::1]');
+    assert.equal(canonicalOriginUrl('https://[2606:4700::1111]:8443/', false), 'https://[2606:4700::1111]:8443');
+  });
+
+  it('refuses every other range that is not public unicast: documentation, benchmarking, multicast, broadcast, reserved', () => {
+    for (const raw of ['http://203.0.113.10', 'http://198.51.100.1', 'http://192.0.2.1', 'http://[2001:db8::1]', 'http://198.18.0.1', 'http://224.0.0.1', 'http://255.255.255.255', 'http://240.0.0.1', 'http://[ff02::1]', 'http://100.64.0.1']) {
+      assert.throws(() => canonicalOriginUrl(raw, false), (err: unknown) => err instanceof OriginUrlError && /is in the \w+ range/.test(err.message), raw);
+    }
+    for (const raw of ['http://8.8.8.8', 'http://172.32.0.1', 'http://100.128.0.1', 'http://198.20.0.1']) assert.equal(canonicalOriginUrl(raw, false), raw);
   });
 });

@@ -3,8 +3,9 @@
 //
 // Every connection checks the address it is about to use: an origin named by a host name was accepted by the control
 // API on its name alone, and the name may resolve to 127.0.0.1 or 10.x today, or be rebound there later (DNS
-// rebinding). So names are resolved through a lookup that refuses loopback, private and link-local answers, and IP
-// literals are checked before any connection, unless the edge runs with EDGE_ORIGIN_ALLOW_PRIVATE=true.
+// rebinding). So names are resolved through a lookup that refuses any answer the platform's address policy does not
+// call public (src/shared/address-policy.ts, the policy the API applies to literals), and IP literals are checked
+// before any connection, unless the edge runs with EDGE_ORIGIN_ALLOW_PRIVATE=true.
 import { lookup as systemLookup, type LookupAddress } from 'node:dns';
 import http, { ServerResponse, type IncomingMessage } from 'node:http';
 import https from 'node:https';
@@ -13,7 +14,7 @@ import type { Duplex } from 'node:stream';
 import { Pool } from 'undici';
 import { createProxyServer } from 'http-proxy-3';
 import type { Logger } from '../../shared/log.ts';
-import { isPrivateAddress } from '../../shared/origin-url.ts';
+import { isPublicAddress } from '../../shared/address-policy.ts';
 import type { EndpointConfig } from '../../shared/snapshot.ts';
 import { endToEndHeaders } from '../../shared/tunnel/headers.ts';
 import { sendEdgeError } from '../http/pages.ts';
@@ -39,7 +40,7 @@ export class PrivateOriginError extends Error {
     readonly host: string,
     readonly address: string,
   ) {
-    super(`origin ${host} resolves to ${address}, a loopback, private or link-local address`);
+    super(`origin ${host} resolves to ${address}, which is not a public address`);
   }
 }
 
@@ -54,7 +55,7 @@ export function publicOnlyLookup(resolve: LookupFunction = systemLookup as Looku
       if (err) return callback(err, '');
       const addresses = answer as LookupAddress[];
       if (addresses.length === 0) return callback(Object.assign(new Error(`no address for ${hostname}`), { code: 'ENOTFOUND' }), '');
-      const refused = addresses.find((a) => isPrivateAddress(a.address));
+      const refused = addresses.find((a) => !isPublicAddress(a.address));
       if (refused) return callback(new PrivateOriginError(hostname, refused.address), '');
       if (options.all) callback(null, addresses);
       else callback(null, addresses[0].address, addresses[0].family);
@@ -122,7 +123,7 @@ export class OriginPools {
         base: parsed.pathname === '/' ? '' : parsed.pathname,
         host: parsed.host,
         // Sockets skip the lookup for IP literals, so those are judged here.
-        refusedLiteral: !this.allowPrivate && isIP(literal) !== 0 && isPrivateAddress(literal) ? literal : null,
+        refusedLiteral: !this.allowPrivate && isIP(literal) !== 0 && !isPublicAddress(literal) ? literal : null,
         refusalLoggedAt: 0,
       };
       this.origins.set(url, o);
@@ -135,7 +136,7 @@ export class OriginPools {
     const now = Date.now();
     if (now - origin.refusalLoggedAt < 60_000) return;
     origin.refusalLoggedAt = now;
-    this.log?.warn({ origin: url, address }, 'origin refused: it resolves to a loopback, private or link-local address (EDGE_ORIGIN_ALLOW_PRIVATE is off)');
+    this.log?.warn({ origin: url, address }, 'origin refused: its address is not public (loopback, private, link-local or another non-unicast range; EDGE_ORIGIN_ALLOW_PRIVATE is off)');
   }
 
   /** Drops pools whose origin no endpoint names any more; pass `originUrls(endpoints)`, rules' origins included. */
