@@ -1,6 +1,14 @@
 // PEM and X.509 helpers shared by the control API (validating uploads) and edges (choosing what to serve):
 // chain parsing with node's crypto.X509Certificate, SANs, RFC 6125 host-name matching, key match, mTLS CA bundles.
+//
+// What the platform already knows is not re-implemented: host names are matched against a certificate by OpenSSL
+// (X509Certificate.checkHost / checkIP), and subjectAltName entries are read structurally from the DER by
+// @peculiar/x509, never parsed out of node's display string.
 import { createPrivateKey, X509Certificate, type KeyObject } from 'node:crypto';
+import { isIP } from 'node:net';
+import { domainToASCII } from 'node:url';
+import 'reflect-metadata'; // @peculiar/x509's dependency injection needs the Reflect metadata API first
+import * as peculiar from '@peculiar/x509';
 
 /** Why a PEM input was refused: `reason` is a stable machine-readable code, `message` says it to a person. */
 export class X509Error extends Error {
@@ -110,39 +118,36 @@ function parseDate(value: string, what: string): Date {
   return date;
 }
 
+/** One subjectAltName entry as the certificate encodes it (RFC 5280 §4.2.1.6), e.g. `{ type: 'dns', value: 'a.example' }`. */
+export interface AltName {
+  type: 'dns' | 'dn' | 'email' | 'guid' | 'ip' | 'url' | 'upn' | 'id';
+  value: string;
+}
+
 /**
- * Splits node's subjectAltName string ("DNS:a, DNS:b, IP Address:1.2.3.4") into entries. Values with special
- * characters arrive JSON-quoted (node's fix for CVE-2021-44532), so a quoted URI holding ", DNS:x" is one entry,
- * never a second DNS name.
+ * Every subjectAltName entry of a certificate, in order, read from the DER. Node's `subjectAltName` string needed
+ * a quoting fix (CVE-2021-44532) before a URI holding ", DNS:x" stopped reading as a second DNS name; a structural
+ * reading has no such ambiguity. Name forms @peculiar/x509 cannot represent (otherName with an unknown type, X.400,
+ * EDI party) are left out: none of them names a host.
  */
-export function parseAltNames(altNames: string | undefined): Array<{ type: string; value: string }> {
-  const out: Array<{ type: string; value: string }> = [];
-  if (!altNames) return out;
-  let i = 0;
-  while (i < altNames.length) {
-    const colon = altNames.indexOf(':', i);
-    if (colon < 0) break;
-    const type = altNames.slice(i, colon);
-    i = colon + 1;
-    let value: string;
-    if (altNames[i] === '"') {
-      let j = i + 1;
-      while (j < altNames.length && altNames[j] !== '"') j += altNames[j] === '\\' ? 2 : 1;
-      try {
-        value = JSON.parse(altNames.slice(i, j + 1)) as string;
-      } catch {
-        value = '';
-      }
-      i = j + 1;
-    } else {
-      const end = altNames.indexOf(', ', i);
-      value = end < 0 ? altNames.slice(i) : altNames.slice(i, end);
-      i = end < 0 ? altNames.length : end;
-    }
-    if (altNames.startsWith(', ', i)) i += 2;
-    out.push({ type, value });
+export function certificateAltNames(cert: X509Certificate): AltName[] {
+  let parsed: peculiar.X509Certificate;
+  try {
+    parsed = new peculiar.X509Certificate(cert.raw);
+  } catch (err) {
+    throw new X509Error('unparsable_certificate', `cannot read the certificate's extensions: ${(err as Error).message}`);
   }
-  return out;
+  const san = parsed.getExtension(peculiar.SubjectAlternativeNameExtension);
+  return san ? san.names.items.map((n) => ({ type: n.type, value: n.value })) : [];
+}
+
+/** The subject's common names, read from the DER (last is most specific, RFC 6125 §2.3.1). */
+function subjectCommonNames(cert: X509Certificate): string[] {
+  try {
+    return new peculiar.X509Certificate(cert.raw).subjectName.getField('CN');
+  } catch (err) {
+    throw new X509Error('unparsable_certificate', `cannot read the certificate's subject: ${(err as Error).message}`);
+  }
 }
 
 const LABEL = /^(?!-)[a-z0-9-]{1,63}(?<!-)$/;
@@ -158,18 +163,53 @@ export function isDnsName(name: string, opts: { wildcard?: boolean } = {}): bool
   return labels.length > 0 && labels.every((l) => LABEL.test(l));
 }
 
-function normalHost(name: string): string {
+/** A DNS name compared case-insensitively and without the root's trailing dot (RFC 4343, RFC 6125 §6.4.1). */
+function lowerHost(name: string): string {
   return name.toLowerCase().replace(/\.$/, '');
 }
 
 /**
- * Whether one presented identifier matches a host name, per RFC 6125 §6.4: case-insensitive, and a wildcard
- * only as the whole left-most label, standing for exactly one label. "*.example.com" matches "a.example.com" but
- * neither "example.com" nor "a.b.example.com"; "*.com" (a wildcard over a single label) matches nothing.
+ * A reference host name (what a client asks for) as certificates spell names: lowerHost, and internationalised
+ * labels as A-labels (RFC 6125 §6.4.2 compares A-labels; "bücher.example" is "xn--bcher-kva.example"). Presented
+ * names are not converted: a certificate's dNSName is IA5 and already holds A-labels.
+ */
+function normalHost(name: string): string {
+  const host = lowerHost(name);
+  return /[^\x00-\x7f]/.test(host) ? domainToASCII(host) : host;
+}
+
+/**
+ * OpenSSL's host check with RFC 6125 §6.4.3's rules and the CA/Browser Forum's: a wildcard only as the whole
+ * left-most label, standing for exactly one label, and never over a single-label suffix ("*.com"). The subject CN is
+ * consulted only when the certificate has no DNS subjectAltName (`default`; RFC 6125 §6.4.4), the same rule
+ * certificateDnsNames reports in `sans`: `never` would refuse the CN-only certificates the library accepts.
+ */
+const HOST_CHECK = { subject: 'default', wildcards: true, partialWildcards: false, multiLabelWildcards: false, singleLabelSubdomains: false } as const;
+
+/**
+ * Whether a certificate is valid for `host`: a host name through X509Certificate.checkHost (above), an IP address
+ * (brackets allowed) through checkIP, which reads only iPAddress subjectAltNames (RFC 6125 §1.7.2: never a DNS name
+ * or the CN). A host that is neither a valid host name nor an address is covered by nothing; OpenSSL alone would let
+ * "*.example.com" cover ".example.com".
+ */
+export function certificateCoversHost(cert: X509Certificate, host: string): boolean {
+  const literal = host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host;
+  if (isIP(literal) !== 0) return cert.checkIP(literal) !== undefined;
+  const name = normalHost(host);
+  return isDnsName(name) && cert.checkHost(name, HOST_CHECK) !== undefined;
+}
+
+/**
+ * Whether one presented DNS identifier, as certificateDnsNames lists it, matches a host name: the rules of
+ * certificateCoversHost for names already read out of a certificate and stored (the control API checks an
+ * assignment against a certificate's stored `sans`). A test holds the two to the same answers. "*.example.com"
+ * matches "a.example.com" but neither "example.com" nor "a.b.example.com"; "*.com" matches nothing; an IP address
+ * is matched by no DNS name.
  */
 export function nameMatches(presented: string, hostname: string): boolean {
-  const pattern = normalHost(presented);
+  const pattern = lowerHost(presented);
   const host = normalHost(hostname);
+  if (!isDnsName(host) || isIP(host) !== 0) return false;
   if (!pattern.startsWith('*.')) return !pattern.includes('*') && pattern === host;
   const suffix = pattern.slice(1); // ".example.com"
   if (suffix.includes('*') || suffix.split('.').length < 3) return false;
@@ -178,7 +218,7 @@ export function nameMatches(presented: string, hostname: string): boolean {
   return label.length > 0 && !label.includes('.');
 }
 
-/** True when any of `sans` covers `hostname` (RFC 6125 §6.4.3). */
+/** True when any of `sans` (stored DNS names of a certificate) covers `hostname`, as nameMatches decides. */
 export function hostnameCovered(sans: readonly string[], hostname: string): boolean {
   return sans.some((san) => nameMatches(san, hostname));
 }
@@ -190,7 +230,7 @@ export function hostnameCovered(sans: readonly string[], hostname: string): bool
 export function sansMatchDomain(sans: readonly string[], domain: string): boolean {
   const d = normalHost(domain);
   return sans.some((san) => {
-    const s = normalHost(san);
+    const s = lowerHost(san);
     const base = s.startsWith('*.') ? s.slice(2) : s;
     return base === d || base.endsWith(`.${d}`) || nameMatches(s, d);
   });
@@ -202,19 +242,16 @@ export function sansMatchDomain(sans: readonly string[], domain: string): boolea
  * Names that are not valid host names (underscores, partial wildcards) are dropped: no client would match them.
  */
 export function certificateDnsNames(cert: X509Certificate): string[] {
-  let names = parseAltNames(cert.subjectAltName)
-    .filter((e) => e.type === 'DNS')
+  let names = certificateAltNames(cert)
+    .filter((e) => e.type === 'dns')
     .map((e) => e.value);
   if (names.length === 0) {
-    const cn = cert.subject
-      .split('\n')
-      .filter((line) => line.startsWith('CN='))
-      .pop();
-    names = cn ? [cn.slice(3)] : [];
+    const cn = subjectCommonNames(cert).pop();
+    names = cn ? [cn] : [];
   }
   const out = new Set<string>();
   for (const name of names) {
-    const n = normalHost(name.trim());
+    const n = lowerHost(name.trim());
     if (isDnsName(n, { wildcard: true })) out.add(n);
   }
   return [...out];

@@ -1,16 +1,18 @@
 // Unit tests of the shared PEM/X.509 helpers against certificates generated per run: chain parsing, SANs and the
-// CN fallback, RFC 6125 host-name matching, key parsing and matching, and mTLS CA bundles.
+// CN fallback, RFC 6125 host-name matching (OpenSSL's checkHost, and the stored-SAN matcher held to it), key parsing
+// and matching, and mTLS CA bundles.
 import { describe, it, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { createPrivateKey, X509Certificate } from 'node:crypto';
 import {
+  certificateAltNames,
+  certificateCoversHost,
   certificateDnsNames,
   describeCaBundle,
   hostnameCovered,
   isDnsName,
   keyMatchesCertificate,
   nameMatches,
-  parseAltNames,
   parseCaBundle,
   parseCertificateChain,
   parsePrivateKey,
@@ -19,7 +21,24 @@ import {
   X509Error,
   type X509ErrorReason,
 } from '../../src/shared/x509.ts';
-import { createCa, createLeaf, createSelfSigned, expiredWindow, unrelatedKeyPem, type Issued, type Leaf } from '../helpers/certs.ts';
+import { createCa, createLeaf, createSelfSigned, expiredWindow, generateKeys, unrelatedKeyPem, type Issued, type Leaf } from '../helpers/certs.ts';
+import 'reflect-metadata'; // @peculiar/x509 resolves its algorithms through tsyringe, which needs this first
+import * as peculiar from '@peculiar/x509';
+
+/** A self-signed certificate with exactly these subjectAltName entries (any type), for what the helpers do not make. */
+async function certWithAltNames(names: peculiar.JsonGeneralName[], cn = 'alt.example.test'): Promise<X509Certificate> {
+  const keys = await generateKeys();
+  const cert = await peculiar.X509CertificateGenerator.createSelfSigned({
+    serialNumber: '01',
+    name: `CN=${cn}`,
+    notBefore: new Date(Date.now() - 60_000),
+    notAfter: new Date(Date.now() + 3_600_000),
+    keys,
+    signingAlgorithm: { name: 'ECDSA', hash: 'SHA-256' },
+    extensions: names.length > 0 ? [new peculiar.SubjectAlternativeNameExtension(names)] : [],
+  });
+  return new X509Certificate(cert.toString('pem'));
+}
 
 function rejects(fn: () => unknown, reason: X509ErrorReason): X509Error {
   try {
@@ -84,22 +103,91 @@ describe('isDnsName', () => {
   });
 });
 
-describe('parseAltNames', () => {
-  it('splits node subjectAltName strings', () => {
-    assert.deepEqual(parseAltNames('DNS:a.example.com, DNS:*.example.com, IP Address:10.0.0.1'), [
-      { type: 'DNS', value: 'a.example.com' },
-      { type: 'DNS', value: '*.example.com' },
-      { type: 'IP Address', value: '10.0.0.1' },
+describe('subjectAltName entries, read from the DER', () => {
+  it('lists every entry with its type, IP addresses included', async () => {
+    const cert = await certWithAltNames([
+      { type: 'dns', value: 'a.example.com' },
+      { type: 'dns', value: '*.example.com' },
+      { type: 'ip', value: '10.0.0.1' },
+      { type: 'ip', value: '2001:db8::1' },
+      { type: 'email', value: 'ops@example.com' },
     ]);
-    assert.deepEqual(parseAltNames(undefined), []);
+    assert.deepEqual(certificateAltNames(cert), [
+      { type: 'dns', value: 'a.example.com' },
+      { type: 'dns', value: '*.example.com' },
+      { type: 'ip', value: '10.0.0.1' },
+      { type: 'ip', value: '2001:db8::1' },
+      { type: 'email', value: 'ops@example.com' },
+    ]);
+    assert.deepEqual(certificateDnsNames(cert), ['a.example.com', '*.example.com']);
+    assert.deepEqual(certificateAltNames(new X509Certificate((await createSelfSigned({ dns: [] })).certPem)), []);
   });
 
-  it('keeps a quoted value whole, so it cannot smuggle in a DNS name (CVE-2021-44532)', () => {
-    const entries = parseAltNames('URI:"http://x.test/, DNS:evil.test", DNS:good.test');
-    assert.deepEqual(entries, [
-      { type: 'URI', value: 'http://x.test/, DNS:evil.test' },
-      { type: 'DNS', value: 'good.test' },
+  it('cannot be fooled by a URI that spells ", DNS:" (the display-string ambiguity of CVE-2021-44532)', async () => {
+    const cert = await certWithAltNames([
+      { type: 'url', value: 'http://x.test/, DNS:evil.test' },
+      { type: 'dns', value: 'good.test' },
     ]);
+    assert.deepEqual(certificateAltNames(cert), [
+      { type: 'url', value: 'http://x.test/, DNS:evil.test' },
+      { type: 'dns', value: 'good.test' },
+    ]);
+    assert.deepEqual(certificateDnsNames(cert), ['good.test']);
+    assert.ok(!certificateCoversHost(cert, 'evil.test'));
+  });
+});
+
+describe('certificateCoversHost (OpenSSL X509_check_host / X509_check_ip)', () => {
+  it('lets a wildcard stand for exactly one whole left-most label, case-insensitively', async () => {
+    const cert = new X509Certificate((await createSelfSigned({ dns: ['*.Example.com'] })).certPem);
+    for (const host of ['a.example.com', 'A.EXAMPLE.COM', 'a.example.com.', 'xn--bcher-kva.example.com', 'bücher.example.com']) assert.ok(certificateCoversHost(cert, host), host);
+    for (const host of ['example.com', 'a.b.example.com', '.example.com', 'a..example.com', 'aexample.com', 'a.example.org', '', 'a_b.example.com']) assert.ok(!certificateCoversHost(cert, host), host);
+  });
+
+  it('refuses partial, inner and single-label wildcards', async () => {
+    for (const [pattern, host] of [['f*.example.com', 'foo.example.com'], ['*oo.example.com', 'foo.example.com'], ['a.*.example.com', 'a.b.example.com'], ['*.com', 'example.com'], ['*', 'localhost'], ['*.*.example.com', 'a.b.example.com']]) {
+      const cert = new X509Certificate((await createSelfSigned({ dns: [pattern], cn: 'none' })).certPem);
+      assert.ok(!certificateCoversHost(cert, host), `${pattern} must not cover ${host}`);
+    }
+  });
+
+  it('matches internationalised names by their A-labels, whichever form the host comes in', async () => {
+    const cert = new X509Certificate((await createSelfSigned({ dns: ['xn--bcher-kva.example', '*.xn--caf-dma.example'] })).certPem);
+    assert.ok(certificateCoversHost(cert, 'bücher.example'));
+    assert.ok(certificateCoversHost(cert, 'BÜCHER.example'));
+    assert.ok(certificateCoversHost(cert, 'xn--bcher-kva.example'));
+    assert.ok(certificateCoversHost(cert, 'menu.café.example'));
+    assert.ok(!certificateCoversHost(cert, 'bucher.example'));
+    assert.ok(!certificateCoversHost(cert, 'café.example'), 'the wildcard does not cover its own apex');
+  });
+
+  it('consults the subject CN only when there is no DNS subjectAltName', async () => {
+    const legacy = new X509Certificate((await createSelfSigned({ dns: [], cn: 'Legacy.Example.test' })).certPem);
+    assert.ok(certificateCoversHost(legacy, 'legacy.example.test'));
+    const both = new X509Certificate((await createSelfSigned({ dns: ['san.example.test'], cn: 'cn.example.test' })).certPem);
+    assert.ok(certificateCoversHost(both, 'san.example.test'));
+    assert.ok(!certificateCoversHost(both, 'cn.example.test'));
+  });
+
+  it('matches IP addresses against iPAddress entries only, never a DNS name or the CN', async () => {
+    const cert = await certWithAltNames([{ type: 'ip', value: '192.0.2.10' }, { type: 'ip', value: '2001:db8::1' }, { type: 'dns', value: '198.51.100.1' }], '203.0.113.5');
+    for (const host of ['192.0.2.10', '2001:db8::1', '[2001:db8::1]', '2001:DB8:0::1']) assert.ok(certificateCoversHost(cert, host), host);
+    for (const host of ['192.0.2.11', '198.51.100.1', '203.0.113.5', '2001:db8::2', '::ffff:192.0.2.10']) assert.ok(!certificateCoversHost(cert, host), host);
+    const cnOnly = new X509Certificate((await createSelfSigned({ dns: [], cn: '192.0.2.10' })).certPem);
+    assert.ok(!certificateCoversHost(cnOnly, '192.0.2.10'));
+  });
+
+  it('agrees with nameMatches (the matcher for stored SAN lists) on every pattern and host', async () => {
+    const patterns = ['example.com', 'Shop.Example.com', '*.example.com', '*.EXAMPLE.com', 'f*.example.com', '*.com', 'a.*.example.com', 'xn--bcher-kva.example', '*.xn--bcher-kva.example', '*.co.uk', 'localhost'];
+    const hosts = [
+      'example.com', 'EXAMPLE.COM.', 'shop.example.com', 'a.example.com', 'a.b.example.com', '.example.com', 'foo.example.com', 'com', 'x.com',
+      'a.b.example.com', 'bücher.example', 'xn--bcher-kva.example', 'a.bücher.example', 'a.xn--bcher-kva.example', 'shop.co.uk', 'co.uk', 'localhost',
+      '1.2.3.4', '', 'a_b.example.com', 'a..example.com', '-a.example.com',
+    ];
+    for (const pattern of patterns) {
+      const cert = new X509Certificate((await createSelfSigned({ dns: [pattern], cn: 'unrelated.invalid' })).certPem);
+      for (const host of hosts) assert.equal(nameMatches(pattern, host), certificateCoversHost(cert, host), `${pattern} / ${JSON.stringify(host)}`);
+    }
   });
 });
 
