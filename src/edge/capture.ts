@@ -1,5 +1,7 @@
 // The capture hook: the pipeline's last step, run when a visitor's exchange ends. Every exchange counts toward the
 // endpoint's traffic figures; the exchange's details are kept only where the endpoint has capture on (SPEC.md).
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { edgeErrorOf } from './http/pages.ts';
 import type { RequestContext } from './pipeline/stage.ts';
 
 /** One finished exchange, as capture keeps it (metadata only: no headers or bodies). */
@@ -39,6 +41,9 @@ export interface CaptureSink {
   record(exchange: CapturedExchange, detailed: boolean): void;
 }
 
+/** The response whose exchange was armed last; `countRefusals` reads it back synchronously (see there). */
+let lastArmed: ServerResponse | null = null;
+
 /**
  * Watches one request's response and reports it to `sink` when the exchange ends. One 'close' listener and one
  * timestamp per request; the record is built only then.
@@ -47,8 +52,8 @@ export function captureExchange(sink: CaptureSink, ctx: RequestContext): void {
   const started = performance.now();
   const at = Date.now();
   const { res } = ctx;
+  lastArmed = res;
   res.once('close', () => {
-    const edgeError = res.getHeader('x-edge-error');
     sink.record(
       {
         endpoint: ctx.endpoint.uuid,
@@ -62,7 +67,7 @@ export function captureExchange(sink: CaptureSink, ctx: RequestContext): void {
         client_ip: ctx.clientIp,
         secure: ctx.secure,
         rule: ctx.selector?.rule ?? null,
-        edge_error: typeof edgeError === 'string' ? edgeError : null,
+        edge_error: edgeErrorOf(res) ?? null,
         completed: res.writableFinished,
       },
       ctx.endpoint.capture_enabled,
@@ -70,9 +75,42 @@ export function captureExchange(sink: CaptureSink, ctx: RequestContext): void {
   });
 }
 
-function classOf(exchange: CapturedExchange): string {
-  if (!exchange.completed || exchange.status === 0) return 'aborted';
-  return `${Math.floor(exchange.status / 100)}xx`;
+/**
+ * Wraps the edge's request handler so that answers given before any endpoint is known (unknown or malformed host,
+ * disabled endpoint), which have no exchange to capture, are still counted by `recorder.refused`. The pipeline
+ * gives those answers synchronously, before it arms capture, and JavaScript runs the handler to its end before
+ * anything else: so "ended on return, and not the exchange armed last" identifies them with no per-request
+ * allocation. An upgrade refused that way is not counted (upgrades are not captured either).
+ */
+export function countRefusals(
+  recorder: TrafficRecorder,
+  handle: (req: IncomingMessage, res: ServerResponse, secure: boolean) => void,
+): (req: IncomingMessage, res: ServerResponse, secure: boolean) => void {
+  return (req, res, secure) => {
+    lastArmed = null;
+    handle(req, res, secure);
+    if (lastArmed === res) {
+      lastArmed = null;
+      return;
+    }
+    const code = res.writableEnded ? edgeErrorOf(res) : undefined;
+    if (code !== undefined) recorder.refused(res.statusCode, code);
+  };
+}
+
+function classOf(status: number, completed: boolean): string {
+  if (!completed || status === 0) return 'aborted';
+  return `${Math.floor(status / 100)}xx`;
+}
+
+function emptyCounters(): TrafficCounters {
+  return { requests: 0, by_class: {}, edge_errors: {} };
+}
+
+function count(counters: TrafficCounters, cls: string, edgeError: string | null): void {
+  counters.requests++;
+  counters.by_class[cls] = (counters.by_class[cls] ?? 0) + 1;
+  if (edgeError !== null) counters.edge_errors[edgeError] = (counters.edge_errors[edgeError] ?? 0) + 1;
 }
 
 interface EndpointTraffic {
@@ -89,6 +127,8 @@ interface EndpointTraffic {
  */
 export class TrafficRecorder implements CaptureSink {
   private readonly endpoints = new Map<string, EndpointTraffic>();
+  /** Every answer of this edge, endpoint known or not; never evicted (the edge's metrics export it). */
+  private readonly total = emptyCounters();
 
   constructor(private readonly options: { perEndpoint?: number; maxEndpoints?: number } = {}) {}
 
@@ -98,18 +138,16 @@ export class TrafficRecorder implements CaptureSink {
       // Re-inserting keeps the Map in least-recently-active order for eviction.
       this.endpoints.delete(exchange.endpoint);
     } else {
-      traffic = { counters: { requests: 0, by_class: {}, edge_errors: {} }, recent: [], next: 0 };
+      traffic = { counters: emptyCounters(), recent: [], next: 0 };
       if (this.endpoints.size >= (this.options.maxEndpoints ?? 10_000)) {
         this.endpoints.delete(this.endpoints.keys().next().value!);
       }
     }
     this.endpoints.set(exchange.endpoint, traffic);
 
-    const { counters } = traffic;
-    counters.requests++;
-    const cls = classOf(exchange);
-    counters.by_class[cls] = (counters.by_class[cls] ?? 0) + 1;
-    if (exchange.edge_error) counters.edge_errors[exchange.edge_error] = (counters.edge_errors[exchange.edge_error] ?? 0) + 1;
+    const cls = classOf(exchange.status, exchange.completed);
+    count(traffic.counters, cls, exchange.edge_error);
+    count(this.total, cls, exchange.edge_error);
 
     if (!detailed) return;
     const size = this.options.perEndpoint ?? 100;
@@ -118,10 +156,31 @@ export class TrafficRecorder implements CaptureSink {
     traffic.next = (traffic.next + 1) % size;
   }
 
+  /** An answer the edge gave before any endpoint was known: it counts for the edge, not for an endpoint. */
+  refused(status: number, code: string): void {
+    count(this.total, classOf(status, true), code);
+  }
+
   /** The endpoint's counters since this edge started (zeros for an endpoint it has not served). */
   counters(endpoint: string): TrafficCounters {
     const c = this.endpoints.get(endpoint)?.counters;
-    return c ? structuredClone(c) : { requests: 0, by_class: {}, edge_errors: {} };
+    return c ? structuredClone(c) : emptyCounters();
+  }
+
+  /** Every answer of this edge since it started: captured exchanges and refusals before an endpoint was known. */
+  totals(): TrafficCounters {
+    return structuredClone(this.total);
+  }
+
+  /**
+   * The counters of the `limit` most recently active endpoints, most recent first, as live read-only views (a
+   * scrape reads them at once; copying thousands per scrape would be waste).
+   */
+  *recentlyActive(limit: number): Generator<[endpoint: string, counters: Readonly<TrafficCounters>]> {
+    if (limit <= 0) return;
+    // The Map is in least-recently-active order; walk it from the end.
+    const keys = [...this.endpoints.keys()];
+    for (let i = keys.length - 1, n = 0; i >= 0 && n < limit; i--, n++) yield [keys[i], this.endpoints.get(keys[i])!.counters];
   }
 
   /** The endpoint's captured exchanges, newest first. */

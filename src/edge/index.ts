@@ -14,8 +14,10 @@ import { TUNNEL_PATH } from '../shared/tunnel/protocol.ts';
 import { agentAuthorizer } from './agent-auth.ts';
 import { OriginPools, originUrls } from './forward/origin.ts';
 import { DedicatedPorts } from './ports.ts';
-import { TrafficRecorder } from './capture.ts';
+import { TrafficRecorder, countRefusals } from './capture.ts';
 import { EdgeConfig } from './config.ts';
+import { EdgeMetrics, FeedProgress } from './metrics.ts';
+import { OpsServer } from './ops.ts';
 import { handleRequest, handleUpgrade } from './pipeline/pipeline.ts';
 import { CertificateSelector, platformCertificate } from './tls.ts';
 import { TunnelRegistry } from './tunnels/registry.ts';
@@ -37,6 +39,10 @@ export interface EdgeNode {
   registry: TunnelRegistry;
   /** What the capture hook recorded on this edge. */
   traffic: TrafficRecorder;
+  /** The edge's Prometheus metrics, served on its ops port. */
+  metrics: EdgeMetrics;
+  /** The internal ops port (/healthz, /readyz, /metrics), apart from the public listeners. */
+  opsPort: number;
   httpPort: number;
   httpsPort: number;
   close(): Promise<void>;
@@ -64,7 +70,10 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
     stageDeps: { publicHttpsPort: () => settings.publicHttpsPort || httpsPortBound },
   });
   const restored = await config.load();
-  const subscriber = new FeedSubscriber(deps.source, config.mirror, { checkIntervalMs: settings.feed.checkIntervalMs, logger: log, version: restored });
+  // Where the feed stands for this edge (head seen, version applied, lag), for metrics and readiness.
+  const feed = new FeedProgress();
+  const subscriber = new FeedSubscriber(feed.observe(deps.source), config.mirror, { checkIntervalMs: settings.feed.checkIntervalMs, logger: log, version: restored });
+  feed.follow(subscriber);
   subscriber.on('applied', (version) => log.debug({ version }, 'config version applied'));
 
   const registry = new TunnelRegistry();
@@ -85,14 +94,17 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
   // Finished exchanges: counters per endpoint and, where capture is on, the recent ones (src/edge/capture.ts).
   const traffic = new TrafficRecorder();
   const pipeline = { config, registry, origins, capture: traffic };
+  const metrics = new EdgeMetrics({ traffic, tunnels: () => registry.size, feed, endpointLimit: settings.edge.metricsEndpointLimit });
+  // Answers given before any endpoint is known (unknown host) have no exchange to capture; counted here instead.
+  const serve = countRefusals(traffic, (req, res, secure) => handleRequest(pipeline, req, res, secure));
   const limits = { maxHeaderSize: settings.edge.maxHeaderBytes, headersTimeout: settings.edge.headersTimeoutMs, keepAliveTimeout: settings.edge.keepAliveTimeoutMs, requestTimeout: 0 };
-  const plain = http.createServer(limits, (req, res) => handleRequest(pipeline, req, res, false));
+  const plain = http.createServer(limits, (req, res) => serve(req, res, false));
   plain.on('upgrade', (req, socket, head) => {
     if (req.url?.startsWith(TUNNEL_PATH) && tunnels.handleUpgrade(req, socket, head)) return;
     handleUpgrade(pipeline, req, socket, head, false);
   });
   const selector = new CertificateSelector(config, deps.secrets, await platformCertificate({ certFile: settings.tlsCertFile, keyFile: settings.tlsKeyFile }, settings.baseDomain), log);
-  const secure = https.createServer({ ...limits, SNICallback: selector.sniCallback }, (req, res) => handleRequest(pipeline, req, res, true));
+  const secure = https.createServer({ ...limits, SNICallback: selector.sniCallback }, (req, res) => serve(req, res, true));
   secure.on('upgrade', (req, socket, head) => {
     if (req.url?.startsWith(TUNNEL_PATH) && tunnels.handleUpgrade(req, socket, head)) return;
     handleUpgrade(pipeline, req, socket, head, true);
@@ -133,6 +145,15 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
   const heartbeat = setInterval(beat, settings.presence.intervalMs);
   heartbeat.unref();
 
+  // Ready once a config is held (restored from disk or applied from the feed) and the public listeners are bound.
+  const ops = new OpsServer({
+    metrics,
+    logger: log,
+    readiness: { config: () => feed.appliedVersion > 0, listeners: () => plain.listening && secure.listening },
+  });
+  const opsPort = await ops.listen(settings.opsPort, settings.opsBindHost);
+  log.info({ port: opsPort, host: settings.opsBindHost }, 'edge ops listening');
+
   // Serve from the saved config at once; the feed catches up in the background (control plane or Redis may be down).
   subscriber.start().catch((err) => log.warn({ err }, 'config feed not reachable yet; serving the saved config'));
   const httpPort = await listen(plain, settings.httpPort, settings.bindHost);
@@ -147,6 +168,8 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
     subscriber,
     registry,
     traffic,
+    metrics,
+    opsPort,
     httpPort,
     httpsPort,
     async close() {
@@ -165,6 +188,8 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
       await origins.close();
       await config.flush();
       await deps.presence.remove(settings.nodeId).catch(() => {});
+      // Last, so probes see the edge not ready (listeners closed) while it drains.
+      await ops.close();
     },
   };
 }

@@ -6,11 +6,23 @@ import { ERROR_CODES, type ErrorCode } from '../../shared/errors.ts';
 const ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
 const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => ESCAPES[c]);
 
+/**
+ * Responses the edge answered itself, with their code. Capture and metrics read it here rather than from the
+ * X-Edge-Error header: writeHead's headers are not readable back, and an upstream's response may carry the header.
+ */
+const answered = new WeakMap<ServerResponse, ErrorCode>();
+
+/** The edge's own error code on `res`, when the edge answered it (sendEdgeError); undefined for upstream answers. */
+export function edgeErrorOf(res: ServerResponse): ErrorCode | undefined {
+  return answered.get(res);
+}
+
 export function sendEdgeError(res: ServerResponse, code: ErrorCode, accept: string | undefined, detail?: string): void {
   if (res.headersSent) {
     res.destroy();
     return;
   }
+  answered.set(res, code);
   const [status, message] = ERROR_CODES[code];
   const wantsJson = accept !== undefined && /application\/json/i.test(accept) && !/text\/html/i.test(accept);
   const body = wantsJson
