@@ -1,10 +1,11 @@
 // The certificate library (upload, list, get, delete) and the endpoint TLS settings built on it: which custom
 // certificate an endpoint serves (PUT /v1/endpoints/{id}/certificate) and its client-certificate (mTLS) policy.
+import { X509Certificate } from 'node:crypto';
 import { Type } from '@sinclair/typebox';
 import { fail } from '../../shared/errors.ts';
 import { Nullable, Strict, Timestamp, Uuid } from '../../shared/schema.ts';
 import {
-  hostnameCovered,
+  certificateCoversHost,
   keyMatchesCertificate,
   MAX_CA_CERTIFICATES,
   describeCaBundle,
@@ -277,7 +278,7 @@ export function certificateRoutes(app: ControlApp, { db, secrets, config }: Cont
         if (!sansMatchDomain(cert.sans, domain.name)) {
           throw refuse('domain_mismatch', `Certificate ${cert.id} names nothing in ${domain.name}`, { domain: domain.name, sans: cert.sans });
         }
-        if (!hostnameCovered(cert.sans, endpoint.hostname)) {
+        if (!certificateCoversHost(new X509Certificate(cert.certificate_pem), endpoint.hostname)) {
           throw refuse('hostname_not_covered', `Certificate ${cert.id} does not cover ${endpoint.hostname}`, { hostname: endpoint.hostname, sans: cert.sans });
         }
 

@@ -26,7 +26,7 @@ export function endpointOriginRoutes(app: ControlApp, { db, config }: ControlDep
       schema: {
         summary: 'Forward the endpoint to an origin URL instead of agents (null clears it)',
         description:
-          'http or https, no credentials, query or fragment; its path prefixes forwarded paths. Loopback and private addresses are refused ' +
+          'http or https, no credentials, query or fragment; its path prefixes forwarded paths. Addresses that are not public unicast (loopback, private, link-local, CGNAT, documentation, multicast, and IPv6 forms embedding such an IPv4: docs/address-policy.md) are refused ' +
           'unless the platform sets EDGE_ORIGIN_ALLOW_PRIVATE; a name is checked again by the edge against every address it resolves to. ' +
           'A matching routing rule still sends its requests where it says (its agents, or its own origin).',
         tags: ['endpoints'],

@@ -1,5 +1,6 @@
 // IP addresses and CIDR lists, parsed once into 128-bit words and compared with masks: `source_ip` routing conditions
-// (the control API validates them with this parser, the edge matches with it) and the private ranges origins avoid.
+// (the control API validates them with this parser, the edge matches with it). Which addresses origins may use is
+// src/shared/address-policy.ts's business, not this module's.
 //
 // Every address lives in IPv6 space, IPv4 as IPv4-mapped (::ffff:a.b.c.d, RFC 4291 §2.5.5.2), so one rule covers a
 // client whether a dual-stack socket reports `10.0.0.1` or `::ffff:10.0.0.1`.
