@@ -10,6 +10,10 @@ describe('loadConfig', () => {
     assert.equal(c.controlPort, 8081);
     assert.equal(c.httpPort, 8080);
     assert.equal(c.httpsPort, 8443);
+    // The edge's ops port is internal: loopback unless an operator says otherwise.
+    assert.equal(c.opsPort, 9090);
+    assert.equal(c.opsBindHost, '127.0.0.1');
+    assert.equal(c.edge.metricsEndpointLimit, 1000);
     assert.equal(c.dataDir, './data');
     assert.equal(c.baseDomain, 'edge.localhost');
     assert.equal(c.region, 'local');
@@ -40,6 +44,10 @@ describe('loadConfig', () => {
       [{ EDGE_ROLE: 'proxy' }, /"role" \(from EDGE_ROLE\)/],
       [{ EDGE_HTTP_PORT: '70000' }, /"httpPort" \(from EDGE_HTTP_PORT\)/],
       [{ EDGE_PUBLIC_HTTPS_PORT: '-1' }, /"publicHttpsPort" \(from EDGE_PUBLIC_HTTPS_PORT\)/],
+      [{ EDGE_OPS_PORT: '65536' }, /"opsPort" \(from EDGE_OPS_PORT\)/],
+      [{ EDGE_OPS_PORT: '9090x' }, /EDGE_OPS_PORT must be an integer/],
+      [{ EDGE_METRICS_ENDPOINT_LIMIT: '-1' }, /"edge.metricsEndpointLimit" \(from EDGE_METRICS_ENDPOINT_LIMIT\)/],
+      [{ EDGE_METRICS_ENDPOINT_LIMIT: '10001' }, /"edge.metricsEndpointLimit" \(from EDGE_METRICS_ENDPOINT_LIMIT\)/],
       [{ EDGE_CONTROL_PORT: 'eighty' }, /EDGE_CONTROL_PORT must be an integer/],
       [{ EDGE_BASE_DOMAIN: 'Bad_Domain!' }, /"baseDomain" \(from EDGE_BASE_DOMAIN\)/],
       [{ EDGE_REGION: 'EU WEST' }, /"region" \(from EDGE_REGION\)/],
