@@ -10,6 +10,9 @@ import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { startAgent, type Agent } from '../../src/agent/agent.ts';
+import { TrafficRecorder } from '../../src/edge/capture.ts';
+import { EdgeMetrics, FeedProgress } from '../../src/edge/metrics.ts';
+import { OpsServer } from '../../src/edge/ops.ts';
 import { loadConfig } from '../../src/shared/config.ts';
 import { createLogger } from '../../src/shared/log.ts';
 import { startNode, type NodeHandle } from '../../src/main.ts';
@@ -54,6 +57,66 @@ async function startService(): Promise<{ port: number; close(): Promise<void> }>
       }),
   };
 }
+
+describe('OpsServer', () => {
+  async function serve(readiness: Record<string, () => boolean>, tunnels: () => number = () => 0): Promise<{ port: number; server: OpsServer }> {
+    const metrics = new EdgeMetrics({ traffic: new TrafficRecorder(), tunnels, feed: new FeedProgress(), endpointLimit: 10 });
+    const server = new OpsServer({ metrics, readiness, logger: createLogger('silent') });
+    return { port: await server.listen(0, '127.0.0.1'), server };
+  }
+
+  it('answers /readyz 503 naming the check that fails, a throwing check counting as failed', async () => {
+    const { port, server } = await serve({
+      config: () => false,
+      listeners: () => true,
+      feed: () => {
+        throw new Error('broken probe');
+      },
+    });
+    try {
+      const res = await ops(port, '/readyz');
+      assert.equal(res.status, 503);
+      assert.deepEqual(JSON.parse(res.body), { status: 'not_ready', checks: { config: false, listeners: true, feed: false } });
+      assert.equal((await ops(port, '/healthz')).status, 200);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('answers /metrics 500 internal when collecting fails, and keeps serving', async () => {
+    let broken = true;
+    const { port, server } = await serve({}, () => {
+      if (broken) throw new Error('registry gone');
+      return 2;
+    });
+    try {
+      const res = await ops(port, '/metrics');
+      assert.equal(res.status, 500);
+      assert.equal(JSON.parse(res.body).code, 'internal');
+      broken = false;
+      const ok = await ops(port, '/metrics');
+      assert.equal(ok.status, 200);
+      assert.match(String(ok.headers['content-type']), /^text\/plain/);
+      assert.equal(sample(ok.body, 'edge_tunnels'), 2);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('closes with a scraper connection still open', async () => {
+    const { port, server } = await serve({});
+    const keptAlive = new http.Agent({ keepAlive: true });
+    try {
+      const res = await new Promise<http.IncomingMessage>((resolve, reject) => http.get({ host: '127.0.0.1', port, path: '/healthz', agent: keptAlive }, resolve).on('error', reject));
+      res.resume();
+      await new Promise((r) => res.on('end', r));
+      await server.close();
+      await assert.rejects(ops(port, '/healthz'));
+    } finally {
+      keptAlive.destroy();
+    }
+  });
+});
 
 describe('edge ops port (all roles in one process)', () => {
   let t: TestNode;
