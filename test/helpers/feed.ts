@@ -80,10 +80,10 @@ export class RecordingConsumer extends FeedMirror {
     return this.calls.filter((c) => c.kind === 'apply').map((c) => c.version);
   }
 
-  override reset(snapshot: FeedSnapshot): void {
+  override reset(snapshot: FeedSnapshot, signal?: AbortSignal): Promise<void> {
     this.calls.push({ kind: 'reset', version: snapshot.version });
     this.maybeFail(snapshot.version);
-    super.reset(snapshot);
+    return super.reset(snapshot, signal);
   }
 
   override apply(change: FeedChange): void {

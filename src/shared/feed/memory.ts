@@ -1,5 +1,6 @@
 // The feed transport inside one process, for the all-in-one mode without Redis: the same contract as RedisFeed.
 // Values are stored as JSON text and deliveries are asynchronous, so consumers see exactly what Redis would give.
+import { TimeSlicer } from '../time-slice.ts';
 import type { FeedSink, FeedSource, FeedListener } from './transport.ts';
 import type { FeedChange, FeedEntry, FeedSnapshot } from './types.ts';
 
@@ -76,7 +77,12 @@ export class MemoryFeed implements FeedSink, FeedSource {
 
   async readSnapshot(): Promise<FeedSnapshot | null> {
     if (this.head_ === null) return null;
-    return { version: this.head_, entries: [...this.entries.values()].map((json) => JSON.parse(json) as FeedEntry) };
+    // A consistent cut in one step, then parsed in slices: 100k entries in one go hold the event loop ~400 ms.
+    const version = this.head_;
+    const values = [...this.entries.values()];
+    const entries: FeedEntry[] = [];
+    await new TimeSlicer().forEach(values, (json) => entries.push(JSON.parse(json) as FeedEntry));
+    return { version, entries };
   }
 
   async close(): Promise<void> {

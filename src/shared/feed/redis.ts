@@ -2,6 +2,7 @@
 // and a pub/sub channel for hints. Writes are single Lua scripts, so several publishers can share one Redis safely.
 import { Redis, type RedisOptions } from 'ioredis';
 import { createLogger, type Logger } from '../log.ts';
+import { TimeSlicer } from '../time-slice.ts';
 import type { FeedListener, FeedSink, FeedSource } from './transport.ts';
 import type { FeedChange, FeedEntry, FeedSnapshot } from './types.ts';
 
@@ -226,7 +227,10 @@ export class RedisFeed implements FeedSink, FeedSource {
     ) as [string | null, string[]];
     const version = parseHead(rawHead);
     if (version === null) return null;
-    return { version, entries: values.map((json) => JSON.parse(json) as FeedEntry) };
+    // Parsed in slices: 100k entries in one go would hold the event loop for several hundred ms.
+    const entries: FeedEntry[] = [];
+    await new TimeSlicer().forEach(values, (json) => entries.push(JSON.parse(json) as FeedEntry));
+    return { version, entries };
   }
 
   async close(): Promise<void> {

@@ -2,13 +2,18 @@
 // Pub/sub only hints; the subscriber reads the log or a snapshot itself to fill gaps, and never goes backwards.
 import { EventEmitter } from 'node:events';
 import { createLogger, type Logger } from '../log.ts';
+import { DEFAULT_SLICE_MS, TimeSlicer } from '../time-slice.ts';
 import type { FeedListener, FeedSource } from './transport.ts';
 import type { FeedChange, FeedEntry, FeedSnapshot } from './types.ts';
 
 /** What the subscriber drives. Either call may throw: the consumer must then keep its previous state intact. */
 export interface FeedConsumer {
-  /** Replace the whole state with `snapshot`. */
-  reset(snapshot: FeedSnapshot): void | Promise<void>;
+  /**
+   * Replace the whole state with `snapshot`. A large one should be applied in slices (FeedMirror does), with the
+   * previous state in force until the swap; `signal` is aborted when the subscriber stops, and a reset that
+   * gives up then must leave the previous state intact.
+   */
+  reset(snapshot: FeedSnapshot, signal?: AbortSignal): void | Promise<void>;
   /** Apply one change; it is always the version right after the last one applied or reset to. */
   apply(change: FeedChange): void | Promise<void>;
 }
@@ -59,6 +64,8 @@ export class FeedSubscriber extends EventEmitter<FeedSubscriberEvents> {
   private tail: Promise<void> = Promise.resolve();
   private checkTimer: NodeJS.Timeout | null = null;
   private readonly listener: FeedListener;
+  /** Aborted by stop(), so a reset in slices is abandoned rather than waited for. */
+  private readonly stopping = new AbortController();
 
   constructor(
     private readonly source: FeedSource,
@@ -113,6 +120,7 @@ export class FeedSubscriber extends EventEmitter<FeedSubscriberEvents> {
     this.running = false;
     if (this.checkTimer) clearTimeout(this.checkTimer);
     this.checkTimer = null;
+    this.stopping.abort();
     await this.tail;
   }
 
@@ -174,9 +182,11 @@ export class FeedSubscriber extends EventEmitter<FeedSubscriberEvents> {
       return;
     }
     if (snapshot.version === this.applied && !this.needsReset) return;
+    // Changes that arrive while a reset runs (in slices) wait in the queue behind it, so they are applied after it.
     try {
-      await this.consumer.reset(snapshot);
+      await this.consumer.reset(snapshot, this.stopping.signal);
     } catch (err) {
+      if (this.stopping.signal.aborted) return; // abandoned by stop(): the previous state is intact, nothing to report
       return this.consumerFailed(err, snapshot.version);
     }
     this.applied = snapshot.version;
@@ -248,26 +258,50 @@ export class FeedSubscriber extends EventEmitter<FeedSubscriberEvents> {
   }
 }
 
+
 function mirrorKey(topic: string, key: string): string {
   return `${topic}\u0000${key}`;
 }
 
+/**
+ * Puts a consumer's prepared state in force. It runs in the same tick as the mirror's own swap, so nothing ever
+ * sees one new and the other old; what it returns (listeners told in slices, say) is awaited before the reset ends.
+ */
+export type ResetSwap = () => void | Promise<void>;
+
 export interface FeedMirrorOptions {
   /**
-   * Told of every key whose value changed, after the mirror holds the new state. A reset reports only the
-   * keys whose version differs from before (a removed key as `data: null`), so a consumer rebuilds just those.
+   * Told of every applied change, after the mirror holds it, with the entry it replaced. Without `prepareReset`,
+   * also told (in slices) of a reset's differences once the new map is in force.
    */
-  onChange?: (change: FeedChange) => void;
+  onChange?: (change: FeedChange, previous: FeedEntry | undefined) => void;
+  /**
+   * Told of a reset's differences (the keys whose version differs, removed keys as `data: null` at the
+   * snapshot's version) while the previous state is still in force: builds what depends on them off to the side,
+   * yielding through `slicer`, and returns the swap. A throw leaves everything as it was.
+   */
+  prepareReset?: (differences: FeedChange[], slicer: TimeSlicer) => Promise<ResetSwap>;
+  /** Longest stretch a reset works without yielding to the event loop (default 10 ms). */
+  sliceMs?: number;
 }
 
-/** The simplest consumer: the feed map itself, kept in memory. */
+/**
+ * The simplest consumer: the feed map itself, kept in memory. A reset builds the new map in slices beside the old
+ * one and swaps it in whole (ARCHITECTURE.md "Build, then swap"), so reads never see a half-applied snapshot and
+ * 100k entries never hold the event loop.
+ */
 export class FeedMirror implements FeedConsumer {
   private map = new Map<string, FeedEntry>();
   private version_ = 0;
-  private readonly onChange: ((change: FeedChange) => void) | null;
+  private resetting = false;
+  private readonly onChange: FeedMirrorOptions['onChange'] | null;
+  private readonly prepareReset: FeedMirrorOptions['prepareReset'] | null;
+  private readonly sliceMs: number;
 
   constructor(options: FeedMirrorOptions = {}) {
     this.onChange = options.onChange ?? null;
+    this.prepareReset = options.prepareReset ?? null;
+    this.sliceMs = options.sliceMs ?? DEFAULT_SLICE_MS;
   }
 
   get version(): number {
@@ -282,33 +316,58 @@ export class FeedMirror implements FeedConsumer {
     return this.map.get(mirrorKey(topic, key));
   }
 
-  /** Every entry, or those of one topic. */
+  /**
+   * Every entry, or those of one topic, as of one version: entries are replaced, never changed in place, so the
+   * array stays a consistent cut while later changes arrive.
+   */
   entries(topic?: string): FeedEntry[] {
     const all = [...this.map.values()];
     return topic === undefined ? all : all.filter((e) => e.topic === topic);
   }
 
-  reset(snapshot: FeedSnapshot): void {
-    const next = new Map<string, FeedEntry>();
-    for (const entry of snapshot.entries) next.set(mirrorKey(entry.topic, entry.key), entry);
-    const previous = this.map;
-    this.map = next;
-    this.version_ = snapshot.version;
-    if (this.onChange === null) return;
-    for (const [id, entry] of next) {
-      if (previous.get(id)?.version === entry.version) continue;
-      this.onChange({ version: entry.version, topic: entry.topic, key: entry.key, data: entry.data });
-    }
-    for (const [id, entry] of previous) {
-      if (!next.has(id)) this.onChange({ version: snapshot.version, topic: entry.topic, key: entry.key, data: null });
+  /**
+   * Replaces the map with `snapshot`'s, in slices. Until it resolves, reads see the previous state; `signal`
+   * abandons it (before the swap only), leaving the previous state in force.
+   */
+  async reset(snapshot: FeedSnapshot, signal?: AbortSignal): Promise<void> {
+    // The subscriber never overlaps calls; a direct caller that did would have its change lost at the swap.
+    if (this.resetting) throw new Error('FeedMirror: a reset is already in progress');
+    this.resetting = true;
+    try {
+      const slicer = new TimeSlicer(this.sliceMs, signal);
+      const previous = this.map;
+      const next = new Map<string, FeedEntry>();
+      const differences: FeedChange[] = [];
+      for (const entry of snapshot.entries) {
+        const id = mirrorKey(entry.topic, entry.key);
+        next.set(id, entry);
+        // An entry has a change's fields, so it is passed as is (100k copies would only feed the garbage collector).
+        if (previous.get(id)?.version !== entry.version) differences.push(entry);
+        if (slicer.due()) await slicer.yield();
+      }
+      for (const [id, entry] of previous) {
+        if (!next.has(id)) differences.push({ version: snapshot.version, topic: entry.topic, key: entry.key, data: null });
+        if (slicer.due()) await slicer.yield();
+      }
+      const swap = this.prepareReset ? await this.prepareReset(differences, slicer) : null;
+      this.map = next;
+      this.version_ = snapshot.version;
+      if (swap) return await swap();
+      const onChange = this.onChange;
+      // A new slicer: abandoning the reset after the swap would leave listeners told of only part of it.
+      if (onChange) await new TimeSlicer(this.sliceMs).forEach(differences, (d) => onChange(d, previous.get(mirrorKey(d.topic, d.key))));
+    } finally {
+      this.resetting = false;
     }
   }
 
   apply(change: FeedChange): void {
+    if (this.resetting) throw new Error('FeedMirror: apply while a reset is in progress');
     const id = mirrorKey(change.topic, change.key);
+    const previous = this.map.get(id);
     if (change.data === null) this.map.delete(id);
     else this.map.set(id, { topic: change.topic, key: change.key, version: change.version, data: change.data });
     this.version_ = change.version;
-    this.onChange?.(change);
+    this.onChange?.(change, previous);
   }
 }

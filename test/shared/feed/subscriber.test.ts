@@ -231,12 +231,12 @@ describe('FeedMirror', () => {
     assert.equal(mirror.size, 2);
   });
 
-  it('reports, on a reset, only the keys whose version changed, and removed keys as deletions', () => {
+  it('reports, on a reset, only the keys whose version changed, and removed keys as deletions', async () => {
     const told: FeedChange[] = [];
     const mirror = new FeedMirror({ onChange: (c) => told.push(c) });
-    mirror.reset({ version: 3, entries: [value('routes', 'same', 1, 's'), value('routes', 'edited', 2, 'old'), value('routes', 'gone', 3, 'g')] });
+    await mirror.reset({ version: 3, entries: [value('routes', 'same', 1, 's'), value('routes', 'edited', 2, 'old'), value('routes', 'gone', 3, 'g')] });
     told.length = 0;
-    mirror.reset({ version: 9, entries: [value('routes', 'same', 1, 's'), value('routes', 'edited', 8, 'new'), value('routes', 'added', 9, 'a')] });
+    await mirror.reset({ version: 9, entries: [value('routes', 'same', 1, 's'), value('routes', 'edited', 8, 'new'), value('routes', 'added', 9, 'a')] });
     assert.deepEqual(told, [
       { version: 8, topic: 'routes', key: 'edited', data: 'new' },
       { version: 9, topic: 'routes', key: 'added', data: 'a' },
