@@ -12,7 +12,7 @@ import type { PresenceStore } from '../shared/presence.ts';
 import type { SecretBox } from '../shared/secrets.ts';
 import { TUNNEL_PATH } from '../shared/tunnel/protocol.ts';
 import { agentAuthorizer } from './agent-auth.ts';
-import { OriginPools, originUrls } from './forward/origin.ts';
+import { OriginPools } from './forward/origin.ts';
 import { DedicatedPorts } from './ports.ts';
 import { TrafficRecorder, countRefusals } from './capture.ts';
 import { EdgeConfig } from './config.ts';
@@ -89,8 +89,10 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
 
   // Origin names are checked again when connecting: a name may resolve to a private address after the API accepted it.
   const origins = new OriginPools({ allowPrivate: settings.originAllowPrivate, logger: log });
-  // Pools of origins no endpoint names any more are closed; changes are rare, so a full scan is fine.
-  config.on('endpoint', () => origins.retain(originUrls(config.endpoints())));
+  // Pools of origins no endpoint names any more are closed: each change moves its own URLs' counts (a reset of n
+  // endpoints is n small steps, not n scans of every endpoint). The restored config is counted once, here.
+  for (const endpoint of config.endpoints()) origins.track(null, endpoint);
+  config.on('endpoint', (_uuid, next, previous) => origins.track(previous, next));
   // Finished exchanges: counters per endpoint and, where capture is on, the recent ones (src/edge/capture.ts).
   const traffic = new TrafficRecorder();
   const pipeline = { config, registry, origins, capture: traffic };

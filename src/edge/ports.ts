@@ -395,6 +395,8 @@ export class DedicatedPorts {
   private readonly log: Logger;
   /** `${protocol}:${port}` → listener. The feed makes each port belong to at most one endpoint at a time. */
   private readonly listeners = new Map<string, PortListener>();
+  /** endpoint uuid → its listeners, so a change or a disconnect touches that endpoint's ports only, not every port. */
+  private readonly owned = new Map<string, Set<PortListener>>();
   /** Listeners closed without cutting, whose TCP connections are still running; cut at shutdown. */
   private readonly retired = new Set<PortListener>();
   private started = false;
@@ -402,7 +404,7 @@ export class DedicatedPorts {
   private readonly onEndpoint = (uuid: string, next: EndpointConfig | null, previous: EndpointConfig | null) => this.apply(uuid, next, previous);
   private readonly onDisconnect = (session: AgentSession) => {
     if (session.protocol !== 'udp') return;
-    for (const l of this.listeners.values()) if (l instanceof UdpListener && l.endpoint === session.endpoint.uuid) l.endFlowsOf(session);
+    for (const l of this.owned.get(session.endpoint.uuid) ?? []) if (l instanceof UdpListener) l.endFlowsOf(session);
   };
 
   constructor(options: DedicatedPortsOptions) {
@@ -446,6 +448,7 @@ export class DedicatedPorts {
     this.settings.registry.off('disconnect', this.onDisconnect);
     const all = [...this.listeners.values(), ...this.retired];
     this.listeners.clear();
+    this.owned.clear();
     this.retired.clear();
     const idle = Promise.all(all.map((l) => l.close(false)));
     let timer: NodeJS.Timeout | undefined;
@@ -455,34 +458,49 @@ export class DedicatedPorts {
     for (const l of all) l.cut();
   }
 
+  /** Follows one endpoint's change: work for its own ports only (at most two), whatever the number of endpoints. */
   private apply(uuid: string, next: EndpointConfig | null, previous: EndpointConfig | null): void {
     if (this.stopped) return;
+    // An endpoint without dedicated ports, now or before, is nearly every change: nothing to look at.
+    if (!this.owned.has(uuid) && portOf(next, 'tcp') === null && portOf(next, 'udp') === null) return;
     for (const protocol of ['tcp', 'udp'] as const) {
       const want = portOf(next, protocol);
       // Close what this endpoint held on this protocol but no longer wants. Looked up by owner, not by
       // `previous`, because a resync can deliver events in any order (another endpoint may have taken the port).
-      for (const [key, l] of this.listeners) {
-        if (l.endpoint !== uuid || l.protocol !== protocol || l.port === want) continue;
-        this.listeners.delete(key);
+      for (const l of [...(this.owned.get(uuid) ?? [])]) {
+        if (l.protocol !== protocol || l.port === want) continue;
+        this.remove(l);
         this.retire(l, next === null);
       }
       if (want === null) continue;
-      const key = `${protocol}:${want}`;
-      const current = this.listeners.get(key);
+      const current = this.listeners.get(`${protocol}:${want}`);
       if (current?.endpoint === uuid) continue;
       if (current) {
         // The port moved to this endpoint before the previous owner's release reached us (resync order).
-        this.listeners.delete(key);
+        this.remove(current);
         this.retire(current, false);
       }
-      const listener = protocol === 'tcp' ? new TcpListener(uuid, protocol, want, this.settings, this.log) : new UdpListener(uuid, protocol, want, this.settings, this.log);
-      this.listeners.set(key, listener);
-      listener.open();
+      this.add(protocol === 'tcp' ? new TcpListener(uuid, protocol, want, this.settings, this.log) : new UdpListener(uuid, protocol, want, this.settings, this.log));
     }
     // A disabled endpoint keeps its ports bound (they stay its reservation) but carries nothing, like HTTP's 503.
     if (next && !serving(next) && serving(previous ?? undefined)) {
-      for (const l of this.listeners.values()) if (l.endpoint === uuid) l.cut();
+      for (const l of this.owned.get(uuid) ?? []) l.cut();
     }
+  }
+
+  private add(listener: PortListener): void {
+    this.listeners.set(`${listener.protocol}:${listener.port}`, listener);
+    let mine = this.owned.get(listener.endpoint);
+    if (!mine) this.owned.set(listener.endpoint, (mine = new Set()));
+    mine.add(listener);
+    listener.open();
+  }
+
+  private remove(listener: PortListener): void {
+    this.listeners.delete(`${listener.protocol}:${listener.port}`);
+    const mine = this.owned.get(listener.endpoint);
+    mine?.delete(listener);
+    if (mine?.size === 0) this.owned.delete(listener.endpoint);
   }
 
   private retire(listener: PortListener, cut: boolean): void {

@@ -74,7 +74,7 @@ export interface OriginPoolsOptions {
 
 const BODYLESS = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'DELETE']);
 
-/** Every origin URL the endpoints forward to: their own, and their routing rules' (what `retain` should keep). */
+/** Every origin URL the endpoints forward to: their own, and their routing rules' (what `track` counts). */
 export function originUrls(endpoints: Iterable<EndpointConfig>): Set<string> {
   const urls = new Set<string>();
   for (const e of endpoints) {
@@ -84,9 +84,18 @@ export function originUrls(endpoints: Iterable<EndpointConfig>): Set<string> {
   return urls;
 }
 
+const NO_URLS: ReadonlySet<string> = new Set();
+
+/** Whether an endpoint may name an origin URL (its own, or through a rule): a cheap test before building the set. */
+function namesOrigins(e: EndpointConfig | null): boolean {
+  return e !== null && (e.origin_url !== null || (e.routing_rules?.length ?? 0) > 0);
+}
+
 /** Pools by origin URL, created on first use and closed when no endpoint uses them any more. */
 export class OriginPools {
   private readonly origins = new Map<string, Origin>();
+  /** origin URL → how many endpoints name it (as their origin or a rule's), kept by `track`. */
+  private readonly uses = new Map<string, number>();
   // WebSocket upgrades to origins: http-proxy-3's ws pass handles the 101 handshake relay, where its cost is earned.
   private readonly wsProxy = createProxyServer({ xfwd: false, changeOrigin: true });
   private readonly allowPrivate: boolean;
@@ -139,13 +148,34 @@ export class OriginPools {
     this.log?.warn({ origin: url, address }, 'origin refused: its address is not public (loopback, private, link-local or another non-unicast range; EDGE_ORIGIN_ALLOW_PRIVATE is off)');
   }
 
-  /** Drops pools whose origin no endpoint names any more; pass `originUrls(endpoints)`, rules' origins included. */
-  retain(urls: ReadonlySet<string>): void {
-    for (const [url, o] of this.origins) {
-      if (urls.has(url)) continue;
+  /**
+   * Follows one endpoint's change (null: absent before, or removed): the origin URLs it names move their counts,
+   * and the pool of a URL no endpoint names any more is closed. The work is that endpoint's URLs, whatever the
+   * number of endpoints, so a reset of n endpoints costs n calls, not n scans of all of them.
+   */
+  track(previous: EndpointConfig | null, next: EndpointConfig | null): void {
+    if (!namesOrigins(previous) && !namesOrigins(next)) return; // most endpoints: nothing to count, nothing allocated
+    const before = previous ? originUrls([previous]) : NO_URLS;
+    const after = next ? originUrls([next]) : NO_URLS;
+    for (const url of after) if (!before.has(url)) this.uses.set(url, (this.uses.get(url) ?? 0) + 1);
+    for (const url of before) {
+      if (after.has(url)) continue;
+      const left = (this.uses.get(url) ?? 0) - 1;
+      if (left > 0) {
+        this.uses.set(url, left);
+        continue;
+      }
+      this.uses.delete(url);
+      const o = this.origins.get(url);
+      if (!o) continue;
       this.origins.delete(url);
       void o.pool.close();
     }
+  }
+
+  /** How many endpoints name `url`, and whether a pool to it is open (what `track` maintains; for tests and status). */
+  usage(url: string): { endpoints: number; pooled: boolean } {
+    return { endpoints: this.uses.get(url) ?? 0, pooled: this.origins.has(url) };
   }
 
   forward(url: string, f: ForwardRequest): void {
