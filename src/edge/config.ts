@@ -1,27 +1,42 @@
 // The edge's view of configuration: a mirror of the change feed, indexed for the data plane (host → endpoint,
 // API keys, accounts, certificates), with compiled endpoints in an LRU cache and misses negative-cached.
+//
+// Work is proportional to what changed: a change compiles and re-indexes one endpoint and emits one event; a reset
+// (start, resync) builds the new indexes in slices beside the ones serving and swaps them in whole, so requests
+// never wait long behind config work and never see a mix of two versions (ARCHITECTURE.md "Build, then swap").
+// An endpoint config is compiled when it arrives: one that fails leaves the previous one in force and is reported.
 import { EventEmitter } from 'node:events';
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { createReadStream } from 'node:fs';
+import { mkdir, open, rename } from 'node:fs/promises';
 import { dirname } from 'node:path';
+import { createInterface } from 'node:readline';
 import { LRUCache } from 'lru-cache';
-import { FeedMirror } from '../shared/feed/subscriber.ts';
-import type { FeedChange, FeedSnapshot } from '../shared/feed/types.ts';
+import { FeedMirror, type ResetSwap } from '../shared/feed/subscriber.ts';
+import type { FeedChange, FeedEntry, FeedSnapshot } from '../shared/feed/types.ts';
 import type { Logger } from '../shared/log.ts';
+import { COMPILE_ERRORS_REPORTED, type EdgeHeartbeat, type EndpointCompileError } from '../shared/presence.ts';
 import { TOPICS, type AccountConfig, type ApiKeyConfig, type CertificateConfig, type EndpointConfig } from '../shared/snapshot.ts';
-import { compileEndpoint, type CompiledEndpoint } from './compile.ts';
-import { DEFAULT_STAGE_DEPS, type StageDeps } from './pipeline/stage.ts';
+import { copyMap, TimeSlicer } from '../shared/time-slice.ts';
+import { compileEndpoint, STAGES, type CompiledEndpoint } from './compile.ts';
+import { DEFAULT_STAGE_DEPS, type StageDeps, type StageFactory } from './pipeline/stage.ts';
 
 /** A cached "no such host", so a flood of requests for unknown names never rescans anything. */
 const MISSING = Symbol('missing');
 
+/** Compile failures logged one by one in a reset; the rest are counted in one line (a bad release can break thousands). */
+const FAILURES_LOGGED_PER_RESET = 10;
+
 export interface EdgeConfigEvents {
-  /** An endpoint was added, changed (config) or removed (null), after the indexes hold the new state. */
+  /**
+   * An endpoint's config in force was added, changed or removed (null), after the indexes hold the new state. A
+   * change that failed to compile changes nothing in force, so it emits nothing.
+   */
   endpoint: [uuid: string, config: EndpointConfig | null, previous: EndpointConfig | null];
   certificate: [id: number];
-  /** An API key entry was added, changed or removed: tunnels it admitted are checked again (src/edge/agent-auth.ts). */
-  apiKey: [keyId: string];
-  /** An account entry was added, changed (plan, suspension) or removed: its tunnels are checked again. */
-  account: [id: number];
+  /** An API key entry was added, changed or removed (null). */
+  apiKey: [keyId: string, config: ApiKeyConfig | null, previous: ApiKeyConfig | null];
+  /** An account entry was added, changed or removed (null). */
+  account: [id: number, config: AccountConfig | null, previous: AccountConfig | null];
 }
 
 export interface EdgeConfigOptions {
@@ -32,19 +47,71 @@ export interface EdgeConfigOptions {
   stateFile?: string;
   /** What compiled stages need of the edge (its public HTTPS port). */
   stageDeps?: StageDeps;
+  /** The pipeline's stage factories (compile.ts STAGES unless a test adds one). */
+  stages?: readonly StageFactory[];
+  /** Longest stretch a reset, a load or a save works without yielding to the event loop (default 10 ms). */
+  sliceMs?: number;
+}
+
+/** What requests are served from; replaced whole by a reset, changed entry by entry by a change. */
+interface Served {
+  /** uuid → the config in force: the last one that compiled (for a new endpoint that never did, a 503 stand-in). */
+  readonly endpoints: Map<string, EndpointConfig>;
+  /** hostname → uuid. */
+  readonly byHost: Map<string, string>;
+  /** uuid → why its latest config is not in force, in the order the failures happened. */
+  readonly errors: Map<string, EndpointCompileError>;
+}
+
+/** The outcome of compiling an endpoint's new config: what goes in force, and its compiled form (null: it failed). */
+interface Admitted {
+  config: EndpointConfig;
+  compiled: CompiledEndpoint | null;
+}
+
+type Notice =
+  | { topic: 'endpoint'; key: string; config: EndpointConfig | null; previous: EndpointConfig | null }
+  | { topic: 'certificate'; key: string }
+  | { topic: 'apiKey' | 'account'; key: string; config: unknown; previous: unknown };
+
+/** An endpoint's index entries: its hostname, taken back only if no other endpoint took it since (resets reorder). */
+function index(state: Served, uuid: string, previous: EndpointConfig | null, next: EndpointConfig | null): void {
+  if (previous && state.byHost.get(previous.hostname) === uuid) state.byHost.delete(previous.hostname);
+  if (next) {
+    state.byHost.set(next.hostname, uuid);
+    state.endpoints.set(uuid, next);
+  } else {
+    state.endpoints.delete(uuid);
+  }
+}
+
+function errorText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
 }
 
 export class EdgeConfig extends EventEmitter<EdgeConfigEvents> {
   readonly mirror: FeedMirror;
-  private readonly byHost = new Map<string, string>();
+  private state: Served = { endpoints: new Map(), byHost: new Map(), errors: new Map() };
   private readonly compiled: LRUCache<string, CompiledEndpoint | typeof MISSING>;
+  /** 503 stand-ins for endpoints that never compiled: served with no stages, never compiled themselves. */
+  private readonly standIns = new WeakSet<EndpointConfig>();
+  private readonly stageDeps: StageDeps;
+  private readonly stages: readonly StageFactory[];
+  private readonly sliceMs: number | undefined;
   private saveTimer: NodeJS.Timeout | null = null;
   private saving: Promise<void> = Promise.resolve();
 
   constructor(private readonly options: EdgeConfigOptions) {
     super();
     this.compiled = new LRUCache({ max: options.cacheSize ?? 10_000 });
-    this.mirror = new FeedMirror({ onChange: (change) => this.onChange(change) });
+    this.stageDeps = options.stageDeps ?? DEFAULT_STAGE_DEPS;
+    this.stages = options.stages ?? STAGES;
+    this.sliceMs = options.sliceMs;
+    this.mirror = new FeedMirror({
+      onChange: (change, previous) => this.onChange(change, previous),
+      prepareReset: (differences, slicer) => this.prepareReset(differences, slicer),
+      sliceMs: options.sliceMs,
+    });
   }
 
   get version(): number {
@@ -55,29 +122,24 @@ export class EdgeConfig extends EventEmitter<EdgeConfigEvents> {
   lookup(host: string): CompiledEndpoint | null {
     const hit = this.compiled.get(host);
     if (hit !== undefined) return hit === MISSING ? null : hit;
-    const uuid = this.byHost.get(host);
-    const config = uuid === undefined ? undefined : this.endpoint(uuid);
-    if (!config) {
+    const uuid = this.state.byHost.get(host);
+    const config = uuid === undefined ? undefined : this.state.endpoints.get(uuid);
+    if (config === undefined) {
       this.compiled.set(host, MISSING);
       return null;
     }
-    try {
-      const compiled = compileEndpoint(config, this.options.stageDeps ?? DEFAULT_STAGE_DEPS);
-      this.compiled.set(host, compiled);
-      return compiled;
-    } catch (err) {
-      // A config that fails to compile must not take the edge down; the endpoint answers 503 until fixed.
-      this.options.logger.error({ err, endpoint: uuid }, 'endpoint config failed to compile');
-      return compileEndpoint({ ...config, status: 'error', routing_rules: [] }, this.options.stageDeps ?? DEFAULT_STAGE_DEPS);
-    }
+    const compiled = this.compileInForce(uuid!, config);
+    this.compiled.set(host, compiled);
+    return compiled;
   }
 
+  /** The config in force for an endpoint (its latest, unless that failed to compile). */
   endpoint(uuid: string): EndpointConfig | undefined {
-    return this.mirror.get(TOPICS.endpoint, uuid)?.data as EndpointConfig | undefined;
+    return this.state.endpoints.get(uuid);
   }
 
   endpoints(): EndpointConfig[] {
-    return this.mirror.entries(TOPICS.endpoint).map((e) => e.data as EndpointConfig);
+    return [...this.state.endpoints.values()];
   }
 
   apiKey(keyId: string): ApiKeyConfig | undefined {
@@ -92,13 +154,25 @@ export class EdgeConfig extends EventEmitter<EdgeConfigEvents> {
     return this.mirror.get(TOPICS.certificate, String(id))?.data as CertificateConfig | undefined;
   }
 
+  /**
+   * Endpoints whose latest config is not in force because it failed to compile, as the heartbeat reports them: the
+   * most recent `limit`, newest first, and how many in all.
+   */
+  compileErrors(limit = COMPILE_ERRORS_REPORTED): Required<Pick<EdgeHeartbeat, 'compile_errors' | 'compile_error_count'>> {
+    const { errors } = this.state;
+    // The map is in the order failures happened, so the most recent are its last entries.
+    const recent: EndpointCompileError[] = [];
+    let skip = errors.size - limit;
+    for (const e of errors.values()) if (skip-- <= 0) recent.push(e);
+    return { compile_errors: recent.reverse(), compile_error_count: errors.size };
+  }
+
   /** Restores the last saved state; returns its version (0 when there is none or it is unreadable). */
   async load(): Promise<number> {
     if (!this.options.stateFile) return 0;
     try {
-      const snapshot = JSON.parse(await readFile(this.options.stateFile, 'utf8')) as FeedSnapshot;
-      if (!Number.isInteger(snapshot.version) || !Array.isArray(snapshot.entries)) throw new Error('not a feed snapshot');
-      this.mirror.reset(snapshot);
+      const snapshot = await readStateFile(this.options.stateFile);
+      await this.mirror.reset(snapshot);
       this.options.logger.info({ version: snapshot.version, entries: snapshot.entries.length }, 'edge config restored from disk');
       return snapshot.version;
     } catch (err) {
@@ -126,41 +200,227 @@ export class EdgeConfig extends EventEmitter<EdgeConfigEvents> {
     await this.saving;
   }
 
+  /**
+   * One JSON line per entry after a header line, written in slices: JSON.stringify of 100k endpoints in one call
+   * holds the event loop for about 200 ms. Write-then-rename, so a crash mid-write leaves the previous state.
+   */
   private async save(): Promise<void> {
     const file = this.options.stateFile!;
-    const snapshot: FeedSnapshot = { version: this.mirror.version, entries: this.mirror.entries() };
+    // One consistent cut, taken in one step: entries are replaced, never changed, so later changes don't leak in.
+    const version = this.mirror.version;
+    const entries = this.mirror.entries();
     await mkdir(dirname(file), { recursive: true });
-    // Write-then-rename, so a crash mid-write leaves the previous state rather than half a file.
-    await writeFile(`${file}.tmp`, JSON.stringify(snapshot));
+    const out = await open(`${file}.tmp`, 'w');
+    try {
+      const slicer = new TimeSlicer(this.sliceMs);
+      let chunk = `${JSON.stringify({ version, entries: entries.length })}\n`;
+      for (const entry of entries) {
+        chunk += `${JSON.stringify(entry)}\n`;
+        if (chunk.length >= 1 << 20 || slicer.due()) {
+          await out.write(chunk);
+          chunk = '';
+          await slicer.yield();
+        }
+      }
+      await out.write(chunk);
+    } finally {
+      await out.close();
+    }
     await rename(`${file}.tmp`, file);
   }
 
-  private onChange(change: FeedChange): void {
-    this.scheduleSave();
-    if (change.topic === TOPICS.certificate) {
-      this.emit('certificate', Number(change.key));
-      return;
+  /**
+   * Compiles an endpoint's new config. One that fails is recorded (and logged, once: it is never compiled again)
+   * and the config in force stays; a new endpoint with nothing in force gets a stand-in that answers 503.
+   */
+  private admit(errors: Map<string, EndpointCompileError>, uuid: string, version: number, next: EndpointConfig, previous: EndpointConfig | null, log: boolean): Admitted {
+    try {
+      const compiled = compileEndpoint(next, this.stageDeps, this.stages);
+      errors.delete(uuid);
+      return { config: next, compiled };
+    } catch (err) {
+      const failure = { endpoint: uuid, version, error: errorText(err) };
+      // Deleted first so the map's order stays the order of failures (compileErrors reads the last ones).
+      errors.delete(uuid);
+      errors.set(uuid, failure);
+      if (log) {
+        this.options.logger.error({ err, endpoint: uuid, version, keeping: previous ? 'previous config' : 'nothing (answers 503)' }, 'endpoint config failed to compile');
+      }
+      if (previous) return { config: previous, compiled: null };
+      return { config: this.standIn(next), compiled: null };
     }
-    if (change.topic === TOPICS.apiKey) return void this.emit('apiKey', change.key);
-    if (change.topic === TOPICS.account) return void this.emit('account', Number(change.key));
-    if (change.topic !== TOPICS.endpoint) return;
-    const next = change.data as EndpointConfig | null;
-    const previous = this.current.get(change.key) ?? null;
-    if (previous) {
-      if (this.byHost.get(previous.hostname) === change.key) this.byHost.delete(previous.hostname);
-      this.compiled.delete(previous.hostname);
-    }
-    if (next) {
-      this.byHost.set(next.hostname, change.key);
-      // Also drops a negative entry cached while the name was unknown.
-      this.compiled.delete(next.hostname);
-      this.current.set(change.key, next);
-    } else {
-      this.current.delete(change.key);
-    }
-    this.emit('endpoint', change.key, next, previous);
   }
 
-  /** uuid → config as last indexed, so a change can undo the previous hostname's index entries in O(1). */
-  private readonly current = new Map<string, EndpointConfig>();
+  private standIn(config: EndpointConfig): EndpointConfig {
+    const standIn: EndpointConfig = { ...config, status: 'error' };
+    this.standIns.add(standIn);
+    return standIn;
+  }
+
+  /**
+   * A config in force compiled when it arrived, so this normally just rebuilds it after an eviction. Should it throw
+   * now (a stage that depends on more than the config), the 503 stand-in is cached in its place, so the failure
+   * costs one compile and one log line per cache entry, not one per request.
+   */
+  private compileInForce(uuid: string, config: EndpointConfig): CompiledEndpoint {
+    if (!this.standIns.has(config)) {
+      try {
+        return compileEndpoint(config, this.stageDeps, this.stages);
+      } catch (err) {
+        this.options.logger.error({ err, endpoint: uuid }, 'endpoint config in force failed to compile again; answering 503');
+        this.state.errors.set(uuid, { endpoint: uuid, version: this.mirror.get(TOPICS.endpoint, uuid)?.version ?? this.version, error: errorText(err) });
+        config = this.standIn(config);
+      }
+    }
+    return Object.freeze({ config, stages: Object.freeze([]) });
+  }
+
+  /** One change: O(1) index work, one compile, one event. */
+  private onChange(change: FeedChange, previousEntry: FeedEntry | undefined): void {
+    this.scheduleSave();
+    if (change.topic !== TOPICS.endpoint) {
+      const notice = this.notice(change, previousEntry);
+      if (notice) this.notify(notice);
+      return;
+    }
+    const state = this.state;
+    const previous = state.endpoints.get(change.key) ?? null;
+    const next = change.data === null ? null : this.admit(state.errors, change.key, change.version, change.data as EndpointConfig, previous, true);
+    if (next === null) state.errors.delete(change.key);
+    if (next?.config === previous) return; // failed to compile: the previous config stays in force
+    index(state, change.key, previous, next?.config ?? null);
+    if (previous && previous.hostname !== next?.config.hostname) this.compiled.delete(previous.hostname);
+    if (next) this.recache(next.config.hostname, next.compiled);
+    this.notify({ topic: 'endpoint', key: change.key, config: next?.config ?? null, previous });
+  }
+
+  /**
+   * The cache entry for a host whose endpoint changed: the new compiled form if the host was cached (it is in use,
+   * and compiling it again on the next request would be waste), else nothing, so cold endpoints don't evict hot ones.
+   */
+  private recache(host: string, compiled: CompiledEndpoint | null): void {
+    if (!this.compiled.has(host)) return;
+    if (compiled) this.compiled.set(host, compiled);
+    else this.compiled.delete(host);
+  }
+
+  /**
+   * A reset's differences applied to copies of the indexes, in slices, while the current ones keep serving. Copying
+   * is one pass over the endpoints; each difference then costs what a change costs. The swap replaces the indexes,
+   * drops the cache entries the reset made stale, and tells listeners, in slices.
+   */
+  private async prepareReset(differences: FeedChange[], slicer: TimeSlicer): Promise<ResetSwap> {
+    const before = this.state;
+    const state: Served = {
+      endpoints: await copyMap(before.endpoints, slicer),
+      byHost: await copyMap(before.byHost, slicer),
+      errors: await copyMap(before.errors, slicer),
+    };
+    const notices: Notice[] = [];
+    /** host → its new compiled form, for hosts in the cache now. */
+    const fresh = new Map<string, CompiledEndpoint>();
+    let failures = 0;
+    for (const change of differences) {
+      if (slicer.due()) await slicer.yield();
+      if (change.topic !== TOPICS.endpoint) {
+        // The mirror still holds the entries being replaced, so listeners can be told what each was.
+        const notice = this.notice(change, this.mirror.get(change.topic, change.key));
+        if (notice) notices.push(notice);
+        continue;
+      }
+      const previous = state.endpoints.get(change.key) ?? null;
+      let next: Admitted | null = null;
+      if (change.data === null) state.errors.delete(change.key);
+      else {
+        next = this.admit(state.errors, change.key, change.version, change.data as EndpointConfig, previous, failures < FAILURES_LOGGED_PER_RESET);
+        if (next.compiled === null) failures++;
+      }
+      if (next?.config === previous) continue; // failed to compile: the previous config stays in force
+      index(state, change.key, previous, next?.config ?? null);
+      if (next?.compiled && this.compiled.has(next.config.hostname)) fresh.set(next.config.hostname, next.compiled);
+      notices.push({ topic: 'endpoint', key: change.key, config: next?.config ?? null, previous });
+    }
+    if (failures > FAILURES_LOGGED_PER_RESET) {
+      this.options.logger.error({ failures, logged: FAILURES_LOGGED_PER_RESET }, 'endpoint configs failed to compile in this reset; see compile errors in the edge status');
+    }
+    return () => {
+      this.state = state;
+      this.dropStale(fresh);
+      this.scheduleSave();
+      return slicer.forEach(notices, (n) => this.notify(n));
+    };
+  }
+
+  /**
+   * After a swap, the cache keeps what is still right: an entry whose endpoint is unchanged, or a miss for a name
+   * still unknown. One pass over the cache (at most cacheSize entries), whatever the size of the reset.
+   */
+  private dropStale(fresh: Map<string, CompiledEndpoint>): void {
+    const { byHost, endpoints } = this.state;
+    const stale: string[] = [];
+    for (const [host, hit] of this.compiled.entries()) {
+      const uuid = byHost.get(host);
+      const config = uuid === undefined ? undefined : endpoints.get(uuid);
+      if (hit === MISSING ? config !== undefined : hit.config !== config) stale.push(host);
+    }
+    for (const host of stale) {
+      const compiled = fresh.get(host);
+      if (compiled) this.compiled.set(host, compiled);
+      else this.compiled.delete(host);
+    }
+  }
+
+  /** What listeners are told of a change to an entry other than an endpoint; null for a topic this edge ignores. */
+  private notice(change: FeedChange, previous: FeedEntry | undefined): Notice | null {
+    if (change.topic === TOPICS.certificate) return { topic: 'certificate', key: change.key };
+    const topic = change.topic === TOPICS.apiKey ? 'apiKey' : change.topic === TOPICS.account ? 'account' : null;
+    if (topic === null) return null;
+    return { topic, key: change.key, config: change.data, previous: previous?.data ?? null };
+  }
+
+  private notify(n: Notice): void {
+    switch (n.topic) {
+      case 'endpoint':
+        this.emit('endpoint', n.key, n.config, n.previous);
+        break;
+      case 'certificate':
+        this.emit('certificate', Number(n.key));
+        break;
+      case 'apiKey':
+        this.emit('apiKey', n.key, n.config as ApiKeyConfig | null, n.previous as ApiKeyConfig | null);
+        break;
+      case 'account':
+        this.emit('account', Number(n.key), n.config as AccountConfig | null, n.previous as AccountConfig | null);
+        break;
+    }
+  }
+}
+
+/**
+ * Reads a saved state: a header line `{"version", "entries": <count>}` then one entry per line, parsed as the file
+ * streams in (so no single JSON.parse of the whole file holds the event loop). The count catches a truncated file.
+ * A file in the earlier single-document form (`entries` an array) is still read, in one parse.
+ */
+async function readStateFile(file: string): Promise<FeedSnapshot> {
+  const lines = createInterface({ input: createReadStream(file, { encoding: 'utf8', highWaterMark: 256 * 1024 }), crlfDelay: Infinity });
+  let header: { version?: unknown; entries?: unknown } | null = null;
+  const entries: FeedEntry[] = [];
+  for await (const line of lines) {
+    if (header === null) {
+      header = JSON.parse(line) as { version?: unknown; entries?: unknown };
+      if (Array.isArray(header.entries)) {
+        lines.close();
+        break;
+      }
+      continue;
+    }
+    if (line === '') continue;
+    const entry = JSON.parse(line) as FeedEntry;
+    if (typeof entry.topic !== 'string' || typeof entry.key !== 'string' || !Number.isInteger(entry.version)) throw new Error('not a feed entry');
+    entries.push(entry);
+  }
+  if (header === null || !Number.isInteger(header.version)) throw new Error('not a feed snapshot');
+  if (Array.isArray(header.entries)) return { version: header.version as number, entries: header.entries as FeedEntry[] };
+  if (header.entries !== entries.length) throw new Error(`saved edge config is truncated: ${entries.length} of ${String(header.entries)} entries`);
+  return { version: header.version as number, entries };
 }

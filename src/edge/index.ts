@@ -137,6 +137,8 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
             connected_at: s.connectedAt.toISOString(),
           })),
           ports: ports.open(),
+          // Endpoint configs this edge refused because they failed to compile (bounded), shown by GET /v1/edges.
+          ...config.compileErrors(),
         })
         .catch((err) => log.warn({ err }, 'presence report failed'));
     });

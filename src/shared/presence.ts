@@ -10,6 +10,18 @@ export interface AgentPresence {
   connected_at: string;
 }
 
+/** An endpoint config (at a feed version) that an edge refused to put in force because it did not compile. */
+export interface EndpointCompileError {
+  /** The endpoint's uuid. */
+  endpoint: string;
+  /** The feed version of the config that failed. */
+  version: number;
+  error: string;
+}
+
+/** The longest compile_errors list a heartbeat carries: enough to act on, small enough for every beat. */
+export const COMPILE_ERRORS_REPORTED = 20;
+
 export interface EdgeHeartbeat {
   node: string;
   region: string;
@@ -19,6 +31,13 @@ export interface EdgeHeartbeat {
   agents: AgentPresence[];
   /** Dedicated ports this edge has bound right now (absent from edges that predate them). */
   ports?: Array<{ endpoint: string; protocol: 'tcp' | 'udp'; port: number }>;
+  /**
+   * Endpoint configs this edge could not compile, most recent first and at most COMPILE_ERRORS_REPORTED of them;
+   * each endpoint keeps serving its last good config (or answers 503 if it never had one). Absent from older edges.
+   */
+  compile_errors?: EndpointCompileError[];
+  /** How many endpoints are in that state in all (the list may hold fewer). */
+  compile_error_count?: number;
   /**
    * Visitor credentials this edge accepted since it started: credential id (snapshot basic_users[].id, tokens[].id)
    * → ISO time of its last use. Edges cannot write the store, so the worker turns these into last_used_at. Bounded

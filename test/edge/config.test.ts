@@ -72,7 +72,7 @@ describe('EdgeConfig', () => {
     dirs.push(dir);
     const stateFile = join(dir, 'edge-config.json');
     const first = new EdgeConfig({ logger, stateFile });
-    first.mirror.reset({ version: 7, entries: [{ topic: 'endpoint', key: 'u4', version: 7, data: endpoint('u4', 'd.edge.localhost') }] });
+    await first.mirror.reset({ version: 7, entries: [{ topic: 'endpoint', key: 'u4', version: 7, data: endpoint('u4', 'd.edge.localhost') }] });
     await first.flush();
     const second = new EdgeConfig({ logger, stateFile });
     assert.equal(await second.load(), 7);

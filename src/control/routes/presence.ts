@@ -24,6 +24,15 @@ const EdgeView = Type.Object({
   last_heartbeat: Timestamp(),
   agents: Type.Integer({ description: 'Agents connected to this edge' }),
   in_sync: Type.Boolean({ description: 'True when the edge has applied the latest committed version' }),
+  compile_errors: Type.Array(
+    Type.Object({
+      endpoint: Type.String({ description: 'The endpoint id (uuid)' }),
+      version: Type.Integer({ description: 'The config version that failed to compile' }),
+      error: Type.String(),
+    }),
+    { description: 'Endpoint configs this edge refused because they failed to compile, newest first (at most 20); each endpoint keeps serving its previous config, or answers 503 if it has none' },
+  ),
+  compile_error_count: Type.Integer({ description: 'How many endpoints have a config this edge refused, in all' }),
 });
 
 export function presenceRoutes(app: ControlApp, { db, presence }: ControlDeps): void {
@@ -51,7 +60,7 @@ export function presenceRoutes(app: ControlApp, { db, presence }: ControlDeps): 
     '/v1/edges',
     {
       schema: {
-        summary: 'Every live edge: node id, region, applied config version and last heartbeat (admin)',
+        summary: 'Every live edge: node id, region, applied config version, last heartbeat and endpoint configs it could not compile (admin)',
         tags: ['admin'],
         response: { 200: Type.Object({ version: Type.Integer({ description: 'The latest committed config version' }), items: Type.Array(EdgeView) }), ...ErrorResponses },
       },
@@ -63,7 +72,17 @@ export function presenceRoutes(app: ControlApp, { db, presence }: ControlDeps): 
         version,
         items: edges
           .sort((a, b) => a.node.localeCompare(b.node))
-          .map((e) => ({ node_id: e.node, region: e.region, version: e.version, last_heartbeat: e.heartbeat_at, agents: e.agents.length, in_sync: e.version >= version })),
+          .map((e) => ({
+            node_id: e.node,
+            region: e.region,
+            version: e.version,
+            last_heartbeat: e.heartbeat_at,
+            agents: e.agents.length,
+            in_sync: e.version >= version,
+            // Edges from before compile errors were reported send neither field.
+            compile_errors: e.compile_errors ?? [],
+            compile_error_count: e.compile_error_count ?? e.compile_errors?.length ?? 0,
+          })),
       };
     },
   );
