@@ -1,6 +1,7 @@
 // Visitor credentials as control and edge both handle them: the keyed token digest, the mode GET settings reports,
 // and which header names a JWT claim may be written to. One module, so the side that stores and the side that checks agree.
 import { createHmac } from 'node:crypto';
+import { headerKey, isEdgeOwnedHeader } from './edge-headers.ts';
 import type { SecretBox } from './secrets.ts';
 import type { TokenSource, VisitorAuthMode } from './snapshot.ts';
 
@@ -46,6 +47,16 @@ export function reportedAuthMode(mode: VisitorAuthMode, tokenSource: TokenSource
   }
 }
 
+/**
+ * Where token mode reads the token, from the mode's stored `config` (`{header}` or `{cookie}`, at most one, both
+ * validated by the control API): a header name is lower-cased, as Node hands header names to the edge.
+ */
+export function tokenSourceOf(config: { header?: unknown; cookie?: unknown } | undefined): TokenSource {
+  if (typeof config?.header === 'string') return { kind: 'header', name: config.header.toLowerCase() };
+  if (typeof config?.cookie === 'string') return { kind: 'cookie', name: config.cookie };
+  return { kind: 'bearer' };
+}
+
 /** RFC 9110 §5.1: a field name is a token (§5.6.2). */
 const FIELD_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 
@@ -53,12 +64,8 @@ export function isFieldName(name: string): boolean {
   return FIELD_NAME.test(name);
 }
 
-/**
- * Headers a claim may never be written to: hop-by-hop (RFC 9110 §7.6.1), framing and routing (Host,
- * Content-Length, Transfer-Encoding), the visitor's credentials (Authorization, Cookie: the agent would see a
- * forged credential), and the ones the edge sets itself (forwarding, X-Edge-*), which a claim must not spoof.
- */
-const RESERVED_HEADERS = new Set([
+/** RFC 9110 §7.6.1 hop-by-hop fields, and Proxy-Connection (non-standard, still sent): a proxy consumes them. */
+export const HOP_BY_HOP_HEADERS: ReadonlySet<string> = new Set([
   'connection',
   'keep-alive',
   'proxy-authenticate',
@@ -68,21 +75,38 @@ const RESERVED_HEADERS = new Set([
   'trailer',
   'transfer-encoding',
   'upgrade',
-  'host',
-  'content-length',
-  'authorization',
-  'cookie',
-  'forwarded',
-  'x-real-ip',
 ]);
 
-/** Why a header name cannot carry a claim, or null when it can. `name` is as the user sent it. */
+/** Framing and routing of the message itself (RFC 9112 §6, RFC 9110 §7.2): never a place for application data. */
+const FRAMING_HEADERS: ReadonlySet<string> = new Set(['host', 'content-length', 'transfer-encoding']);
+
+/** The visitor's credentials: the agent would take a claim written there for a credential the visitor sent. */
+const CREDENTIAL_HEADERS: ReadonlySet<string> = new Set(['authorization', 'cookie']);
+
+/**
+ * Why a header name cannot carry a JWT claim, or null when it can: not a field name, hop-by-hop, framing, the
+ * visitor's credentials, a header the edge owns (src/shared/edge-headers.ts) or one of the edge's X-Edge-* identity
+ * headers. Names are compared as CGI upstreams read them, `_` as `-` (X_Forwarded_For is X-Forwarded-For there).
+ */
 export function claimHeaderRefusal(name: string): string | null {
-  if (!isFieldName(name)) return `"${name}" is not a valid header name`;
-  // Underscores count as dashes: CGI-style servers and some proxies fold X_Forwarded_For onto X-Forwarded-For.
-  const lower = name.toLowerCase().replaceAll('_', '-');
-  if (RESERVED_HEADERS.has(lower) || lower.startsWith('x-forwarded-') || lower.startsWith('x-edge-')) {
-    return `"${name}" is a header the edge manages and cannot carry a claim`;
-  }
+  if (!isFieldName(name)) return `"${name}" is not a valid header name (RFC 9110 §5.1)`;
+  const key = headerKey(name);
+  if (HOP_BY_HOP_HEADERS.has(key)) return `"${name}" is a hop-by-hop header`;
+  if (FRAMING_HEADERS.has(key)) return `"${name}" frames or routes the request`;
+  if (CREDENTIAL_HEADERS.has(key)) return `"${name}" carries the visitor's credentials`;
+  if (isEdgeOwnedHeader(name) || key.startsWith('x-forwarded-') || key.startsWith('x-edge-')) return `"${name}" is a header the edge sets`;
+  return null;
+}
+
+/**
+ * Why a header name cannot be where a credential is read from (token mode's header, the webhook signature), or null.
+ * Hop-by-hop and framing fields never reach the stage intact; the edge-owned ones it sets itself.
+ */
+export function credentialHeaderRefusal(name: string): string | null {
+  if (!isFieldName(name)) return `"${name}" is not a valid header name (RFC 9110 §5.1)`;
+  const key = headerKey(name);
+  if (HOP_BY_HOP_HEADERS.has(key)) return `"${name}" is a hop-by-hop header`;
+  if (FRAMING_HEADERS.has(key)) return `"${name}" frames or routes the request`;
+  if (isEdgeOwnedHeader(name) || key.startsWith('x-forwarded-') || key.startsWith('x-edge-')) return `"${name}" is a header the edge sets`;
   return null;
 }
