@@ -6,13 +6,15 @@ import { accountRoutes } from './routes/accounts.ts';
 import { adminRoutes } from './routes/admin.ts';
 import { certificateRoutes } from './routes/certificates.ts';
 import { domainRoutes } from './routes/domains.ts';
+import { endpointApiKeyRoutes } from './routes/endpoint-api-keys.ts';
 import { endpointOriginRoutes } from './routes/endpoint-origin.ts';
 import { endpointRoutes } from './routes/endpoints.ts';
+import { endpointSettingsRoutes } from './routes/endpoint-settings.ts';
 import { presenceRoutes } from './routes/presence.ts';
 import { routingRuleRoutes } from './routes/routing-rules.ts';
 
 /** Every route module, in the order they are registered. Adding an API area is one entry here. */
-const ROUTES = [accountRoutes, adminRoutes, endpointRoutes, domainRoutes, certificateRoutes, presenceRoutes, routingRuleRoutes, endpointOriginRoutes];
+const ROUTES = [accountRoutes, adminRoutes, endpointRoutes, domainRoutes, certificateRoutes, presenceRoutes, routingRuleRoutes, endpointOriginRoutes, endpointSettingsRoutes, endpointApiKeyRoutes];
 
 export interface ControlServer {
   app: ControlApp;
