@@ -16,6 +16,7 @@ import { bootstrapAdmin } from './control/bootstrap.ts';
 import { FeedPublisher } from './control/feed-publisher.ts';
 import { startControl, type ControlServer } from './control/index.ts';
 import { startEdge, type EdgeNode } from './edge/index.ts';
+import { credentialUseJob } from './worker/credential-use.ts';
 import { ephemeralJanitor } from './worker/janitor.ts';
 import type { PeriodicJob } from './worker/periodic.ts';
 import { portActivator } from './worker/ports.ts';
@@ -160,6 +161,10 @@ export async function startNode(config: Config, logger: Logger): Promise<NodeHan
       const activator = portActivator(handle.db!, presence, { intervalMs: config.janitor.intervalMs, logger: logger.child({ component: 'port-activator' }) });
       activator.start();
       closers.push(() => activator.stop());
+      // Writes last_used_at of visitor credentials from what edges report in their heartbeats; same cadence.
+      const credentialUse = credentialUseJob(handle.db!, presence, { intervalMs: config.janitor.intervalMs, logger: logger.child({ component: 'credential-use' }) });
+      credentialUse.start();
+      closers.push(() => credentialUse.stop());
       logger.info({ idle_seconds: config.janitor.ephemeralIdleSeconds }, 'worker started: ephemeral janitor');
     }
     return handle;
