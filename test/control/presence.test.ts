@@ -5,8 +5,11 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { startAgent, type Agent } from '../../src/agent/agent.ts';
+import type { EndpointConfig } from '../../src/shared/snapshot.ts';
+import { recordChange } from '../../src/store/feed.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
 import { eventually } from '../helpers/eventually.ts';
+import { visit } from '../helpers/http.ts';
 
 describe('presence, edge status and the ephemeral janitor', () => {
   let t: TestNode;
@@ -73,6 +76,44 @@ describe('presence, edge status and the ephemeral janitor', () => {
     assert.equal(edge.version, status.version);
     assert.equal(edge.region, 'local');
     assert.equal((await t.api('GET', '/v1/edges', { key: user.api_key })).status, 403);
+  });
+
+  it('lists endpoint configs an edge could not compile, while the endpoint keeps serving its previous one', async () => {
+    const user = await t.createUser('pro');
+    const endpoint = await endpointOnEdge(user.api_key);
+    await connect(user.api_key, endpoint.uuid);
+    const edgePort = t.node.edge!.httpPort;
+    await eventually(async () => ((await visit(edgePort, endpoint.hostname, '/')).status === 200 ? true : undefined));
+    const inForce = t.node.edge!.config.endpoint(endpoint.uuid)!;
+    // A config the edge's compiler refuses, committed to the feed the way the store commits any change (the API
+    // validates rules with the same compiler, so only a diverging control plane or a hand edit can produce one).
+    const broken: EndpointConfig = {
+      ...inForce,
+      routing_rules: [
+        { id: 1, name: 'broken', priority: 1, enabled: true, target_agent_id: null, target_agent_tags: ['x'], target_origin_url: null, conditions: [{ condition_type: 'source_ip', condition_key: '', pattern: 'not-an-ip' }] },
+      ],
+    };
+    const version = await t.node.db!.transaction((tx) => recordChange(tx, 'endpoint', endpoint.uuid, broken));
+    const edge = await eventually(async () => {
+      const res = await t.api('GET', '/v1/edges');
+      const e = res.body.items.find((x: { node_id: string }) => x.node_id === t.node.config.nodeId);
+      return e?.compile_error_count > 0 ? e : undefined;
+    });
+    assert.deepEqual(edge.compile_errors, [{ endpoint: endpoint.uuid, version, error: 'routing rule 1 ("broken"), source_ip condition: "not-an-ip" is not an IP address or CIDR' }]);
+    assert.ok(edge.version >= version, 'the edge applied the version; it just did not put the config in force');
+    // The previous config keeps serving: the agent still answers.
+    const reply = await visit(edgePort, endpoint.hostname, '/');
+    assert.equal(reply.status, 200);
+    assert.equal(reply.body, 'ok');
+    assert.deepEqual(t.node.edge!.config.endpoint(endpoint.uuid), inForce);
+
+    // A good config again clears it.
+    await t.node.db!.transaction((tx) => recordChange(tx, 'endpoint', endpoint.uuid, inForce));
+    await eventually(async () => {
+      const res = await t.api('GET', '/v1/edges');
+      const e = res.body.items.find((x: { node_id: string }) => x.node_id === t.node.config.nodeId);
+      return e?.compile_error_count === 0 && e.compile_errors.length === 0 ? true : undefined;
+    });
   });
 
   it('removes an idle ephemeral endpoint, and keeps one with a live agent and a promoted one', async () => {
