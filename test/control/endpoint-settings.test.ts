@@ -8,12 +8,34 @@ import { startTestNode, type TestNode } from '../helpers/node.ts';
 import { SecretBox } from '../../src/shared/secrets.ts';
 import type { EndpointConfig } from '../../src/shared/snapshot.ts';
 import { tokenDigest, visitorTokenKey } from '../../src/shared/visitor-credentials.ts';
+import { parseClaimHeaders, parseJwksUrl } from '../../src/control/routes/endpoint-settings.ts';
 
 type User = Awaited<ReturnType<TestNode['createUser']>>;
 
 const SECRET_KEY = `settings-test-${randomBytes(16).toString('hex')}`;
 const box = new SecretBox(SECRET_KEY);
 const digestOf = (token: string) => tokenDigest(visitorTokenKey(box), token);
+
+describe('JWT settings parsing', () => {
+  it('takes https JWKS URLs with public hosts; http and private hosts only where private origins are allowed', () => {
+    assert.equal(parseJwksUrl('https://IdP.example.com/keys?v=2', false), 'https://idp.example.com/keys?v=2');
+    for (const raw of ['http://idp.example.com/keys', 'https://127.0.0.1/keys', 'https://192.168.1.2/keys', 'https://[fe80::1]/keys', 'https://0x7f.0.0.1/keys']) {
+      assert.throws(() => parseJwksUrl(raw, false), { code: 'invalid_request' }, raw);
+    }
+    assert.equal(parseJwksUrl('http://127.0.0.1:8080/jwks', true), 'http://127.0.0.1:8080/jwks');
+    assert.equal(parseJwksUrl('https://10.0.0.1/jwks', true), 'https://10.0.0.1/jwks');
+    for (const raw of ['ftp://idp.example.com/keys', 'file:///etc/passwd', 'https://idp.example.com/keys#frag']) {
+      assert.throws(() => parseJwksUrl(raw, true), { code: 'invalid_request' }, raw);
+    }
+  });
+
+  it('reads claim_headers as a JSON-encoded map, header names lower-cased', () => {
+    assert.deepEqual(parseClaimHeaders(''), {});
+    assert.deepEqual(parseClaimHeaders('{}'), {});
+    assert.deepEqual(parseClaimHeaders('{"sub":"X-User","https://example.com/roles":"X-Roles"}'), { sub: 'x-user', 'https://example.com/roles': 'x-roles' });
+    assert.throws(() => parseClaimHeaders(JSON.stringify(Object.fromEntries(Array.from({ length: 33 }, (_, i) => [`c${i}`, `x-c${i}`])))), { code: 'invalid_request' });
+  });
+});
 
 describe('visitor auth settings API', () => {
   let t: TestNode;
