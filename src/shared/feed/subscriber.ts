@@ -182,6 +182,7 @@ export class FeedSubscriber extends EventEmitter<FeedSubscriberEvents> {
       return;
     }
     if (snapshot.version === this.applied && !this.needsReset) return;
+    if (!this.running) return; // stopped while the snapshot was read
     // Changes that arrive while a reset runs (in slices) wait in the queue behind it, so they are applied after it.
     try {
       await this.consumer.reset(snapshot, this.stopping.signal);

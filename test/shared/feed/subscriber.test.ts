@@ -244,6 +244,43 @@ describe('FeedMirror', () => {
     ]);
     assert.equal(mirror.version, 9);
   });
+
+  it('keeps its previous state when a reset is refused while being prepared, and takes the next one', async () => {
+    let refuse = true;
+    const mirror = new FeedMirror({
+      prepareReset: async () => {
+        if (refuse) throw new Error('cannot build that state');
+        return () => {};
+      },
+    });
+    mirror.apply({ version: 1, topic: 'routes', key: 'a', data: 1 });
+    await assert.rejects(mirror.reset({ version: 5, entries: [value('routes', 'b', 5, 2)] }), /cannot build that state/);
+    assert.equal(mirror.version, 1);
+    assert.deepEqual(mirror.entries(), [value('routes', 'a', 1, 1)]);
+    refuse = false;
+    await mirror.reset({ version: 5, entries: [value('routes', 'b', 5, 2)] });
+    assert.deepEqual(mirror.entries(), [value('routes', 'b', 5, 2)]);
+  });
+
+  it('abandons a reset in slices when its subscriber stops, leaving the previous state in force', async (t) => {
+    const feed = new MemoryFeed();
+    t.after(() => feed.close());
+    const entries = Array.from({ length: 50_000 }, (_, i) => value('routes', `k${i}`, i + 1, i));
+    await feed.reset({ version: entries.length, entries });
+    const mirror = new FeedMirror();
+    const subscriber = new FeedSubscriber(feed, mirror, { checkIntervalMs: NO_CHECK_MS });
+    const errors: unknown[] = [];
+    subscriber.on('error', (err) => errors.push(err));
+    const started = subscriber.start();
+    // Stopped on the next turn of the event loop, while the snapshot is still being read or applied in slices.
+    await new Promise((r) => setImmediate(r));
+    await subscriber.stop();
+    await started;
+    assert.equal(subscriber.version, 0);
+    assert.equal(mirror.version, 0);
+    assert.equal(mirror.size, 0);
+    assert.deepEqual(errors, [], 'stopping is not a consumer failure');
+  });
 });
 
 describe('FeedSubscriber over MemoryFeed', () => {
