@@ -281,6 +281,28 @@ describe('FeedMirror', () => {
     assert.equal(mirror.size, 0);
     assert.deepEqual(errors, [], 'stopping is not a consumer failure');
   });
+
+  it('abandons a reset already under way at its next slice when its subscriber stops', async (t) => {
+    const feed = new MemoryFeed();
+    t.after(() => feed.close());
+    await feed.reset({ version: 3, entries: [value('routes', 'a', 3, 1)] });
+    let stopped: Promise<void> | undefined;
+    const mirror = new FeedMirror({
+      prepareReset: async (_differences, slicer) => {
+        stopped = subscriber.stop();
+        await slicer.yield(); // throws: the subscriber's signal is aborted
+        return () => {};
+      },
+    });
+    const subscriber = new FeedSubscriber(feed, mirror, { checkIntervalMs: NO_CHECK_MS });
+    const errors: unknown[] = [];
+    subscriber.on('error', (err) => errors.push(err));
+    await subscriber.start();
+    await stopped;
+    assert.equal(mirror.version, 0);
+    assert.equal(mirror.size, 0);
+    assert.deepEqual(errors, []);
+  });
 });
 
 describe('FeedSubscriber over MemoryFeed', () => {
