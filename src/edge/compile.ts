@@ -3,13 +3,15 @@
 import type { EndpointConfig } from '../shared/snapshot.ts';
 import { DEFAULT_STAGE_DEPS, type Stage, type StageDeps, type StageFactory } from './pipeline/stage.ts';
 import { httpsRedirect } from './stages/https-redirect.ts';
+import { mtls } from './stages/mtls.ts';
 import { routing } from './stages/routing.ts';
 
 /**
- * Every stage, in ARCHITECTURE.md's pipeline order (HTTPS enforcement, firewall rate limits, visitor auth, JWT,
- * RBAC, routing). Adding a stage is one module under stages/ and one entry here.
+ * Every stage, in ARCHITECTURE.md's pipeline order (client certificates, HTTPS enforcement, firewall rate limits,
+ * visitor auth, JWT, RBAC, routing). Adding a stage is one module under stages/ and one entry here. The mTLS check
+ * comes first, so a plain-HTTP request to an endpoint that requires a certificate is refused, not redirected.
  */
-export const STAGES: readonly StageFactory[] = [httpsRedirect, routing];
+export const STAGES: readonly StageFactory[] = [mtls, httpsRedirect, routing];
 
 export interface CompiledEndpoint {
   readonly config: EndpointConfig;

@@ -107,6 +107,9 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
   });
   const selector = new CertificateSelector(config, deps.secrets, await platformCertificate({ certFile: settings.tlsCertFile, keyFile: settings.tlsKeyFile }, settings.baseDomain), log);
   const secure = https.createServer({ ...limits, SNICallback: selector.sniCallback }, (req, res) => serve(req, res, true));
+  // Names of endpoints with mTLS on are handed to a TLS setup that asks for a client certificate (src/edge/tls.ts);
+  // a client that has not sent its ClientHello within the headers timeout could not send its head in time either.
+  selector.routeConnections(secure, { helloTimeoutMs: settings.edge.headersTimeoutMs });
   secure.on('upgrade', (req, socket, head) => {
     if (req.url?.startsWith(TUNNEL_PATH) && tunnels.handleUpgrade(req, socket, head)) return;
     handleUpgrade(pipeline, req, socket, head, true);

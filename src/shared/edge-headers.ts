@@ -21,6 +21,10 @@ export const EDGE_OWNED_HEADERS: readonly string[] = [
   'cf-connecting-ip',
   'x-cluster-client-ip',
   'client-ip',
+  // The client certificate the edge verified for an endpoint with mTLS on (src/edge/stages/mtls.ts).
+  'x-edge-client-cert-verify',
+  'x-edge-client-cert-subject',
+  'x-edge-client-cert-fingerprint',
 ];
 
 const OWNED = new Set(EDGE_OWNED_HEADERS);
