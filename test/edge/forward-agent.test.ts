@@ -92,7 +92,7 @@ async function startEdge(t: TestContext, localPort: number) {
   const server = http.createServer((req, res) => {
     const session = registry.pick(endpoint.uuid);
     assert.ok(session);
-    void forwardToAgent(session, { req, res, method: req.method ?? 'GET', target: req.url ?? '/', clientIp: '198.51.100.9', secure: false, host: HOST, extra: {} });
+    void forwardToAgent(session, { req, res, method: req.method ?? 'GET', target: req.url ?? '/', clientIp: '198.51.100.9', secure: false, host: HOST, authority: req.headers.host ?? HOST, extra: {} });
   });
   tunnels.attach(server);
   const port = await listen(server);

@@ -8,7 +8,7 @@ import net from 'node:net';
 import { forwardedHeaders, tunnelRequestHeaders, type ForwardFacts } from '../../src/edge/http/proxy-headers.ts';
 import { toHttp2RequestHeaders } from '../../src/shared/tunnel/headers.ts';
 
-const FACTS: ForwardFacts = { clientIp: '203.0.113.7', secure: true, host: 'app.edge.test', extra: {} };
+const FACTS: ForwardFacts = { clientIp: '203.0.113.7', secure: true, host: 'app.edge.test', authority: 'app.edge.test:8080', extra: {} };
 
 interface Parser {
   /** Sends `head` (request line and field lines, no final blank line) and `body`; returns the request Node parsed. */
@@ -46,19 +46,19 @@ async function parser(t: TestContext, options: http.ServerOptions = {}): Promise
 /** What the edge sent before: forwardedHeaders, then toHttp2RequestHeaders (which runs endToEndHeaders). */
 function threeCopies(req: IncomingMessage, facts: ForwardFacts, method: string, path: string) {
   return toHttp2RequestHeaders(
-    { method, path, authority: req.headers.host ?? facts.host, scheme: facts.secure ? 'https' : 'http' },
+    { method, path, authority: facts.authority, scheme: facts.secure ? 'https' : 'http' },
     forwardedHeaders(req.headers, facts),
   );
 }
 
 describe('tunnelRequestHeaders', () => {
-  it('sets the pseudo-headers from the judged request line and Host, and the edge forwarding fields', async (t) => {
+  it('sets the pseudo-headers from the judged request line and authority, and the edge forwarding fields', async (t) => {
     const p = await parser(t);
     const req = await p.parse('GET /a/../b?x=1 HTTP/1.1\r\nHost: App.Edge.Test:8080\r\nAccept: */*');
     assert.deepEqual(tunnelRequestHeaders(req, FACTS, 'GET', '/b?x=1'), {
       ':method': 'GET',
       ':path': '/b?x=1',
-      ':authority': 'App.Edge.Test:8080',
+      ':authority': 'app.edge.test:8080',
       ':scheme': 'https',
       accept: '*/*',
       'x-forwarded-for': '203.0.113.7',
@@ -132,7 +132,7 @@ describe('tunnelRequestHeaders', () => {
     assert.deepEqual(tunnelRequestHeaders(req, facts, 'GET', '/'), {
       ':method': 'GET',
       ':path': '/',
-      ':authority': 'a',
+      ':authority': 'app.edge.test:8080',
       ':scheme': 'http',
       'x-forwarded-for': '203.0.113.7',
       'x-forwarded-proto': 'http',
@@ -162,7 +162,6 @@ describe('tunnelRequestHeaders', () => {
       ].join('\r\n'),
     );
     const h = tunnelRequestHeaders(req, FACTS, 'GET', '/');
-    assert.equal(h[':authority'], 'first.test');
     assert.equal(h['user-agent'], 'one');
     assert.equal(h.authorization, 'Bearer a');
     assert.equal(h.accept, 'text/html, */*');
@@ -177,10 +176,14 @@ describe('tunnelRequestHeaders', () => {
     assert.equal(tunnelRequestHeaders(req, FACTS, 'GET', '/')['user-agent'], req.headers['user-agent']);
   });
 
-  it('uses the forwarded host for :authority when the visitor sent none (HTTP/1.0)', async (t) => {
+  it("sets :authority to the authority the edge validated, never the visitor's Host field", async (t) => {
     const p = await parser(t);
-    const req = await p.parse('GET / HTTP/1.0\r\nAccept: */*');
-    assert.equal(tunnelRequestHeaders(req, FACTS, 'GET', '/')[':authority'], 'app.edge.test');
+    // HTTP/1.0 last: the server closes the connection after answering it.
+    for (const head of ['GET / HTTP/1.1\r\nHost: app.edge.test:80@evil.example', 'GET / HTTP/1.1\r\nHost: first.test\r\nHost: second.test', 'GET / HTTP/1.0\r\nAccept: */*']) {
+      const req = await p.parse(head);
+      assert.equal(tunnelRequestHeaders(req, FACTS, 'GET', '/')[':authority'], 'app.edge.test:8080', head);
+      assert.equal(forwardedHeaders(req.headers, FACTS).host, 'app.edge.test:8080', head);
+    }
   });
 
   it('matches the old three-copy composition on a thousand generated requests', async (t) => {

@@ -2,16 +2,19 @@
 // from the connection (ARCHITECTURE.md: the client address comes from the socket unless a trusted proxy says so).
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { OutgoingHttpHeaders } from 'node:http2';
+import { headerKey, isEdgeOwnedLower } from '../../shared/edge-headers.ts';
 import { addEndToEndFields, isConnectionSpecific, type HeaderMap } from '../../shared/tunnel/headers.ts';
 
-/** Request fields only the edge may set; a visitor's copies would let them forge identity or origin. */
-const EDGE_OWNED = ['x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'x-forwarded-port', 'forwarded', 'x-real-ip'];
-const EDGE_OWNED_SET = new Set(EDGE_OWNED);
+// A visitor's copies of the fields the edge owns (src/shared/edge-headers.ts) or its stages set would let them forge
+// identity or origin. They are dropped in every spelling an upstream could read as the same field: any case, and
+// `_` for `-` (CGI, WSGI, Rack and PHP all read `X_Forwarded_For` as HTTP_X_FORWARDED_FOR).
 
 export interface ForwardFacts {
   clientIp: string;
   secure: boolean;
   host: string;
+  /** The validated host and port the visitor named (RequestContext.authority): forwarded as Host or `:authority`. */
+  authority: string;
   /** Headers stages decided to add (claims, identity); their names are lower-case. */
   extra: Record<string, string>;
 }
@@ -25,10 +28,15 @@ export interface ForwardRequest extends ForwardFacts {
   target: string;
 }
 
+/**
+ * A visitor's parsed fields (lower-case names) as an upgrade forwards them: without the visitor's copies of what the
+ * edge owns or its stages set, with the validated Host and the edge's forwarding fields.
+ */
 export function forwardedHeaders(headers: IncomingHttpHeaders, facts: ForwardFacts): IncomingHttpHeaders {
   const out: IncomingHttpHeaders = { ...headers };
-  for (const name of EDGE_OWNED) delete out[name];
-  for (const name of Object.keys(facts.extra)) delete out[name];
+  const stageField = stageFieldMatcher(facts.extra);
+  for (const name of Object.keys(out)) if (isEdgeOwnedLower(name) || stageField?.(name)) delete out[name];
+  out.host = facts.authority;
   out['x-forwarded-for'] = facts.clientIp;
   out['x-forwarded-proto'] = facts.secure ? 'https' : 'http';
   if (facts.host) out['x-forwarded-host'] = facts.host;
@@ -45,8 +53,8 @@ export function forwardedHeaders(headers: IncomingHttpHeaders, facts: ForwardFac
  */
 export function tunnelRequestHeaders(req: IncomingMessage, facts: ForwardFacts, method: string, path: string): OutgoingHttpHeaders {
   const out: HeaderMap = { ':method': method, ':path': path, ':authority': undefined, ':scheme': facts.secure ? 'https' : 'http' };
-  const host = addForwardedFields(req, facts, out);
-  out[':authority'] = host ?? facts.host;
+  addForwardedFields(req, facts, out);
+  out[':authority'] = facts.authority;
   return out as OutgoingHttpHeaders;
 }
 
@@ -63,36 +71,45 @@ export function originRequestHeaders(req: IncomingMessage, facts: ForwardFacts, 
 }
 
 /**
- * Adds the visitor's end-to-end fields and then the edge's own to `out`, in one pass over the raw field lines;
- * returns the visitor's Host. The edge's fields go in after the hop-by-hop pass, so a visitor cannot strip them
- * by naming them in Connection. `drop` names one more visitor field to leave out.
+ * Adds the visitor's end-to-end fields and then the edge's own to `out`, in one pass over the raw field lines. The
+ * visitor's Host is not among them: the caller sets the validated one. The edge's fields go in after the hop-by-hop
+ * pass, so a visitor cannot strip them by naming them in Connection. `drop` names one more visitor field to leave out.
  */
-function addForwardedFields(req: IncomingMessage, facts: ForwardFacts, out: HeaderMap, drop?: string): string | undefined {
+function addForwardedFields(req: IncomingMessage, facts: ForwardFacts, out: HeaderMap, drop?: string): void {
   const extra = facts.extra;
-  let extras = false;
-  for (const _ in extra) {
-    extras = true;
-    break;
-  }
+  const stageField = stageFieldMatcher(extra);
   const skip =
     drop !== undefined
-      ? (name: string) => name === drop || EDGE_OWNED_SET.has(name) || Object.hasOwn(extra, name)
-      : extras
-        ? (name: string) => EDGE_OWNED_SET.has(name) || Object.hasOwn(extra, name)
-        : isEdgeOwned;
+      ? (name: string) => name === drop || isEdgeOwnedLower(name) || stageField?.(name) === true
+      : stageField !== null
+        ? (name: string) => isEdgeOwnedLower(name) || stageField(name)
+        : isEdgeOwnedLower;
   // Node's own flag for a server created with joinDuplicateHeaders (not in its type definitions).
   const join = (req as IncomingMessage & { joinDuplicateHeaders?: boolean | null }).joinDuplicateHeaders === true;
-  const host = addEndToEndFields(req.rawHeaders, out, skip, join);
+  addEndToEndFields(req.rawHeaders, out, skip, join);
   out['x-forwarded-for'] = facts.clientIp;
   out['x-forwarded-proto'] = facts.secure ? 'https' : 'http';
   if (facts.host) out['x-forwarded-host'] = facts.host;
-  if (extras) {
+  if (stageField !== null) {
     // HTTP/2 forbids connection-specific fields (Node throws on them); a stage has no business setting them.
     for (const name in extra) if (!isConnectionSpecific(name)) out[name] = extra[name];
   }
-  return host;
 }
 
-function isEdgeOwned(name: string): boolean {
-  return EDGE_OWNED_SET.has(name);
+/**
+ * Whether a visitor field (lower-case name) is one of the fields stages set on this request, read as CGI reads
+ * names (headerKey); null when stages set none, the common case, which then costs nothing per field. Stage names
+ * are hyphenated as a rule, so only a visitor name with `_` needs folding; a stage name with `_` folds all names.
+ */
+function stageFieldMatcher(extra: Record<string, string>): ((name: string) => boolean) | null {
+  let any = false;
+  for (const name in extra) {
+    if (name.indexOf('_') !== -1) {
+      const keys = new Set(Object.keys(extra).map(headerKey));
+      return (visitor) => keys.has(headerKey(visitor));
+    }
+    any = true;
+  }
+  if (!any) return null;
+  return (visitor) => Object.hasOwn(extra, visitor) || (visitor.indexOf('_') !== -1 && Object.hasOwn(extra, visitor.replaceAll('_', '-')));
 }

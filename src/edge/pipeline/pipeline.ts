@@ -10,6 +10,7 @@ import { forwardToAgent, forwardUpgrade } from '../forward/agent.ts';
 import type { OriginPools } from '../forward/origin.ts';
 import { sendEdgeError } from '../http/pages.ts';
 import type { ForwardRequest } from '../http/proxy-headers.ts';
+import { formatAuthority, parseAuthority } from '../http/host.ts';
 import { normalizePath, splitTarget } from '../http/normalize-path.ts';
 import type { TunnelRegistry } from '../tunnels/registry.ts';
 import type { RequestContext, Stage, Verdict } from './stage.ts';
@@ -22,11 +23,20 @@ export interface PipelineDeps {
   capture: CaptureSink;
 }
 
-/** Host header → lower-case name without port; null when missing or malformed. */
-export function hostOf(header: string | undefined): string | null {
-  if (!header) return null;
-  const host = header.startsWith('[') ? header.slice(0, header.indexOf(']') + 1) : header.split(':')[0];
-  return host.length > 0 && host.length <= 253 ? host.toLowerCase() : null;
+/**
+ * The one Host field of a request, or null when it has none; undefined when it has more than one line of it, which
+ * RFC 9112 §3.2 makes a 400 (Node keeps the first, or joins them with joinDuplicateHeaders; rawHeaders has all).
+ */
+export function soleHost(req: IncomingMessage): string | null | undefined {
+  const host = req.headers.host;
+  if (host === undefined) return null;
+  const raw = req.rawHeaders;
+  let seen = 0;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i];
+    if (name.length === 4 && name.toLowerCase() === 'host' && ++seen > 1) return undefined;
+  }
+  return host;
 }
 
 /**
@@ -47,22 +57,40 @@ export function runStages(stages: readonly Stage[], ctx: RequestContext, i = 0):
 
 type Resolved = { ctx: RequestContext; endpoint: CompiledEndpoint } | null;
 
-/** The steps every request and upgrade share: find the endpoint, check it may serve, build the context. */
-function resolve(deps: PipelineDeps, req: IncomingMessage, res: ServerResponse, secure: boolean, refuse: (code: 'malformed_request' | 'endpoint_not_found' | 'endpoint_disabled') => void): Resolved {
-  const host = hostOf(req.headers.host);
-  if (host === null) return void refuse('malformed_request'), null;
+type Refusal = 'malformed_request' | 'endpoint_not_found' | 'endpoint_disabled';
+
+/**
+ * The steps every request and upgrade share: validate the authority and the target, find the endpoint, check it may
+ * serve, build the context. The authority is checked here once (src/edge/http/host.ts); what is routed on is what
+ * every stage sees and what the agent or origin receives as Host (`:authority`).
+ */
+function resolve(deps: PipelineDeps, req: IncomingMessage, res: ServerResponse, secure: boolean, refuse: (code: Refusal, detail?: string) => void): Resolved {
+  const target = splitTarget(req.url ?? '/');
+  if (target === null) return void refuse('malformed_request', 'the request target is not an origin-form path or an http(s) URL without a fragment'), null;
+  // RFC 9112 §3.2: more than one Host line, or an invalid one, is a 400 even when an absolute-form target makes
+  // the server ignore its value (§3.2.2: the target's authority wins, so routing and the forwarded Host use it).
+  const hostField = soleHost(req);
+  if (hostField === undefined) return void refuse('malformed_request', 'the request has more than one Host field'), null;
+  const fromHost = hostField === null ? null : parseAuthority(hostField);
+  if (hostField !== null && fromHost === null) return void refuse('malformed_request', 'the Host field is not a valid host[:port]'), null;
+  const authority = target.authority === null ? fromHost : parseAuthority(target.authority);
+  if (authority === null) {
+    return void refuse('malformed_request', target.authority === null ? 'the request has no Host field' : 'the request target names no valid host[:port]'), null;
+  }
+  const host = authority.host;
   const endpoint = deps.config.lookup(host);
   if (endpoint === null) return void refuse('endpoint_not_found'), null;
   if (endpoint.config.status === 'disabled' || endpoint.config.status === 'error') return void refuse('endpoint_disabled'), null;
-  const { path: rawPath, query } = splitTarget(req.url ?? '/');
-  const path = normalizePath(rawPath);
-  if (path === null) return void refuse('malformed_request'), null;
+  const path = normalizePath(target.path);
+  if (path === null) return void refuse('malformed_request', 'the path has a malformed percent escape'), null;
+  const query = target.query;
   const ctx: RequestContext = {
     req,
     res,
     endpoint: endpoint.config,
     method: req.method ?? 'GET',
     host,
+    authority: formatAuthority(authority),
     path,
     query,
     clientIp: req.socket.remoteAddress ?? '',
@@ -82,6 +110,7 @@ function forwardRequest(ctx: RequestContext): ForwardRequest {
     clientIp: ctx.clientIp,
     secure: ctx.secure,
     host: ctx.host,
+    authority: ctx.authority,
     extra: ctx.upstreamHeaders,
   };
 }
@@ -98,7 +127,7 @@ function refuseNoAgent(ctx: RequestContext): void {
 
 /** Handles one visitor request end to end. */
 export function handleRequest(deps: PipelineDeps, req: IncomingMessage, res: ServerResponse, secure: boolean): void {
-  const resolved = resolve(deps, req, res, secure, (code) => sendEdgeError(res, code, req.headers.accept));
+  const resolved = resolve(deps, req, res, secure, (code, detail) => sendEdgeError(res, code, req.headers.accept, detail));
   if (resolved === null) return;
   const { ctx, endpoint } = resolved;
   // Armed first, so answers from stages (redirects, refusals) are counted and captured like forwarded ones.

@@ -24,8 +24,13 @@ export interface RequestContext {
   readonly endpoint: EndpointConfig;
   /** The request method, upper-case. */
   readonly method: string;
-  /** Host header without port, lower-case. */
+  /**
+   * The host the request names (its Host, or an absolute-form target's authority), validated: lower-case, no port,
+   * no final dot, IPv6 literals in brackets (src/edge/http/host.ts). The endpoint was looked up by it.
+   */
   readonly host: string;
+  /** `host` plus the port the visitor named, if any: the Host (`:authority`) the agent or origin receives. */
+  readonly authority: string;
   /**
    * The normalised path (percent-decoded unreserved characters, dot segments and duplicate slashes resolved),
    * without the query: what every stage judges and what the agent receives.

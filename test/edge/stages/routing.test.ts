@@ -23,6 +23,7 @@ function ctx(r: Req = {}): RequestContext {
     endpoint: {} as EndpointConfig,
     method: r.method ?? 'GET',
     host: r.host ?? 'app.example.com',
+    authority: r.host ?? 'app.example.com',
     path: r.path ?? '/',
     query: r.query ?? '',
     clientIp: r.clientIp ?? '192.0.2.1',
