@@ -1,0 +1,264 @@
+// Config apply at scale: a real edge (startEdge, every listener of its config wired) restarted with no saved state
+// against a feed of 100k endpoints, one change at that size, and a restart from the saved file. Timed, never a test.
+//
+// Runs in a child process of its own (`benchConfigApply`), so the resident memory it reports is the edge's alone.
+// Standalone: `npx tsx bench/config-apply.ts` (BENCH_CONFIG_ENDPOINTS sets the count, default 100,000).
+import { spawn } from 'node:child_process';
+import { mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { createInterface } from 'node:readline';
+import { pathToFileURL } from 'node:url';
+import { startEdge, type EdgeNode } from '../src/edge/index.ts';
+import { platformCertificate } from '../src/edge/tls.ts';
+import { loadConfig } from '../src/shared/config.ts';
+import { MemoryFeed } from '../src/shared/feed/memory.ts';
+import type { FeedEntry } from '../src/shared/feed/types.ts';
+import { createLogger } from '../src/shared/log.ts';
+import { MemoryPresence } from '../src/shared/presence.ts';
+import { SecretBox } from '../src/shared/secrets.ts';
+import type { EndpointConfig } from '../src/shared/snapshot.ts';
+import { benchFile, TSX } from './lib/procs.ts';
+
+export interface ConfigApplyResult {
+  endpoints: number;
+  /** Restart with no saved state: edge started → the feed's snapshot applied (read, compiled, indexed, listeners told). */
+  resetMs: number;
+  /** The longest the event loop was held during that reset (1 ms timer heartbeat; monitorEventLoopDelay agrees). */
+  resetMaxStallMs: number;
+  /** CPU time this process used within that longest stall (all threads, so GC helpers count too). */
+  resetMaxStallCpuMs: number;
+  /** One endpoint changed at that size: published → applied, median and worst of `changes`. */
+  changeP50Ms: number;
+  changeMaxMs: number;
+  changes: number;
+  /** Saving the state file (one JSON line per entry), and the longest stall while it was written. */
+  saveMs: number;
+  saveMaxStallMs: number;
+  saveMaxStallCpuMs: number;
+  stateFileMb: number;
+  /** Restart from the saved file: load + reset, and the longest stall. */
+  loadMs: number;
+  loadMaxStallMs: number;
+  loadMaxStallCpuMs: number;
+  /** Resident set size and V8 heap once the reset is done (after a GC when --expose-gc is on). */
+  rssMb: number;
+  heapMb: number;
+}
+
+/** Endpoints shaped like real ones: a fifth with a routing rule (a glob), a tenth with an origin URL shared by ten. */
+function endpoint(i: number): EndpointConfig {
+  return {
+    id: i + 1,
+    uuid: `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`,
+    user_id: 1 + (i % 1000),
+    account_id: 1 + (i % 1000),
+    hostname: `e${i}.bench.localhost`,
+    status: 'active',
+    ephemeral: false,
+    dedicated_tcp_port: null,
+    dedicated_udp_port: null,
+    certificate_id: null,
+    mtls_mode: 'disabled',
+    mtls_ca_pem: null,
+    capture_enabled: false,
+    capture_level: null,
+    enforce_https: i % 7 === 0,
+    paused: false,
+    origin_url: i % 10 === 0 ? `https://o${i % 1000}.example.com` : null,
+    routing_rules:
+      i % 5 === 0
+        ? [
+            {
+              id: i + 1,
+              name: 'api',
+              priority: 1,
+              enabled: true,
+              target_agent_id: null,
+              target_agent_tags: ['api'],
+              target_origin_url: null,
+              conditions: [{ condition_type: 'path', condition_key: 'glob', pattern: '/api/**' }],
+            },
+          ]
+        : [],
+  } as EndpointConfig;
+}
+
+/**
+ * The longest gap between ticks of a 1 ms timer while `work` runs (what a request arriving then would wait), and
+ * the CPU time this process used within that gap: on a busy machine a gap can be mostly time the OS gave to other
+ * processes, which no code here can shorten. monitorEventLoopDelay's maximum is checked against the gap as well.
+ */
+async function stalls<T>(work: () => Promise<T>): Promise<{ value: T; ms: number; maxStallMs: number; maxStallCpuMs: number }> {
+  const histogram = monitorEventLoopDelay({ resolution: 5 });
+  histogram.enable();
+  let last = performance.now();
+  let lastCpu = process.cpuUsage();
+  let maxGap = 0;
+  let maxGapCpu = 0;
+  let ticking = true;
+  const tick = () => {
+    const now = performance.now();
+    const cpu = process.cpuUsage();
+    if (now - last > maxGap) {
+      maxGap = now - last;
+      maxGapCpu = (cpu.user - lastCpu.user + cpu.system - lastCpu.system) / 1000;
+    }
+    last = now;
+    lastCpu = cpu;
+    if (ticking) setTimeout(tick, 1);
+  };
+  setTimeout(tick, 1);
+  const started = performance.now();
+  try {
+    const value = await work();
+    return { value, ms: performance.now() - started, maxStallMs: Math.max(maxGap, histogram.max / 1e6), maxStallCpuMs: maxGapCpu };
+  } finally {
+    ticking = false;
+    histogram.disable();
+  }
+}
+
+function waitVersion(edge: EdgeNode, version: number): Promise<void> {
+  if (edge.subscriber.version >= version) return Promise.resolve();
+  return new Promise((resolve) => {
+    const onApplied = (v: number) => {
+      if (v < version) return;
+      edge.subscriber.off('applied', onApplied);
+      resolve();
+    };
+    edge.subscriber.on('applied', onApplied);
+  });
+}
+
+/** The measurement itself, in this process. */
+export async function measureConfigApply(count: number, changes = 50): Promise<ConfigApplyResult> {
+  const dataDir = await mkdtemp(join(tmpdir(), 'bench-config-'));
+  const logger = createLogger(process.env.BENCH_LOG_LEVEL ?? 'silent');
+  // A platform certificate on disk, as a production edge has: generating one (~70 ms, once) is not config work.
+  const platform = await platformCertificate({ certFile: '', keyFile: '' }, 'bench.localhost');
+  await writeFile(join(dataDir, 'platform.crt'), platform.cert);
+  await writeFile(join(dataDir, 'platform.key'), platform.key);
+  const settings = loadConfig({
+    EDGE_TLS_CERT_FILE: join(dataDir, 'platform.crt'),
+    EDGE_TLS_KEY_FILE: join(dataDir, 'platform.key'),
+    EDGE_ROLE: 'all',
+    EDGE_HTTP_PORT: '0',
+    EDGE_HTTPS_PORT: '0',
+    EDGE_CONTROL_PORT: '0',
+    EDGE_BIND_HOST: '127.0.0.1',
+    EDGE_DATA_DIR: dataDir,
+    EDGE_LOG_LEVEL: 'silent',
+  });
+  const feed = new MemoryFeed();
+  const entries: FeedEntry[] = [];
+  for (let i = 0; i < count; i++) {
+    const data = endpoint(i);
+    entries.push({ topic: 'endpoint', key: data.uuid, version: i + 1, data });
+  }
+  await feed.reset({ version: count, entries });
+  entries.length = 0;
+  const deps = { settings, source: feed, secrets: new SecretBox('bench'), presence: new MemoryPresence(60_000), logger, createEphemeral: async () => '' };
+  let edge: EdgeNode | null = null;
+  try {
+    // 1. Restart with no saved state: the whole snapshot arrives as one reset.
+    const reset = await stalls(async () => {
+      edge = await startEdge(deps);
+      await waitVersion(edge, count);
+      return edge;
+    });
+    const entriesHeld = reset.value.config.mirror.size;
+    (globalThis as { gc?: () => void }).gc?.();
+    const memory = process.memoryUsage();
+
+    // 2. One change at that size, published and applied, `changes` times.
+    const times: number[] = [];
+    let version = count;
+    for (let i = 0; i < changes; i++) {
+      const data = { ...endpoint(i * 7), origin_url: `https://moved${i}.example.com`, hostname: `moved${i}.bench.localhost` };
+      const started = performance.now();
+      version++;
+      const applied = waitVersion(reset.value, version);
+      await feed.publish({ version, topic: 'endpoint', key: data.uuid, data });
+      await applied;
+      times.push(performance.now() - started);
+    }
+    times.sort((a, b) => a - b);
+
+    // 3. The state file, written in slices (flush forces the write the changes scheduled).
+    reset.value.config.scheduleSave(0);
+    const save = await stalls(() => reset.value.config.flush());
+    const stateFileMb = (await stat(join(dataDir, 'edge-config.json'))).size / 1e6;
+
+    // 4. Restart from that file: load it (streamed, then reset in slices); the feed has nothing newer.
+    await reset.value.close();
+    edge = null;
+    const load = await stalls(async () => {
+      edge = await startEdge(deps);
+      await waitVersion(edge, version);
+      return edge;
+    });
+    if (load.value.config.mirror.size !== entriesHeld) throw new Error(`restored ${load.value.config.mirror.size} entries, expected ${entriesHeld}`);
+
+    return {
+      endpoints: count,
+      resetMs: reset.ms,
+      resetMaxStallMs: reset.maxStallMs,
+      resetMaxStallCpuMs: reset.maxStallCpuMs,
+      changeP50Ms: times[Math.floor(times.length / 2)],
+      changeMaxMs: times[times.length - 1],
+      changes,
+      saveMs: save.ms,
+      saveMaxStallMs: save.maxStallMs,
+      saveMaxStallCpuMs: save.maxStallCpuMs,
+      stateFileMb,
+      loadMs: load.ms,
+      loadMaxStallMs: load.maxStallMs,
+      loadMaxStallCpuMs: load.maxStallCpuMs,
+      rssMb: memory.rss / 1e6,
+      heapMb: memory.heapUsed / 1e6,
+    };
+  } finally {
+    await (edge as EdgeNode | null)?.close();
+    await feed.close();
+    await rm(dataDir, { recursive: true, force: true });
+  }
+}
+
+/** Runs the measurement in a child process (its memory figures are then the edge's alone) and returns its figures. */
+export function benchConfigApply(count = 100_000): Promise<ConfigApplyResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [...TSX, '--expose-gc', benchFile('config-apply.ts'), '--json'], {
+      env: { ...process.env, BENCH_CONFIG_ENDPOINTS: String(count) },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let result: ConfigApplyResult | null = null;
+    createInterface({ input: child.stdout! }).on('line', (line) => {
+      if (line.startsWith('{')) result = JSON.parse(line) as ConfigApplyResult;
+    });
+    child.once('error', reject);
+    child.once('exit', (code) => (result ? resolve(result) : reject(new Error(`config-apply bench exited with ${code} and no result`))));
+  });
+}
+
+export function describeConfigApply(r: ConfigApplyResult): Array<{ benchmark: string; result: string }> {
+  const n = r.endpoints.toLocaleString('en');
+  const stall = (wall: number, cpu: number) => `longest event-loop stall ${wall.toFixed(0)} ms (${cpu.toFixed(0)} ms of it on CPU)`;
+  return [
+    {
+      benchmark: `config reset, ${n} endpoints (edge restart with no saved state)`,
+      result: `${(r.resetMs / 1000).toFixed(2)} s, ${stall(r.resetMaxStallMs, r.resetMaxStallCpuMs)}, RSS ${r.rssMb.toFixed(0)} MB (heap ${r.heapMb.toFixed(0)} MB)`,
+    },
+    { benchmark: `one endpoint change at ${n} endpoints, published → applied`, result: `p50 ${r.changeP50Ms.toFixed(2)} ms, max ${r.changeMaxMs.toFixed(2)} ms (${r.changes} changes)` },
+    { benchmark: `state file save, ${n} endpoints (${r.stateFileMb.toFixed(0)} MB)`, result: `${r.saveMs.toFixed(0)} ms, ${stall(r.saveMaxStallMs, r.saveMaxStallCpuMs)}` },
+    { benchmark: `edge restart from the state file, ${n} endpoints`, result: `${(r.loadMs / 1000).toFixed(2)} s, ${stall(r.loadMaxStallMs, r.loadMaxStallCpuMs)}` },
+  ];
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  const count = Number(process.env.BENCH_CONFIG_ENDPOINTS ?? 100_000);
+  const result = await measureConfigApply(count);
+  if (process.argv.includes('--json')) console.log(JSON.stringify(result));
+  else for (const row of describeConfigApply(result)) console.log(`${row.benchmark}: ${row.result}`);
+}
