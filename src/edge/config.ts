@@ -100,6 +100,8 @@ export class EdgeConfig extends EventEmitter<EdgeConfigEvents> {
   private readonly sliceMs: number | undefined;
   private saveTimer: NodeJS.Timeout | null = null;
   private saving: Promise<void> = Promise.resolve();
+  /** Set while the saved state is being restored: writing back what was just read would be wasted work. */
+  private loading = false;
 
   constructor(private readonly options: EdgeConfigOptions) {
     super();
@@ -170,6 +172,7 @@ export class EdgeConfig extends EventEmitter<EdgeConfigEvents> {
   /** Restores the last saved state; returns its version (0 when there is none or it is unreadable). */
   async load(): Promise<number> {
     if (!this.options.stateFile) return 0;
+    this.loading = true;
     try {
       const snapshot = await readStateFile(this.options.stateFile);
       await this.mirror.reset(snapshot);
@@ -178,6 +181,8 @@ export class EdgeConfig extends EventEmitter<EdgeConfigEvents> {
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') this.options.logger.warn({ err }, 'ignoring unreadable saved edge config');
       return 0;
+    } finally {
+      this.loading = false;
     }
   }
 
@@ -346,8 +351,9 @@ export class EdgeConfig extends EventEmitter<EdgeConfigEvents> {
     return () => {
       this.state = state;
       this.dropStale(fresh);
-      this.scheduleSave();
-      return slicer.forEach(notices, (n) => this.notify(n));
+      if (!this.loading) this.scheduleSave();
+      // Not abandoned once swapped (a fresh slicer, without the stop signal): listeners are told of the whole reset.
+      return new TimeSlicer(this.sliceMs).forEach(notices, (n) => this.notify(n));
     };
   }
 

@@ -4,7 +4,7 @@
 // compiled and logged once with the previous config kept, origin pools released as endpoints stop naming them.
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -384,9 +384,13 @@ describe('EdgeConfig state file', () => {
     const lines = (await readFile(stateFile, 'utf8')).trimEnd().split('\n');
     assert.equal(lines.length, 20_001);
     assert.deepEqual(JSON.parse(lines[0]), { version: 20_000, entries: 20_000 });
+    const written = await stat(stateFile);
     const second = new EdgeConfig({ logger, stateFile });
     assert.equal(await second.load(), 20_000);
     assert.equal(second.lookup('e19999.edge.localhost')?.config.uuid, uuidOf(19_999));
+    // What was just read is not written back (a rewrite replaces the file: a new inode).
+    await second.flush();
+    assert.equal((await stat(stateFile)).ino, written.ino);
   });
 
   it('reads a file saved in the earlier single-document form', async () => {
