@@ -13,6 +13,7 @@ import { RedisFeed } from './shared/feed/redis.ts';
 import type { FeedSink, FeedSource } from './shared/feed/transport.ts';
 import { openDatabase, type Database } from './store/db.ts';
 import { bootstrapAdmin } from './control/bootstrap.ts';
+import { reconcileApiKeyFeed } from './store/accounts.ts';
 import { FeedPublisher } from './control/feed-publisher.ts';
 import { startControl, type ControlServer } from './control/index.ts';
 import { startEdge, type EdgeNode } from './edge/index.ts';
@@ -121,6 +122,10 @@ export async function startNode(config: Config, logger: Logger): Promise<NodeHan
         handle.generatedAdminKey = boot.generatedKey;
         logger.warn({ admin_user_id: boot.adminUserId }, 'generated the first admin API key; it is printed once on stdout');
       }
+      // Key entries written by an older release (without permissions) or left behind are made current before edges
+      // rely on them (docs/tunnels.md "Admission and standing").
+      const reconciled = await reconcileApiKeyFeed(db);
+      if (reconciled > 0) logger.info({ api_keys: reconciled }, 'republished API key entries that differed from the store');
       const publisher = new FeedPublisher({ db, sink, logger, pollMs: config.feed.publishPollMs, retain: config.feed.outboxRetention });
       await publisher.start();
       handle.publisher = publisher;

@@ -1,8 +1,9 @@
 // Users, accounts (personal and organization), memberships and API keys: who a caller is and what they may do.
 // Uniqueness (e-mail, membership pairs, key ids) is held by constraints; callers map violations to 409s.
-import type { Queryable } from './db.ts';
+import type { Database, Queryable } from './db.ts';
 import { recordChange } from './feed.ts';
 import type { NewApiKey } from '../shared/api-keys.ts';
+import { effectivePermissions } from '../shared/permissions.ts';
 import { TOPICS, type AccountConfig, type ApiKeyConfig } from '../shared/snapshot.ts';
 
 export interface UserRow {
@@ -55,16 +56,108 @@ async function publishAccount(tx: Queryable, accountId: number): Promise<void> {
   await recordChange(tx, TOPICS.account, String(accountId), config);
 }
 
-/** Edges verify agent API keys locally from the feed, so a control-plane outage does not stop agents reconnecting. */
+/** What decides a key's permissions in its account: the user's admin flag and their membership there, if any. */
+interface KeyHolder {
+  is_admin: boolean;
+  is_owner: boolean | null;
+  permissions: string[] | null;
+}
+
+/** The feed entry of an unrevoked key: edges check the secret and, at admission, `tunnels:connect` in it. */
+function apiKeyConfig(key: ApiKeyRow, holder: KeyHolder | undefined): ApiKeyConfig {
+  return {
+    key_id: key.key_id,
+    secret_hash: Buffer.from(key.secret_hash).toString('base64'),
+    user_id: key.user_id,
+    account_id: key.account_id,
+    permissions: effectivePermissions({ isAdmin: holder?.is_admin ?? false, isOwner: holder?.is_owner ?? false, permissions: holder?.permissions ?? [] }),
+  };
+}
+
+const KEY_HOLDER_SQL = `SELECT u.is_admin, m.is_owner, m.permissions FROM users u
+  LEFT JOIN memberships m ON m.account_id = $2 AND m.user_id = u.id WHERE u.id = $1`;
+
+/**
+ * Edges verify agent API keys locally from the feed, so a control-plane outage does not stop agents reconnecting.
+ * Called again whenever what the entry holds changes: revocation, the holder's permissions, admin flag.
+ */
 async function publishApiKey(tx: Queryable, key: ApiKeyRow): Promise<void> {
-  await recordChange(
-    tx,
-    TOPICS.apiKey,
-    key.key_id,
-    key.revoked_at
-      ? null
-      : ({ key_id: key.key_id, secret_hash: Buffer.from(key.secret_hash).toString('base64'), user_id: key.user_id, account_id: key.account_id } satisfies ApiKeyConfig),
+  if (key.revoked_at) {
+    await recordChange(tx, TOPICS.apiKey, key.key_id, null);
+    return;
+  }
+  const { rows } = await tx.query<KeyHolder>(KEY_HOLDER_SQL, [key.user_id, key.account_id]);
+  await recordChange(tx, TOPICS.apiKey, key.key_id, apiKeyConfig(key, rows[0]));
+}
+
+/** Republishes a user's live keys (those bound to `accountId` only, when given) after their permissions changed. */
+async function republishUserKeys(tx: Queryable, userId: number, accountId?: number): Promise<void> {
+  const { rows } = await tx.query<ApiKeyRow>(
+    accountId === undefined
+      ? 'SELECT * FROM api_keys WHERE user_id = $1 AND revoked_at IS NULL ORDER BY id'
+      : 'SELECT * FROM api_keys WHERE user_id = $1 AND account_id = $2 AND revoked_at IS NULL ORDER BY id',
+    accountId === undefined ? [userId] : [userId, accountId],
   );
+  for (const key of rows) await publishApiKey(tx, key);
+}
+
+function sameApiKeyConfig(a: ApiKeyConfig, b: Partial<ApiKeyConfig> | null): boolean {
+  return (
+    b !== null &&
+    a.key_id === b.key_id &&
+    a.secret_hash === b.secret_hash &&
+    a.user_id === Number(b.user_id) &&
+    a.account_id === Number(b.account_id) &&
+    Array.isArray(b.permissions) &&
+    a.permissions!.length === b.permissions.length &&
+    a.permissions!.every((p, i) => p === b.permissions![i])
+  );
+}
+
+/**
+ * Brings the feed's API key entries in line with the store: publishes every live key whose entry is missing or
+ * differs (entries written before they carried `permissions`, or before a permission was added to the list
+ * owners hold) and removes entries of keys that are revoked or gone. Run at each control-plane start; a no-op
+ * when nothing drifted. Each page holds the feed's version lock while it reads, so a permission change committed
+ * meanwhile is either read here or published after this page, never overwritten by an older view.
+ */
+export async function reconcileApiKeyFeed(db: Database, pageSize = 500): Promise<number> {
+  let published = 0;
+  for (let after = 0; ; ) {
+    const page = await db.transaction(async (tx) => {
+      await tx.query('SELECT version FROM feed_state FOR UPDATE');
+      const { rows } = await tx.query<ApiKeyRow & KeyHolder & { published: Partial<ApiKeyConfig> | null }>(
+        `SELECT k.*, u.is_admin, m.is_owner, m.permissions, f.data AS published
+         FROM api_keys k JOIN users u ON u.id = k.user_id
+         LEFT JOIN memberships m ON m.account_id = k.account_id AND m.user_id = k.user_id
+         LEFT JOIN feed_entries f ON f.topic = $3 AND f.key = k.key_id
+         WHERE k.id > $1 AND k.revoked_at IS NULL ORDER BY k.id LIMIT $2`,
+        [after, pageSize, TOPICS.apiKey],
+      );
+      for (const row of rows) {
+        const config = apiKeyConfig(row, row);
+        if (sameApiKeyConfig(config, row.published)) continue;
+        await recordChange(tx, TOPICS.apiKey, row.key_id, config);
+        published++;
+      }
+      return rows;
+    });
+    if (page.length < pageSize) break;
+    after = page[page.length - 1].id;
+  }
+  await db.transaction(async (tx) => {
+    await tx.query('SELECT version FROM feed_state FOR UPDATE');
+    const { rows } = await tx.query<{ key: string }>(
+      `SELECT f.key FROM feed_entries f WHERE f.topic = $1
+       AND NOT EXISTS (SELECT 1 FROM api_keys k WHERE k.key_id = f.key AND k.revoked_at IS NULL)`,
+      [TOPICS.apiKey],
+    );
+    for (const { key } of rows) {
+      await recordChange(tx, TOPICS.apiKey, key, null);
+      published++;
+    }
+  });
+  return published;
 }
 
 export async function createUser(
@@ -136,6 +229,8 @@ export async function setVerification(tx: Queryable, userId: number, flags: Veri
 
 export async function setAdmin(tx: Queryable, userId: number, isAdmin: boolean): Promise<void> {
   await tx.query('UPDATE users SET is_admin = $2, updated_at = now() WHERE id = $1', [userId, isAdmin]);
+  // Admins hold every permission in every account: the permissions edges see with each key change with the flag.
+  await republishUserKeys(tx, userId);
 }
 
 export async function createOrganization(tx: Queryable, input: { name: string; plan: string; ownerId: number }): Promise<AccountRow> {
@@ -182,6 +277,8 @@ export async function addMember(tx: Queryable, accountId: number, userId: number
     'INSERT INTO memberships (account_id, user_id, permissions) VALUES ($1, $2, $3) RETURNING *',
     [accountId, userId, permissions],
   );
+  // An admin may hold keys bound to the account already; what they publish now follows the membership too.
+  await republishUserKeys(tx, userId, accountId);
   return rows[0];
 }
 
@@ -190,6 +287,8 @@ export async function setMemberPermissions(tx: Queryable, accountId: number, use
     'UPDATE memberships SET permissions = $3 WHERE account_id = $1 AND user_id = $2 RETURNING *',
     [accountId, userId, permissions],
   );
+  // Edges admit agents on the permissions published with the key: losing tunnels:connect ends its live tunnels.
+  if (rows[0]) await republishUserKeys(tx, userId, accountId);
   return rows[0] ?? null;
 }
 

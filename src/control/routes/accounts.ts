@@ -3,7 +3,7 @@
 import { Type } from '@sinclair/typebox';
 import { generateApiKey } from '../../shared/api-keys.ts';
 import { fail } from '../../shared/errors.ts';
-import { PERMISSIONS } from '../../shared/permissions.ts';
+import { effectivePermissions, PERMISSIONS } from '../../shared/permissions.ts';
 import { Nullable, Strict, Timestamp } from '../../shared/schema.ts';
 import { isUniqueViolation } from '../../store/db.ts';
 import * as store from '../../store/accounts.ts';
@@ -34,7 +34,7 @@ function apiKeyView(k: store.ApiKeyRow) {
 }
 
 function memberView(m: store.MembershipRow & { email: string }) {
-  return { user_id: m.user_id, email: m.email, is_owner: m.is_owner, permissions: m.is_owner ? [...PERMISSIONS] : m.permissions, created_at: iso(m.created_at) };
+  return { user_id: m.user_id, email: m.email, is_owner: m.is_owner, permissions: effectivePermissions({ isAdmin: false, isOwner: m.is_owner, permissions: m.permissions }), created_at: iso(m.created_at) };
 }
 
 export function accountRoutes(app: ControlApp, { db }: ControlDeps): void {
@@ -70,7 +70,7 @@ export function accountRoutes(app: ControlApp, { db }: ControlDeps): void {
         accounts: memberships.map((m) => ({
           ...accountView({ id: m.account_id, kind: m.account_kind, name: m.account_name, plan: m.account_plan, suspended_at: m.account_suspended_at }),
           is_owner: m.is_owner,
-          permissions: m.is_owner ? [...PERMISSIONS] : m.permissions,
+          permissions: effectivePermissions({ isAdmin: false, isOwner: m.is_owner, permissions: m.permissions }),
         })),
       };
     },
@@ -188,6 +188,7 @@ export function accountRoutes(app: ControlApp, { db }: ControlDeps): void {
     {
       schema: {
         summary: 'Replace a member’s permissions',
+        description: 'The member’s API keys bound to the organization are published to edges again with the new permissions: removing tunnels:connect ends the tunnels their agents hold.',
         tags: ['organizations'],
         params: Type.Object({ id: Type.String(), user_id: Type.String() }),
         body: Strict({ permissions: PermissionList }),

@@ -529,6 +529,8 @@ export function endpointRoutes(app: ControlApp, { db, config }: ControlDeps): vo
     },
     async (req, reply) => {
       req.caller.requirePermission('endpoints:write');
+      // The endpoint exists to carry this key's agent, so the key must be allowed to attach one (as edges check).
+      req.caller.requirePermission('tunnels:connect');
       const endpoint = await db.transaction((tx) =>
         store.createEphemeralEndpoint(tx, {
           userId: req.caller.user.id,
