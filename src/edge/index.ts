@@ -11,7 +11,7 @@ import type { Logger } from '../shared/log.ts';
 import type { PresenceStore } from '../shared/presence.ts';
 import type { SecretBox } from '../shared/secrets.ts';
 import { TUNNEL_PATH } from '../shared/tunnel/protocol.ts';
-import { agentAuthorizer } from './agent-auth.ts';
+import { agentAuthorizer, watchStanding } from './agent-auth.ts';
 import { OriginPools } from './forward/origin.ts';
 import { DedicatedPorts } from './ports.ts';
 import { TrafficRecorder, countRefusals } from './capture.ts';
@@ -86,6 +86,8 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
     logger: log,
     authorize: agentAuthorizer({ config, plans: settings.plans, region: settings.region, createEphemeral: deps.createEphemeral }),
   });
+  // Tunnels whose key is revoked, account suspended or permission removed end when the feed says so.
+  const stopStandingWatch = watchStanding({ config, plans: settings.plans, region: settings.region }, registry, { logger: log });
 
   // Origin names are checked again when connecting: a name may resolve to a private address after the API accepted it.
   const origins = new OriginPools({ allowPrivate: settings.originAllowPrivate, logger: log });
@@ -186,6 +188,7 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
       secure.close();
       // Dedicated ports stop accepting now; their connections drain alongside the tunnels that carry them.
       const portsClosed = ports.close(2_000);
+      stopStandingWatch();
       await tunnels.close(2_000);
       await registry.close(2_000);
       await portsClosed;

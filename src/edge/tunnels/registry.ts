@@ -6,6 +6,18 @@ import http2, { type ClientHttp2Session, type ClientHttp2Stream, type ClientSess
 import { encodeGoAwayReason, normalizeTags, parseGoAwayReason, type TunnelEndpoint, type TunnelProtocol } from '../../shared/tunnel/protocol.ts';
 import { DEFAULT_KEEPALIVE, startKeepalive, type KeepaliveOptions, type TunnelLink } from '../../shared/tunnel/transport.ts';
 
+/**
+ * The API key a session was admitted with. The edge checks the session again whenever the feed changes that key,
+ * its account or the endpoint (src/edge/agent-auth.ts), so revoking the key ends the tunnel.
+ */
+export interface TunnelCredential {
+  keyId: string;
+  /** The key entry's secret_hash at admission: an entry published again with another hash is another key. */
+  secretHash: string;
+  /** The key's account at admission, to find the sessions an account change concerns. */
+  accountId: number;
+}
+
 export interface AgentSessionInfo {
   agentId: string;
   /** Lower case, without duplicates (tags compare case-insensitively). */
@@ -15,6 +27,8 @@ export interface AgentSessionInfo {
   remoteAddress: string;
   /** The agent's self-description from its hello (name/version). */
   client: string;
+  /** Absent only where the edge admits agents without API keys (test harnesses). */
+  credential?: TunnelCredential;
 }
 
 /** Why a session left: a code from docs/tunnels.md (`agent_closed`, `ping_timeout`, `replaced`, ...) and words. */
@@ -51,6 +65,7 @@ export class AgentSession extends EventEmitter<AgentSessionEvents> {
   readonly endpoint: TunnelEndpoint;
   readonly remoteAddress: string;
   readonly client: string;
+  readonly credential: Readonly<TunnelCredential> | null;
   readonly connectedAt = new Date();
   private reason: DisconnectReason | null = null;
   private draining = false;
@@ -71,6 +86,7 @@ export class AgentSession extends EventEmitter<AgentSessionEvents> {
     this.endpoint = Object.freeze({ ...info.endpoint });
     this.remoteAddress = info.remoteAddress;
     this.client = info.client;
+    this.credential = info.credential ? Object.freeze({ ...info.credential }) : null;
 
     session.on('goaway', (_code, _lastStreamId, data) => {
       this.reason ??= parseGoAwayReason(data) ?? { code: 'agent_closed', message: 'the agent closed the tunnel' };
@@ -208,6 +224,9 @@ interface EndpointEntry {
 export class TunnelRegistry extends EventEmitter<TunnelRegistryEvents> {
   private readonly endpoints = new Map<string, EndpointEntry>();
   private readonly all = new Set<AgentSession>();
+  /** Sessions by the API key, and by the account of the key, that admitted them: a change to either finds them. */
+  private readonly byKey = new Map<string, Set<AgentSession>>();
+  private readonly byAccount = new Map<number, Set<AgentSession>>();
 
   /**
    * Adds a live session. One agent id is one agent: a new connection with the id of a session already on the
@@ -224,6 +243,10 @@ export class TunnelRegistry extends EventEmitter<TunnelRegistryEvents> {
     const previous = entry.sessions.find((s) => s.agentId === session.agentId);
     entry.sessions.push(session);
     this.all.add(session);
+    if (session.credential) {
+      addTo(this.byKey, session.credential.keyId, session);
+      addTo(this.byAccount, session.credential.accountId, session);
+    }
     session.once('draining', (reason) => this.remove(session, reason));
     session.once('close', (reason) => this.remove(session, reason));
     this.emit('connect', session);
@@ -261,6 +284,16 @@ export class TunnelRegistry extends EventEmitter<TunnelRegistryEvents> {
     return [...(this.endpoints.get(endpointUuid)?.sessions ?? [])];
   }
 
+  /** The live sessions admitted with this API key (by key id). */
+  sessionsOfKey(keyId: string): AgentSession[] {
+    return [...(this.byKey.get(keyId) ?? [])];
+  }
+
+  /** The live sessions admitted with a key of this account. */
+  sessionsOfAccount(accountId: number): AgentSession[] {
+    return [...(this.byAccount.get(accountId) ?? [])];
+  }
+
   get size(): number {
     return this.all.size;
   }
@@ -273,6 +306,10 @@ export class TunnelRegistry extends EventEmitter<TunnelRegistryEvents> {
 
   private remove(session: AgentSession, reason: DisconnectReason): void {
     if (!this.all.delete(session)) return;
+    if (session.credential) {
+      removeFrom(this.byKey, session.credential.keyId, session);
+      removeFrom(this.byAccount, session.credential.accountId, session);
+    }
     const entry = this.endpoints.get(session.endpoint.uuid);
     if (entry) {
       const index = entry.sessions.indexOf(session);
@@ -286,4 +323,15 @@ export class TunnelRegistry extends EventEmitter<TunnelRegistryEvents> {
     }
     this.emit('disconnect', session, reason);
   }
+}
+
+function addTo<K>(index: Map<K, Set<AgentSession>>, key: K, session: AgentSession): void {
+  let set = index.get(key);
+  if (!set) index.set(key, (set = new Set()));
+  set.add(session);
+}
+
+function removeFrom<K>(index: Map<K, Set<AgentSession>>, key: K, session: AgentSession): void {
+  const set = index.get(key);
+  if (set?.delete(session) && set.size === 0) index.delete(key);
 }

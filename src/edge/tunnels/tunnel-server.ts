@@ -27,9 +27,10 @@ import {
   type KeepaliveOptions,
   type TunnelTuning,
 } from '../../shared/tunnel/transport.ts';
-import { AgentSession, type TunnelRegistry } from './registry.ts';
+import { AgentSession, type TunnelCredential, type TunnelRegistry } from './registry.ts';
 
-export type AuthorizeResult = { ok: true; endpoint: TunnelEndpoint } | { ok: false; code: RefusalCode; message: string };
+/** `credential` names the API key the session rests on, so the edge can end it when that key loses its standing. */
+export type AuthorizeResult = { ok: true; endpoint: TunnelEndpoint; credential?: TunnelCredential } | { ok: false; code: RefusalCode; message: string };
 
 /**
  * The edge's admission check for one hello: API key, endpoint ownership (or a new ephemeral endpoint when the
@@ -194,12 +195,15 @@ export class TunnelServer {
         if (settled) return; // timed out, shut down or disconnected meanwhile
         if (!result.ok) return refuse(result.code, result.message);
         settle();
-        this.open(ws, hello, result.welcome, remoteAddress, log);
+        this.open(ws, hello, result.welcome, result.credential, remoteAddress, log);
       });
     });
   }
 
-  private async decide(hello: Hello, remoteAddress: string): Promise<{ ok: true; welcome: Welcome } | { ok: false; code: RefusalCode; message: string }> {
+  private async decide(
+    hello: Hello,
+    remoteAddress: string,
+  ): Promise<{ ok: true; welcome: Welcome; credential?: TunnelCredential } | { ok: false; code: RefusalCode; message: string }> {
     let result: AuthorizeResult;
     try {
       result = await this.authorize(hello, remoteAddress);
@@ -215,10 +219,10 @@ export class TunnelServer {
       this.logger.error({ problem: checked.message }, 'authorize returned an endpoint the protocol cannot carry');
       return { ok: false, code: 'internal', message: 'the edge produced an invalid welcome' };
     }
-    return { ok: true, welcome };
+    return { ok: true, welcome, credential: result.credential };
   }
 
-  private open(ws: WebSocket, hello: Hello, welcome: Welcome, remoteAddress: string, log: Logger): void {
+  private open(ws: WebSocket, hello: Hello, welcome: Welcome, credential: TunnelCredential | undefined, remoteAddress: string, log: Logger): void {
     if (this.closing || ws.readyState !== WebSocket.OPEN) return void ws.terminate();
     ws.send(JSON.stringify(welcome));
     // Synchronously after the welcome: the agent's HTTP/2 bytes follow it directly (see openTunnelStream).
@@ -235,6 +239,7 @@ export class TunnelServer {
         endpoint: welcome.endpoint,
         remoteAddress,
         client: hello.client,
+        credential,
       },
       h2,
       link,

@@ -66,7 +66,9 @@ export type Welcome = Static<typeof WelcomeSchema>;
 /**
  * Why an edge refuses an agent, with the WebSocket close code that follows the `refused` frame and whether the
  * agent should try again. Close codes are 4000 + the closest HTTP status, in the private-use range of RFC 6455
- * §7.4.2, so a code alone (as a proxy in the middle may leave) still tells the agent what happened.
+ * §7.4.2, so a code alone (as a proxy in the middle may leave) still tells the agent what happened. The same codes
+ * end a live tunnel whose credentials lost their standing (revoked key, suspended account, permission removed),
+ * carried by the edge's GOAWAY (see GoAwayReason).
  */
 export const REFUSALS = {
   invalid_hello: { close: 4400, retry: false },
@@ -76,6 +78,8 @@ export const REFUSALS = {
   region_not_allowed: { close: 4403, retry: false },
   protocol_not_allowed: { close: 4403, retry: false },
   entitlement_required: { close: 4403, retry: false },
+  /** The key's user lacks `tunnels:connect` in the key's account. */
+  permission_denied: { close: 4403, retry: false },
   endpoint_not_found: { close: 4404, retry: false },
   handshake_timeout: { close: 4408, retry: true },
   /** Another connection with the same agent id took this one's place on the endpoint. */
