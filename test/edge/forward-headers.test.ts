@@ -1,12 +1,17 @@
 // The HTTP/2 header block the edge sends an agent, built in one pass over the visitor's raw header lines: checked
-// case by case, and against the older three-copy composition on requests parsed by a real Node HTTP server.
-import { describe, it, type TestContext } from 'node:test';
+// case by case, and against the older three-copy composition on requests parsed by a real Node HTTP server. Then the
+// visitor's copies of the edge's own fields, in every spelling, through a real agent and a real origin.
+import { after, before, describe, it, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import http, { type IncomingMessage } from 'node:http';
-import net from 'node:net';
-import { forwardedHeaders, tunnelRequestHeaders, type ForwardFacts } from '../../src/edge/http/proxy-headers.ts';
+import net, { type AddressInfo } from 'node:net';
+import { startAgent, type Agent } from '../../src/agent/agent.ts';
+import { forwardedHeaders, originRequestHeaders, tunnelRequestHeaders, type ForwardFacts } from '../../src/edge/http/proxy-headers.ts';
+import { headerKey } from '../../src/shared/edge-headers.ts';
 import { toHttp2RequestHeaders } from '../../src/shared/tunnel/headers.ts';
+import { eventually } from '../helpers/eventually.ts';
+import { startTestNode, type TestNode } from '../helpers/node.ts';
 
 const FACTS: ForwardFacts = { clientIp: '203.0.113.7', secure: true, host: 'app.edge.test', authority: 'app.edge.test:8080', extra: {} };
 
@@ -200,7 +205,8 @@ describe('tunnelRequestHeaders', () => {
       'Host', 'host', 'Accept', 'Cookie', 'Set-Cookie', 'User-Agent', 'Content-Type', 'Authorization', 'Referer',
       'Cache-Control', 'If-None-Match', 'X-Custom', 'x-custom', 'TE', 'Keep-Alive', 'Proxy-Connection', 'Upgrade',
       'X-Forwarded-For', 'Forwarded', 'X-Real-IP', 'X-Forwarded-Port', 'Range', 'Origin', 'Accept-Encoding', 'Via',
-      'X-Hop', 'Date', 'Age', 'Max-Forwards', 'X-Edge-User', 'Trailer', 'Priority',
+      'X-Hop', 'Date', 'Age', 'Max-Forwards', 'X-Edge-User', 'Trailer', 'Priority', 'X_Forwarded_For', 'X-Real_IP',
+      'x_edge_user', 'True-Client-IP', 'Client_IP', 'X_Custom',
     ];
     // No "close" (the parser's connection would end) and no bodies (Content-Length, Transfer-Encoding): one socket.
     const connectionTokens = ['keep-alive', 'Upgrade', 'X-Hop', 'x-custom', 'TE', 'Cache-Control', 'Via'];
@@ -216,6 +222,136 @@ describe('tunnelRequestHeaders', () => {
       const facts = rand(2) === 0 ? FACTS : { ...FACTS, extra: { 'x-edge-user': 'alice' } };
       const req = await p.parse(lines.join('\r\n'));
       assert.deepEqual(tunnelRequestHeaders(req, facts, 'GET', '/p'), threeCopies(req, facts, 'GET', '/p'), lines.join('\n'));
+    }
+  });
+});
+
+/**
+ * Visitor spellings of fields the edge owns that CGI, WSGI, Rack and PHP read as the edge's own (HTTP_X_FORWARDED_FOR
+ * for X_Forwarded_For), and client-address fields other proxies set: none may reach an upstream.
+ */
+const SPOOFED = [
+  'X_Forwarded_For: 10.0.0.1',
+  'X-Forwarded_For: 10.0.0.2',
+  'x_forwarded-for: 10.0.0.3',
+  'X-Real_IP: 10.0.0.4',
+  'X_Real_Ip: 10.0.0.5',
+  'X_Forwarded_Host: evil.example',
+  'X_Forwarded_Proto: https',
+  'X_Forwarded_Port: 1',
+  'X-Client-IP: 10.0.0.6',
+  'X_Client_IP: 10.0.0.7',
+  'True-Client-IP: 10.0.0.8',
+  'True_Client_IP: 10.0.0.9',
+  'CF-Connecting-IP: 10.0.0.10',
+  'Cf_Connecting_Ip: 10.0.0.11',
+  'X-Cluster-Client-IP: 10.0.0.12',
+  'X_Cluster_Client_IP: 10.0.0.13',
+  'Client-IP: 10.0.0.14',
+  'Client_IP: 10.0.0.15',
+];
+
+/** Raw field names the edge lets through that CGI would read as one it owns (or as `also`); [] when none. */
+function spoofedNames(rawHeaders: readonly string[] | Record<string, unknown>, also: string[] = []): string[] {
+  const names = Array.isArray(rawHeaders) ? rawHeaders.filter((_, i) => i % 2 === 0) : Object.keys(rawHeaders);
+  const owned = new Set(['x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-forwarded-port', 'x-real-ip', 'x-client-ip', 'true-client-ip', 'cf-connecting-ip', 'x-cluster-client-ip', 'client-ip', ...also]);
+  const edgeSets = new Set(['x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', ...also]);
+  // The edge's own fields appear in their own spelling; anything else CGI folds onto an owned name is spoofed.
+  return names.filter((n) => owned.has(headerKey(n)) && !edgeSets.has(n.toLowerCase()));
+}
+
+describe('underscore spellings of the edge-owned fields, and other client-address fields', () => {
+  it('are dropped from the agent, origin and upgrade header blocks; other underscore fields pass', async (t) => {
+    const p = await parser(t);
+    const facts = { ...FACTS, extra: { 'x-edge-user': 'alice' } };
+    const req = await p.parse(['GET / HTTP/1.1', 'Host: a', ...SPOOFED, 'X_Edge_User: mallory', 'x-edge_user: root', 'X_Custom: kept'].join('\r\n'));
+    assert.equal(spoofedNames(req.rawHeaders, ['x-edge-user']).length, SPOOFED.length + 2, 'the check sees every spoofed spelling');
+    const blocks = {
+      tunnel: tunnelRequestHeaders(req, facts, 'GET', '/'),
+      origin: originRequestHeaders(req, facts, 'origin.test'),
+      upgrade: forwardedHeaders(req.headers, facts),
+    };
+    for (const [which, h] of Object.entries(blocks)) {
+      assert.deepEqual(spoofedNames(h, ['x-edge-user']), [], which);
+      assert.equal(h['x-forwarded-for'], '203.0.113.7', which);
+      assert.equal(h['x-forwarded-host'], 'app.edge.test', which);
+      assert.equal(h['x-forwarded-proto'], 'https', which);
+      assert.equal(h['x-edge-user'], 'alice', which);
+      assert.equal(h['x_custom'], 'kept', which);
+      for (const name of ['x-real-ip', 'x-client-ip', 'true-client-ip', 'cf-connecting-ip', 'x-cluster-client-ip', 'client-ip']) assert.equal(h[name], undefined, `${which} ${name}`);
+    }
+  });
+
+  it('a stage field whose name has "_" is protected from its "-" spelling too', async (t) => {
+    const p = await parser(t);
+    const facts = { ...FACTS, extra: { x_claim_sub: 'alice' } };
+    const req = await p.parse('GET / HTTP/1.1\r\nHost: a\r\nX-Claim-Sub: mallory\r\nx_CLAIM-sub: root\r\nX-Claim: kept');
+    const h = tunnelRequestHeaders(req, facts, 'GET', '/');
+    assert.equal(h.x_claim_sub, 'alice');
+    assert.equal(h['x-claim-sub'], undefined);
+    assert.equal(h['x_claim-sub'], undefined);
+    assert.equal(h['x-claim'], 'kept');
+    assert.equal(forwardedHeaders(req.headers, facts)['x-claim-sub'], undefined);
+  });
+
+  describe('through a real agent and a real origin', () => {
+    let t: TestNode;
+    let upstream: http.Server;
+    const seen: string[][] = [];
+    let agent: Agent;
+    let viaAgent: string;
+    let viaOrigin: string;
+
+    before(async () => {
+      t = await startTestNode({ EDGE_ORIGIN_ALLOW_PRIVATE: 'true' });
+      // One service: the agent's local target and the origin URL of a second endpoint.
+      upstream = http.createServer((req, res) => {
+        seen.push(req.rawHeaders);
+        res.end('ok');
+      });
+      await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
+      const upstreamPort = (upstream.address() as AddressInfo).port;
+      const user = await t.createUser('pro');
+      const a = (await t.api('POST', '/v1/endpoints', { key: user.api_key, body: {} })).body;
+      const o = (await t.api('POST', '/v1/endpoints', { key: user.api_key, body: {} })).body;
+      const set = await t.api('PUT', `/v1/endpoints/${o.uuid}/origin`, { key: user.api_key, body: { url: `http://127.0.0.1:${upstreamPort}` } });
+      assert.equal(set.status, 200, set.text);
+      await eventually(async () => (t.node.edge!.config.endpoint(a.uuid) && t.node.edge!.config.endpoint(o.uuid)?.origin_url ? true : undefined));
+      agent = await startAgent({ edgeUrl: `http://127.0.0.1:${t.node.edge!.httpPort}`, apiKey: user.api_key, endpoint: a.uuid, protocol: 'http', target: upstreamPort });
+      viaAgent = a.hostname;
+      viaOrigin = o.hostname;
+    });
+    after(async () => {
+      await agent.stop();
+      upstream.closeAllConnections();
+      await new Promise<void>((r) => upstream.close(() => r()));
+      await t.close();
+    });
+
+    /** One raw request (a client library might refuse or rewrite these names); returns the upstream's raw fields. */
+    async function send(hostname: string): Promise<string[]> {
+      const before = seen.length;
+      const socket = net.connect(t.node.edge!.httpPort, '127.0.0.1');
+      // Written, not ended: the answer's Connection: close ends the exchange.
+      socket.write(['GET /h HTTP/1.1', `Host: ${hostname}`, ...SPOOFED, 'X_Custom: kept', 'Connection: close', '', ''].join('\r\n'));
+      let reply = '';
+      socket.setEncoding('latin1');
+      socket.on('data', (d) => (reply += d));
+      await once(socket, 'close');
+      assert.match(reply, /^HTTP\/1\.1 200 /, reply);
+      assert.equal(seen.length, before + 1);
+      return seen.at(-1)!;
+    }
+
+    for (const [which, hostname] of [['agent', () => viaAgent], ['origin', () => viaOrigin]] as const) {
+      it(`regression: X_Forwarded_For and friends no longer reach the upstream (${which})`, async () => {
+        const raw = await send(hostname());
+        assert.deepEqual(spoofedNames(raw), [], raw.join('\n'));
+        const field = (name: string) => raw.filter((_, i) => i % 2 === 1 && raw[i - 1].toLowerCase() === name);
+        assert.deepEqual(field('x-forwarded-for'), ['127.0.0.1']);
+        assert.deepEqual(field('x-forwarded-proto'), ['http']);
+        assert.deepEqual(field('x_custom'), ['kept']);
+      });
     }
   });
 });
