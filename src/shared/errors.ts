@@ -66,6 +66,12 @@ export const ERROR_CODES = {
   client_certificate_required: [403, 'This endpoint requires a client certificate'],
   client_certificate_invalid: [403, 'The client certificate is not trusted by this endpoint'],
   misdirected_request: [421, 'This connection was not set up for this hostname'],
+  auth_required: [401, 'This endpoint requires authentication'],
+  invalid_credentials: [401, 'The credentials are not valid for this endpoint'],
+  invalid_token: [401, 'The bearer token (JWT) is not valid for this endpoint'],
+  invalid_signature: [401, 'The webhook signature is missing or does not match'],
+  too_many_auth_failures: [429, 'Too many failed sign-in attempts from this address'],
+  auth_unavailable: [503, 'Authentication is temporarily unavailable'],
 } as const satisfies Record<string, readonly [number, string]>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;
