@@ -1,7 +1,12 @@
 // The shape of the edge's per-request pipeline: a stage is compiled from an endpoint's config when the config
 // enters the cache (or is absent when the endpoint does not use it), then run per request with a small context.
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Logger } from '../../shared/log.ts';
+import type { SecretBox } from '../../shared/secrets.ts';
 import type { EndpointConfig } from '../../shared/snapshot.ts';
+import type { CredentialUse } from '../credential-use.ts';
+import type { AuthOutcome } from '../metrics.ts';
+import type { StageMemory } from './stage-memory.ts';
 
 /**
  * What may serve a request, as a routing rule chose it: some of the endpoint's agents, or an origin URL. No
@@ -45,6 +50,16 @@ export interface RequestContext {
   selector?: AgentSelector;
   /** Headers to set on the forwarded request (identity, claims), after the visitor's copies are stripped. */
   readonly upstreamHeaders: Record<string, string>;
+  /**
+   * Visitor fields not to forward (lower-case, hyphenated; any spelling CGI reads as the same is dropped too): the
+   * credential a stage consumed, the names a stage owns on this endpoint. Replaced, never mutated: stages share
+   * compiled arrays. Absent: none.
+   */
+  dropHeaders?: readonly string[];
+  /** A cookie a stage consumed (token mode's): left out of the forwarded Cookie field. */
+  dropCookie?: string;
+  /** The request body, when a stage had to read it whole (webhook verification): forwarded instead of the stream. */
+  body?: Buffer;
 }
 
 /** `next` continues the pipeline; `done` means the stage answered the request itself. */
@@ -60,6 +75,22 @@ export interface Stage {
 export interface StageDeps {
   /** The HTTPS port visitors reach this edge on (redirects name it; read per use, as it is known only after listen). */
   publicHttpsPort(): number;
+  /**
+   * The node's SecretBox (EDGE_SECRET_KEY): opens sealed webhook secrets, derives the visitor token digest key.
+   * Absent outside a running edge: stages that need it refuse to compile.
+   */
+  secrets?: SecretBox;
+  logger?: Logger;
+  /** Counts a visitor-auth stage's outcome for one request (EdgeMetrics.authOutcome); read per use. */
+  authOutcome?: (endpoint: string, stage: string, outcome: AuthOutcome) => void;
+  /** Where accepted visitor credentials are noted for the heartbeat's credential_use. */
+  credentialUse?: CredentialUse;
+  /** State stages keep across recompiles while what it derives from is unchanged; absent: rebuilt at each compile. */
+  memory?: StageMemory;
+  /** EDGE_ORIGIN_ALLOW_PRIVATE: JWKS fetches may reach loopback and private addresses (development). */
+  allowPrivate?: boolean;
+  /** JWKS fetching (src/edge/stages/jwt.ts): timeout, refetch cooldown for unknown kids, key set lifetime, in ms. */
+  jwks?: { timeoutMs: number; cooldownMs: number; cacheMaxAgeMs: number };
 }
 
 /** Stage deps for compiling outside a running edge (unit tests, tools): redirects name HTTPS's default port. */

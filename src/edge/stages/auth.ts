@@ -1,0 +1,346 @@
+// The visitor authentication stage (`auth`): the endpoint's main mode (basic, token; OAuth/OIDC refused until they
+// exist), compiled from its snapshot. Nothing per request reaches Redis or the database (ARCHITECTURE.md).
+//
+// basic (RFC 7617): bcrypt runs on libuv's thread pool, once per distinct credential. The verdict, success or failure,
+// is cached under an HMAC of the credential with a per-process random key (so the cache holds no password and cannot
+// be read as a lookup table), and identical credentials in flight share one check. A miss that would run bcrypt is
+// first charged to the visitor's address: FAILURES_PER_MINUTE failed checks per address and minute (a token bucket),
+// then 429 without running bcrypt. The caches live as long as the endpoint's users are unchanged, across recompiles.
+//
+// token (RFC 6750 §2.1, or a configured header or cookie): the token's keyed digest is looked up in a Map built at
+// compile time; expiry is compared per request; revoked tokens are absent from the snapshot, so refused at once.
+//
+// Accepted: the credential is not forwarded (Authorization, the token header, or the token cookie), and the agent
+// receives X-Edge-Auth-User (the username or the token's label); visitor copies of it are always stripped
+// (src/shared/edge-headers.ts).
+import { createHash, createHmac, randomBytes } from 'node:crypto';
+import bcrypt from 'bcrypt';
+import { LRUCache } from 'lru-cache';
+import type { ErrorCode } from '../../shared/errors.ts';
+import type { BasicUserConfig, EndpointConfig, VisitorAuthConfig } from '../../shared/snapshot.ts';
+import { tokenDigest, visitorTokenKey } from '../../shared/visitor-credentials.ts';
+import { asHeaderValue, basicCredentials, credentialsOf } from '../http/credentials.ts';
+import { sendEdgeError } from '../http/pages.ts';
+import { cookieValues } from '../match/cookies.ts';
+import type { AuthOutcome } from '../metrics.ts';
+import { DEFAULT_STAGE_DEPS, type RequestContext, type Stage, type StageDeps, type StageFactory, type Verdict } from '../pipeline/stage.ts';
+
+/** The field the agent receives naming who authenticated (edge-owned: visitor copies are stripped in every spelling). */
+export const AUTH_USER_HEADER = 'x-edge-auth-user';
+
+/** Failed password checks per visitor address and minute before further checks are refused with 429. */
+export const FAILURES_PER_MINUTE = 10;
+/** Distinct verdicts kept per endpoint, each kind (successes are at most one per user; failures are what floods fill). */
+export const VERDICT_CACHE_SIZE = 1000;
+/** Visitor addresses whose failures are counted per endpoint; the least recently failing are forgotten first. */
+const LIMITED_ADDRESSES = 10_000;
+/**
+ * Password checks in flight in this process at most. bcrypt runs on libuv's pool (4 threads unless
+ * UV_THREADPOOL_SIZE says otherwise), which DNS lookups and file I/O share: beyond this the edge answers 503 with
+ * Retry-After rather than queue work that would stall origin connections. Cached verdicts are never affected.
+ */
+export const MAX_CHECKS_IN_FLIGHT = 32;
+
+/** The key credentials are hashed under for the verdict caches: random per process, never stored or sent. */
+const VERDICT_KEY = randomBytes(32);
+
+export interface AuthStageOptions {
+  /** bcrypt's compare (async: libuv's pool); a test passes a counting wrapper. */
+  compare?: (password: string, hash: string) => Promise<boolean>;
+  failuresPerMinute?: number;
+  maxChecksInFlight?: number;
+  /** Milliseconds since the epoch; a test may move it. */
+  now?: () => number;
+}
+
+let checksInFlight = 0;
+
+/** A hash of the configured cost for unknown usernames, so they cost a visitor the same time as known ones. */
+const decoys = new Map<number, Promise<string>>();
+function decoyHash(rounds: number): Promise<string> {
+  let hash = decoys.get(rounds);
+  if (!hash) decoys.set(rounds, (hash = bcrypt.hash(randomBytes(18).toString('base64'), rounds)));
+  return hash;
+}
+
+/** Per-address failure budget: `capacity` tokens, refilled at `capacity` a minute; a check in flight holds one. */
+class FailureLimiter {
+  private readonly buckets = new LRUCache<string, { tokens: number; at: number }>({ max: LIMITED_ADDRESSES });
+  constructor(
+    private readonly capacity: number,
+    private readonly now: () => number,
+  ) {}
+
+  private bucket(address: string): { tokens: number; at: number } {
+    const now = this.now();
+    const b = this.buckets.get(address);
+    if (b === undefined) return { tokens: this.capacity, at: now };
+    b.tokens = Math.min(this.capacity, b.tokens + ((now - b.at) * this.capacity) / 60_000);
+    b.at = now;
+    return b;
+  }
+
+  /** Takes one token for a check about to run; undefined when allowed, else the seconds until one is back. */
+  take(address: string): number | undefined {
+    const b = this.bucket(address);
+    if (b.tokens < 1) return Math.max(1, Math.ceil(((1 - b.tokens) * 60_000) / this.capacity / 1000));
+    b.tokens -= 1;
+    this.buckets.set(address, b);
+    return undefined;
+  }
+
+  /** A check that succeeded costs nothing: its token is given back. */
+  refund(address: string): void {
+    const b = this.buckets.get(address);
+    if (b !== undefined) b.tokens = Math.min(this.capacity, b.tokens + 1);
+  }
+}
+
+/** What a basic-mode stage keeps while the endpoint's users are unchanged. */
+interface BasicVerdicts {
+  ok: LRUCache<string, BasicUserConfig>;
+  bad: LRUCache<string, true>;
+  inFlight: Map<string, Promise<BasicUserConfig | null>>;
+}
+
+interface Outcomes {
+  count(outcome: AuthOutcome): void;
+}
+
+function outcomes(endpoint: EndpointConfig, deps: StageDeps): Outcomes {
+  const uuid = endpoint.uuid;
+  return { count: (outcome) => deps.authOutcome?.(uuid, 'auth', outcome) };
+}
+
+/** RFC 9110 §11.6.1 quoted-string: the realm comes validated from the API (no quote or backslash); escaped anyway. */
+export function quoted(value: string): string {
+  return `"${value.replace(/["\\]/g, '\\$&')}"`;
+}
+
+function refuse(ctx: RequestContext, code: ErrorCode, challenge: string | null, detail?: string): 'done' {
+  // Set before sendEdgeError's writeHead, which merges headers already set on the response.
+  if (challenge !== null) ctx.res.setHeader('www-authenticate', challenge);
+  sendEdgeError(ctx.res, code, ctx.req.headers.accept, detail);
+  return 'done';
+}
+
+const DROP_AUTHORIZATION: readonly string[] = ['authorization'];
+
+/** Marks the request as authenticated: the credential's field left out, the identity set for the agent. */
+function admit(ctx: RequestContext, user: string, drop: readonly string[] | null): 'next' {
+  ctx.upstreamHeaders[AUTH_USER_HEADER] = asHeaderValue(user);
+  if (drop !== null) ctx.dropHeaders = ctx.dropHeaders === undefined ? drop : ctx.dropHeaders.concat(drop);
+  return 'next';
+}
+
+/** A checksum of the users, what the basic verdicts depend on: equal while credentials_version is. */
+function usersChecksum(auth: VisitorAuthConfig): string {
+  const h = createHash('sha256').update(String(auth.credentials_version));
+  for (const u of auth.basic_users) h.update(`\u0000${u.id}\u0000${u.username}\u0000${u.password_hash}`);
+  return h.digest('base64url');
+}
+
+function compileBasic(endpoint: EndpointConfig, auth: VisitorAuthConfig, deps: StageDeps, options: AuthStageOptions): Stage {
+  const compare = options.compare ?? ((password: string, hash: string) => bcrypt.compare(password, hash));
+  const now = options.now ?? Date.now;
+  const maxInFlight = options.maxChecksInFlight ?? MAX_CHECKS_IN_FLIGHT;
+  const failures = options.failuresPerMinute ?? FAILURES_PER_MINUTE;
+  const users = new Map(auth.basic_users.map((u) => [u.username, u]));
+  // Unknown usernames are checked against a decoy of the same cost as the users' hashes.
+  const rounds = auth.basic_users.length > 0 ? bcrypt.getRounds(auth.basic_users[0].password_hash) : 10;
+  const challenge = `Basic realm=${quoted(auth.realm || endpoint.hostname)}, charset="UTF-8"`;
+  const make = (): BasicVerdicts => ({ ok: new LRUCache({ max: VERDICT_CACHE_SIZE }), bad: new LRUCache({ max: VERDICT_CACHE_SIZE }), inFlight: new Map() });
+  const verdicts = deps.memory ? deps.memory.keep('auth:basic', endpoint.uuid, usersChecksum(auth), make) : make();
+  // The failure budget outlives changes to the users: a visitor cannot reset it.
+  const makeLimiter = () => new FailureLimiter(failures, now);
+  const limiter = deps.memory ? deps.memory.keep('auth:limiter', endpoint.uuid, String(failures), makeLimiter) : makeLimiter();
+  const count = outcomes(endpoint, deps);
+  const use = deps.credentialUse;
+
+  const accept = (ctx: RequestContext, user: BasicUserConfig): 'next' => {
+    count.count('ok');
+    use?.basicUser(user.id);
+    return admit(ctx, user.username, DROP_AUTHORIZATION);
+  };
+  const wrong = (ctx: RequestContext): 'done' => {
+    count.count('invalid');
+    return refuse(ctx, 'invalid_credentials', challenge);
+  };
+
+  /** One bcrypt check; the verdict is cached, the address's token given back on success. */
+  const check = async (key: string, username: string, password: string, address: string): Promise<BasicUserConfig | null> => {
+    checksInFlight++;
+    try {
+      const user = users.get(username);
+      const ok = await compare(password, user?.password_hash ?? (await decoyHash(rounds)));
+      if (ok && user !== undefined) {
+        verdicts.ok.set(key, user);
+        limiter.refund(address);
+        return user;
+      }
+      verdicts.bad.set(key, true);
+      return null;
+    } finally {
+      checksInFlight--;
+    }
+  };
+
+  return {
+    name: 'auth',
+    run(ctx): Verdict | Promise<Verdict> {
+      const given = credentialsOf(ctx.req.headers.authorization, 'basic');
+      if (given === undefined) {
+        count.count('missing');
+        return refuse(ctx, 'auth_required', challenge);
+      }
+      const creds = basicCredentials(given);
+      if (creds === undefined) {
+        count.count('invalid');
+        return refuse(ctx, 'invalid_credentials', challenge, 'the Basic credentials are not base64 of user-id:password (RFC 7617)');
+      }
+      const key = createHmac('sha256', VERDICT_KEY).update(creds.raw).digest('base64');
+      const known = verdicts.ok.get(key);
+      if (known !== undefined) return accept(ctx, known);
+      if (verdicts.bad.has(key)) return wrong(ctx);
+      let pending = verdicts.inFlight.get(key);
+      if (pending === undefined) {
+        if (checksInFlight >= maxInFlight) {
+          count.count('unavailable');
+          ctx.res.setHeader('retry-after', '1');
+          return refuse(ctx, 'auth_unavailable', null, 'too many password checks are in progress on this edge; retry shortly');
+        }
+        const wait = limiter.take(ctx.clientIp);
+        if (wait !== undefined) {
+          count.count('invalid');
+          ctx.res.setHeader('retry-after', String(wait));
+          return refuse(ctx, 'too_many_auth_failures', null, `retry in ${wait} s`);
+        }
+        pending = check(key, creds.username, creds.password, ctx.clientIp);
+        verdicts.inFlight.set(key, pending);
+        const settled = () => verdicts.inFlight.delete(key);
+        pending.then(settled, settled);
+      }
+      return pending.then(
+        (user) => (user !== null ? accept(ctx, user) : wrong(ctx)),
+        (err: unknown) => {
+          deps.logger?.error({ err, endpoint: endpoint.uuid }, 'password check failed');
+          count.count('unavailable');
+          return refuse(ctx, 'auth_unavailable', null);
+        },
+      );
+    },
+  };
+}
+
+interface LiveToken {
+  id: string;
+  label: string;
+  /** ms since the epoch; Infinity never expires. */
+  expiresAt: number;
+}
+
+function compileToken(endpoint: EndpointConfig, auth: VisitorAuthConfig, deps: StageDeps, options: AuthStageOptions): Stage {
+  if (deps.secrets === undefined) throw new Error('token mode needs the edge secret key (EDGE_SECRET_KEY) to digest visitor tokens');
+  const key = visitorTokenKey(deps.secrets);
+  const now = options.now ?? Date.now;
+  const tokens = new Map<string, LiveToken>();
+  for (const t of auth.tokens) {
+    const expiresAt = t.expires_at === null ? Infinity : Date.parse(t.expires_at);
+    if (Number.isNaN(expiresAt)) throw new Error(`token ${t.id} has an unreadable expires_at: ${t.expires_at}`);
+    tokens.set(t.digest, { id: t.id, label: t.label, expiresAt });
+  }
+  const source = auth.token_source;
+  const realm = `realm=${quoted(endpoint.hostname)}`;
+  // RFC 9110 §15.5.2: a 401 carries a challenge. Bearer is RFC 6750's; a header or cookie source has no registered
+  // scheme, so the challenge names where the token goes.
+  const challenge =
+    source.kind === 'bearer' ? `Bearer ${realm}` : source.kind === 'header' ? `Token ${realm}, header=${quoted(source.name)}` : `Token ${realm}, cookie=${quoted(source.name)}`;
+  const invalidChallenge = (why: string) => (source.kind === 'bearer' ? `${challenge}, error="invalid_token", error_description=${quoted(why)}` : challenge);
+  const drop: readonly string[] | null = source.kind === 'bearer' ? DROP_AUTHORIZATION : source.kind === 'header' ? [source.name] : null;
+  const count = outcomes(endpoint, deps);
+  const use = deps.credentialUse;
+
+  const tokensOf = (ctx: RequestContext): string | string[] | undefined => {
+    const headers = ctx.req.headers;
+    switch (source.kind) {
+      case 'bearer':
+        return credentialsOf(headers.authorization, 'bearer');
+      case 'header': {
+        const value = headers[source.name];
+        return typeof value === 'string' && value.length > 0 ? value : undefined;
+      }
+      case 'cookie':
+        return cookieValues(headers.cookie, source.name);
+    }
+  };
+
+  const judge = (ctx: RequestContext, token: string): LiveToken | 'unknown' | 'expired' => {
+    const live = tokens.get(tokenDigest(key, token));
+    if (live === undefined) return 'unknown';
+    return live.expiresAt <= now() ? 'expired' : live;
+  };
+
+  return {
+    name: 'auth',
+    run(ctx) {
+      const given = tokensOf(ctx);
+      if (given === undefined) {
+        count.count('missing');
+        return refuse(ctx, 'auth_required', challenge);
+      }
+      let verdict: LiveToken | 'unknown' | 'expired' = 'unknown';
+      if (typeof given === 'string') verdict = judge(ctx, given);
+      else {
+        // A cookie name may occur more than once (other paths or domains); one live token among them is enough.
+        for (const value of given) if (typeof (verdict = judge(ctx, value)) !== 'string') break;
+      }
+      if (typeof verdict === 'string') {
+        count.count('invalid');
+        const why = verdict === 'expired' ? 'the token has expired' : 'the token is not valid for this endpoint';
+        return refuse(ctx, 'invalid_credentials', invalidChallenge(why), why);
+      }
+      count.count('ok');
+      use?.token(verdict.id);
+      if (source.kind === 'cookie') ctx.dropCookie = source.name;
+      return admit(ctx, verdict.label, drop);
+    },
+  };
+}
+
+/** OAuth and OIDC logins are not built yet: such an endpoint answers 503, never serves unauthenticated. */
+function compileUnavailable(endpoint: EndpointConfig, auth: VisitorAuthConfig, deps: StageDeps): Stage {
+  const count = outcomes(endpoint, deps);
+  const detail = `this endpoint signs visitors in with ${auth.mode}, which this edge does not offer yet`;
+  return {
+    name: 'auth',
+    run(ctx) {
+      count.count('unavailable');
+      return refuse(ctx, 'auth_unavailable', null, detail);
+    },
+  };
+}
+
+/** The stage with test hooks (a counting bcrypt, a clock, another failure budget). */
+export function authStage(options: AuthStageOptions = {}): StageFactory {
+  return {
+    id: 'auth',
+    compile(endpoint, deps = DEFAULT_STAGE_DEPS) {
+      const auth = endpoint.auth;
+      if (auth === undefined || auth.mode === 'none') return null;
+      switch (auth.mode) {
+        case 'basic':
+          return compileBasic(endpoint, auth, deps, options);
+        case 'token':
+          return compileToken(endpoint, auth, deps, options);
+        case 'oauth':
+        case 'oidc':
+          return compileUnavailable(endpoint, auth, deps);
+        default:
+          // A mode this edge does not know (a newer control plane): refused, never open.
+          return compileUnavailable(endpoint, auth, deps);
+      }
+    },
+  };
+}
+
+export const auth: StageFactory = authStage();

@@ -1,0 +1,117 @@
+// Inbound webhook verification (`webhook`), as ngrok's verify-webhook: the HMAC of the raw body under the endpoint's
+// shared secret must equal the signature header's value (after its prefix), or the request is refused before anything
+// is forwarded. The body is read whole (bounded) to be checked, then forwarded from memory with its length.
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import type { EndpointConfig, WebhookVerificationConfig } from '../../shared/snapshot.ts';
+import { sendEdgeError } from '../http/pages.ts';
+import type { AuthOutcome } from '../metrics.ts';
+import { DEFAULT_STAGE_DEPS, type RequestContext, type Stage, type StageDeps, type StageFactory, type Verdict } from '../pipeline/stage.ts';
+
+/** The largest body verified (and so held in memory) per request: webhook payloads are JSON documents of KiBs. */
+export const MAX_WEBHOOK_BODY_BYTES = 1024 * 1024;
+
+const DIGEST_BYTES = { sha256: 32, sha1: 20 } as const;
+
+class BodyTooLarge extends Error {}
+
+/**
+ * The request body, whole, or a BodyTooLarge rejection as soon as it passes `limit` (a declared Content-Length over
+ * it is refused before a byte is read). A visitor that goes away rejects with the stream's error.
+ */
+export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+  const declared = req.headers['content-length'];
+  if (declared !== undefined && Number(declared) > limit) return Promise.reject(new BodyTooLarge());
+  // An upgrade's bytes after its head belong to the new protocol, not to a body.
+  if ((req as IncomingMessage & { upgrade?: boolean }).upgrade === true) return Promise.resolve(Buffer.alloc(0));
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const cleanup = () => {
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('error', onError);
+      req.off('close', onClose);
+    };
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) {
+        cleanup();
+        req.pause();
+        return reject(new BodyTooLarge());
+      }
+      chunks.push(chunk);
+    };
+    const onEnd = () => {
+      cleanup();
+      resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size));
+    };
+    const onError = (err: Error) => {
+      cleanup();
+      reject(err);
+    };
+    const onClose = () => {
+      if (req.complete) return;
+      cleanup();
+      reject(new Error('the visitor closed the request before its body ended'));
+    };
+    req.on('data', onData);
+    req.on('end', onEnd);
+    req.on('error', onError);
+    req.on('close', onClose);
+  });
+}
+
+function compileWebhook(endpoint: EndpointConfig, config: WebhookVerificationConfig, deps: StageDeps): Stage {
+  if (deps.secrets === undefined) throw new Error('webhook verification needs the edge secret key (EDGE_SECRET_KEY) to open its secret');
+  // Throws for a secret sealed under another key: the config then fails to compile and the previous one stays.
+  const secret = Buffer.from(deps.secrets.open(config.secret_sealed), 'utf8');
+  const { algo, prefix } = config;
+  const name = config.header.toLowerCase();
+  const hexLength = DIGEST_BYTES[algo] * 2;
+  const uuid = endpoint.uuid;
+  const count = (outcome: AuthOutcome) => deps.authOutcome?.(uuid, 'webhook', outcome);
+
+  const refuse = (ctx: RequestContext, outcome: AuthOutcome, detail: string): 'done' => {
+    count(outcome);
+    // The body was not (or not wholly) read: the connection cannot carry another request after this answer.
+    if (!ctx.req.complete) ctx.res.shouldKeepAlive = false;
+    sendEdgeError(ctx.res, 'invalid_signature', ctx.req.headers.accept, detail);
+    return 'done';
+  };
+
+  return {
+    name: 'webhook',
+    run(ctx): Verdict | Promise<Verdict> {
+      const value = ctx.req.headers[name];
+      if (typeof value !== 'string') return refuse(ctx, 'missing', `the ${config.header} header is missing`);
+      const hex = value.startsWith(prefix) ? value.slice(prefix.length).trim() : '';
+      if (hex.length !== hexLength || !/^[0-9a-fA-F]+$/.test(hex)) {
+        return refuse(ctx, 'invalid', `the ${config.header} header is not ${prefix ? `"${prefix}" and ` : ''}a hex ${algo} HMAC`);
+      }
+      const given = Buffer.from(hex, 'hex');
+      return readBody(ctx.req, MAX_WEBHOOK_BODY_BYTES).then(
+        (body) => {
+          const mac = createHmac(algo, secret).update(body).digest();
+          if (!timingSafeEqual(mac, given)) return refuse(ctx, 'invalid', `the ${config.header} signature does not match the body`);
+          count('ok');
+          ctx.body = body;
+          return 'next';
+        },
+        (err: unknown) => {
+          if (err instanceof BodyTooLarge) {
+            count('invalid');
+            ctx.res.shouldKeepAlive = false;
+            sendEdgeError(ctx.res, 'body_too_large', ctx.req.headers.accept, `webhook bodies are verified up to ${MAX_WEBHOOK_BODY_BYTES} bytes`);
+          } else ctx.res.destroy();
+          return 'done';
+        },
+      );
+    },
+  };
+}
+
+export const webhook: StageFactory = {
+  id: 'webhook',
+  compile: (endpoint, deps = DEFAULT_STAGE_DEPS) => (endpoint.webhook ? compileWebhook(endpoint, endpoint.webhook, deps) : null),
+};
