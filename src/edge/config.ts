@@ -120,7 +120,10 @@ export class EdgeConfig extends EventEmitter<EdgeConfigEvents> {
     return this.mirror.version;
   }
 
-  /** The compiled endpoint serving `host` (lower-case, no port), or null. Compiles on first use after a change. */
+  /**
+   * The compiled endpoint serving `host` (lower-case, no port), or null. A host in use keeps its compiled form in the
+   * cache across changes; any other is compiled on its first request (its config already compiled once on arrival).
+   */
   lookup(host: string): CompiledEndpoint | null {
     const hit = this.compiled.get(host);
     if (hit !== undefined) return hit === MISSING ? null : hit;
