@@ -89,6 +89,7 @@ describe('agent credentials while connected', () => {
     const endpoint = await endpointFor(user.api_key);
     const extra = await t.api('POST', '/v1/api-keys', { key: user.api_key, body: { name: 'agent' } });
     assert.equal(extra.status, 201);
+    await edgeKey(extra.body.api_key, (k) => k !== undefined);
     const a = await connect(extra.body.api_key, endpoint.uuid);
     assert.equal((await status(endpoint.hostname)).status, 200);
     assert.equal(t.node.edge!.registry.sessionsOfKey(apiKeyId(extra.body.api_key)).length, 1);
@@ -221,6 +222,7 @@ describe('agent credentials while connected', () => {
     const user = await t.createUser('pro');
     const endpoint = await endpointFor(user.api_key);
     const extra = await t.api('POST', '/v1/api-keys', { key: user.api_key, body: { name: 'cli' } });
+    await edgeKey(extra.body.api_key, (k) => k !== undefined);
     const child = spawn(process.execPath, [BIN, 'agent', 'http', String(servicePort), '--edge', edgeUrl, '--endpoint', endpoint.uuid], {
       env: { ...cleanEnv({}), EDGE_API_KEY: extra.body.api_key, EDGE_LOG_LEVEL: 'silent' },
     });
