@@ -16,9 +16,12 @@ import { OriginPools } from './forward/origin.ts';
 import { DedicatedPorts } from './ports.ts';
 import { TrafficRecorder, countRefusals } from './capture.ts';
 import { EdgeConfig } from './config.ts';
+import { CredentialUse } from './credential-use.ts';
 import { EdgeMetrics, FeedProgress } from './metrics.ts';
 import { OpsServer } from './ops.ts';
 import { handleRequest, handleUpgrade } from './pipeline/pipeline.ts';
+import type { StageDeps } from './pipeline/stage.ts';
+import { StageMemory } from './pipeline/stage-memory.ts';
 import { CertificateSelector, platformCertificate } from './tls.ts';
 import { TunnelRegistry } from './tunnels/registry.ts';
 import { TunnelServer } from './tunnels/tunnel-server.ts';
@@ -63,11 +66,24 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
   const log = logger.child({ component: 'edge' });
   // Set once the HTTPS listener is bound (port 0 picks one); compiled redirect stages read it per use.
   let httpsPortBound = 0;
+  // Visitor-auth stages get the secret key (token digests, webhook secrets), state that outlives recompiles while
+  // its config is unchanged, and where accepted credentials are noted for the heartbeat; outcomes are counted from
+  // when the metrics exist (before any listener is bound, so before any request).
+  const credentialUse = new CredentialUse();
+  const stageDeps: StageDeps = {
+    publicHttpsPort: () => settings.publicHttpsPort || httpsPortBound,
+    secrets: deps.secrets,
+    logger: log,
+    credentialUse,
+    memory: new StageMemory(settings.edge.cacheSize),
+    allowPrivate: settings.originAllowPrivate,
+    jwks: { timeoutMs: settings.edge.jwksTimeoutMs, cooldownMs: settings.edge.jwksCooldownMs, cacheMaxAgeMs: settings.edge.jwksCacheMaxAgeMs },
+  };
   const config = new EdgeConfig({
     logger: log,
     cacheSize: settings.edge.cacheSize,
     stateFile: join(settings.dataDir, 'edge-config.json'),
-    stageDeps: { publicHttpsPort: () => settings.publicHttpsPort || httpsPortBound },
+    stageDeps,
   });
   const restored = await config.load();
   // Where the feed stands for this edge (head seen, version applied, lag), for metrics and readiness.
@@ -99,6 +115,7 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
   const traffic = new TrafficRecorder();
   const pipeline = { config, registry, origins, capture: traffic };
   const metrics = new EdgeMetrics({ traffic, tunnels: () => registry.size, feed, endpointLimit: settings.edge.metricsEndpointLimit });
+  stageDeps.authOutcome = (endpoint, stage, outcome) => metrics.authOutcome(endpoint, stage, outcome);
   // Answers given before any endpoint is known (unknown host) have no exchange to capture; counted here instead.
   const serve = countRefusals(traffic, (req, res, secure) => handleRequest(pipeline, req, res, secure));
   const limits = { maxHeaderSize: settings.edge.maxHeaderBytes, headersTimeout: settings.edge.headersTimeoutMs, keepAliveTimeout: settings.edge.keepAliveTimeoutMs, requestTimeout: 0 };
@@ -144,6 +161,8 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
           ports: ports.open(),
           // Endpoint configs this edge refused because they failed to compile (bounded), shown by GET /v1/edges.
           ...config.compileErrors(),
+          // Visitor credentials accepted here (id → last use), which the worker writes as last_used_at.
+          ...credentialUse.report(),
         })
         .catch((err) => log.warn({ err }, 'presence report failed'));
     });

@@ -68,6 +68,11 @@ export const ConfigSchema = Type.Object(
         // Per-endpoint series on the ops port's /metrics: only the most recently active endpoints get them, so a
         // scrape stays bounded however many endpoints an edge serves (node-wide totals count every request).
         metricsEndpointLimit: Type.Integer({ minimum: 0, maximum: 10000 }),
+        // The JWT layer's key fetching (src/edge/stages/jwt.ts): how long a JWKS fetch may take, how soon a token
+        // with an unknown kid may make the edge fetch again (the flood bound), and how long a fetched key set lasts.
+        jwksTimeoutMs: Type.Integer({ minimum: 100, maximum: 60000 }),
+        jwksCooldownMs: Type.Integer({ minimum: 0 }),
+        jwksCacheMaxAgeMs: Type.Integer({ minimum: 1000 }),
       },
       { additionalProperties: false },
     ),
@@ -117,6 +122,9 @@ export const ENV_SETTINGS = {
   EDGE_OPS_BIND_HOST: 'opsBindHost',
   EDGE_METRICS_ENDPOINT_LIMIT: 'edge.metricsEndpointLimit',
   EDGE_MAX_HEADER_BYTES: 'edge.maxHeaderBytes',
+  EDGE_JWKS_TIMEOUT_MS: 'edge.jwksTimeoutMs',
+  EDGE_JWKS_COOLDOWN_MS: 'edge.jwksCooldownMs',
+  EDGE_JWKS_CACHE_MAX_AGE_MS: 'edge.jwksCacheMaxAgeMs',
   EDGE_PRESENCE_INTERVAL_MS: 'presence.intervalMs',
   EDGE_PRESENCE_STALE_MS: 'presence.staleMs',
   EDGE_JANITOR_INTERVAL_MS: 'janitor.intervalMs',

@@ -25,6 +25,8 @@ export const EDGE_OWNED_HEADERS: readonly string[] = [
   'x-edge-client-cert-verify',
   'x-edge-client-cert-subject',
   'x-edge-client-cert-fingerprint',
+  // Who visitor authentication admitted: the basic username or the token's label (src/edge/stages/auth.ts).
+  'x-edge-auth-user',
 ];
 
 const OWNED = new Set(EDGE_OWNED_HEADERS);

@@ -355,3 +355,48 @@ describe('underscore spellings of the edge-owned fields, and other client-addres
     }
   });
 });
+
+describe('fields auth stages consumed or own (ForwardFacts.drop, dropCookie, body)', () => {
+  const head = 'POST /p HTTP/1.1\r\nHost: app.edge.test\r\nAuthorization: Basic dXNlcjpwdw==\r\nX-Api-Token: secret\r\nX_Api_Token: secret2\r\n' +
+    'X-User: spoof\r\nCookie: a=1; edge_token=tok\r\nCookie: b=2\r\nTransfer-Encoding: chunked\r\nX-Keep: yes';
+  const facts: ForwardFacts = { ...FACTS, extra: { 'x-user': 'from-claim' }, drop: ['authorization', 'x-api-token', 'x-user', 'x-email'], dropCookie: 'edge_token', body: Buffer.from('hello') };
+
+  it('leaves the consumed credential fields out in every spelling, rewrites Cookie, and forwards the body length', async (t) => {
+    const p = await parser(t);
+    const req = await p.parse(head, '5\r\nhello\r\n0\r\n\r\n');
+    for (const out of [tunnelRequestHeaders(req, facts, 'POST', '/p'), originRequestHeaders(req, facts, 'origin.test')] as Array<Record<string, unknown>>) {
+      assert.equal(out.authorization, undefined);
+      assert.equal(out['x-api-token'], undefined);
+      assert.equal(out.x_api_token, undefined);
+      assert.equal(out['x-user'], 'from-claim', "the stage's value, not the visitor's");
+      assert.equal(out.cookie, 'a=1; b=2');
+      assert.equal(out['content-length'], '5');
+      assert.equal(out['transfer-encoding'], undefined);
+      assert.equal(out['x-keep'], 'yes');
+    }
+    const upgrade = forwardedHeaders(req.headers, facts);
+    assert.equal(upgrade.authorization, undefined);
+    assert.equal(upgrade['x-api-token'], undefined);
+    assert.equal(upgrade.x_api_token, undefined);
+    assert.equal(upgrade.cookie, 'a=1; b=2');
+    assert.equal(upgrade['x-user'], 'from-claim');
+  });
+
+  it('sends no Cookie field when the consumed cookie was the only one', async (t) => {
+    const p = await parser(t);
+    const req = await p.parse('GET / HTTP/1.1\r\nHost: app.edge.test\r\nCookie: edge_token=tok');
+    const only: ForwardFacts = { ...FACTS, dropCookie: 'edge_token' };
+    assert.equal((tunnelRequestHeaders(req, only, 'GET', '/') as Record<string, unknown>).cookie, undefined);
+    assert.equal(originRequestHeaders(req, only, 'origin.test').cookie, undefined);
+    assert.equal(forwardedHeaders(req.headers, only).cookie, undefined);
+  });
+
+  it('changes nothing when no stage consumed anything', async (t) => {
+    const p = await parser(t);
+    const req = await p.parse(head, '5\r\nhello\r\n0\r\n\r\n');
+    const out = tunnelRequestHeaders(req, FACTS, 'POST', '/p') as Record<string, unknown>;
+    assert.equal(out.authorization, 'Basic dXNlcjpwdw==');
+    assert.equal(out.cookie, 'a=1; edge_token=tok; b=2');
+    assert.equal(out['content-length'], undefined);
+  });
+});

@@ -19,7 +19,7 @@ export async function makeKey(kid: string, alg = 'RS256'): Promise<TestKey> {
 }
 
 /** A signed JWT: `exp` an hour from now unless the payload says otherwise (null leaves it out). */
-export function sign(key: TestKey, payload: JWTPayload & { exp?: number | null } = {}, header: Record<string, unknown> = {}): Promise<string> {
+export function sign(key: TestKey, payload: Omit<JWTPayload, 'exp'> & { exp?: number | null } = {}, header: Record<string, unknown> = {}): Promise<string> {
   const { exp, ...claims } = payload;
   const jwt = new SignJWT(claims).setProtectedHeader({ alg: key.alg, kid: key.kid, ...header }).setIssuedAt();
   if (exp !== null) jwt.setExpirationTime(exp ?? Math.floor(Date.now() / 1000) + 3600);

@@ -17,7 +17,8 @@ export function forwardToAgent(session: AgentSession, f: ForwardRequest): Promis
     // RFC 9112 §6.3: a request with neither Content-Length nor Transfer-Encoding has no body. END_STREAM then goes
     // with the HEADERS frame, and the request side needs no pipe from the visitor.
     const length = req.headers['content-length'];
-    const bodyless = req.headers['transfer-encoding'] === undefined && (length === undefined || length === '0');
+    // A body a stage read whole (webhook verification) goes from memory instead.
+    const bodyless = f.body !== undefined ? f.body.length === 0 : req.headers['transfer-encoding'] === undefined && (length === undefined || length === '0');
     let stream: ClientHttp2Stream;
     try {
       stream = session.request(tunnelRequestHeaders(req, f, f.method, f.target), { endStream: bodyless });
@@ -47,7 +48,10 @@ export function forwardToAgent(session: AgentSession, f: ForwardRequest): Promis
       gone = true;
       cancelStream(stream);
     });
-    if (!bodyless) req.pipe(stream);
+    if (!bodyless) {
+      if (f.body !== undefined) stream.end(f.body);
+      else req.pipe(stream);
+    }
   });
 }
 

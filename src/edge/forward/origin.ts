@@ -189,7 +189,7 @@ export class OriginPools {
     const hasBody = !BODYLESS.has(f.method) || req.headers['content-length'] !== undefined || req.headers['transfer-encoding'] !== undefined;
     origin.pool
       .stream(
-        { path: origin.base + f.target, method: f.method as never, headers, body: hasBody ? req : null, opaque: res },
+        { path: origin.base + f.target, method: f.method as never, headers, body: f.body ?? (hasBody ? req : null), opaque: res },
         ({ statusCode, headers: resHeaders, opaque }) => {
           const out = opaque as ServerResponse;
           out.writeHead(statusCode, endToEndHeaders(resHeaders as Record<string, string | string[]>) as Record<string, string | string[]>);

@@ -4,6 +4,7 @@ import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:
 import type { OutgoingHttpHeaders } from 'node:http2';
 import { headerKey, isEdgeOwnedLower } from '../../shared/edge-headers.ts';
 import { addEndToEndFields, isConnectionSpecific, type HeaderMap } from '../../shared/tunnel/headers.ts';
+import { withoutCookie } from './credentials.ts';
 
 // A visitor's copies of the fields the edge owns (src/shared/edge-headers.ts) or its stages set would let them forge
 // identity or origin. They are dropped in every spelling an upstream could read as the same field: any case, and
@@ -17,6 +18,12 @@ export interface ForwardFacts {
   authority: string;
   /** Headers stages decided to add (claims, identity); their names are lower-case. */
   extra: Record<string, string>;
+  /** Visitor fields stages consumed or own on this endpoint (RequestContext.dropHeaders): left out in every spelling. */
+  drop?: readonly string[];
+  /** A cookie a stage consumed (RequestContext.dropCookie): left out of the forwarded Cookie field. */
+  dropCookie?: string;
+  /** The body a stage read whole (RequestContext.body): forwarded with its own Content-Length, not the visitor's framing. */
+  body?: Buffer;
 }
 
 /** A judged visitor request, as the forwarders (agent tunnel, origin) receive it. */
@@ -35,7 +42,13 @@ export interface ForwardRequest extends ForwardFacts {
 export function forwardedHeaders(headers: IncomingHttpHeaders, facts: ForwardFacts): IncomingHttpHeaders {
   const out: IncomingHttpHeaders = { ...headers };
   const stageField = stageFieldMatcher(facts.extra);
-  for (const name of Object.keys(out)) if (isEdgeOwnedLower(name) || stageField?.(name)) delete out[name];
+  const dropped = facts.drop;
+  for (const name of Object.keys(out)) if (isEdgeOwnedLower(name) || stageField?.(name) || (dropped !== undefined && dropped.includes(headerKey(name)))) delete out[name];
+  if (facts.dropCookie !== undefined) {
+    const rest = withoutCookie(headers.cookie, facts.dropCookie);
+    if (rest === undefined) delete out.cookie;
+    else out.cookie = rest;
+  }
   out.host = facts.authority;
   out['x-forwarded-for'] = facts.clientIp;
   out['x-forwarded-proto'] = facts.secure ? 'https' : 'http';
@@ -78,15 +91,28 @@ export function originRequestHeaders(req: IncomingMessage, facts: ForwardFacts, 
 function addForwardedFields(req: IncomingMessage, facts: ForwardFacts, out: HeaderMap, drop?: string): void {
   const extra = facts.extra;
   const stageField = stageFieldMatcher(extra);
-  const skip =
+  let skip =
     drop !== undefined
       ? (name: string) => name === drop || isEdgeOwnedLower(name) || stageField?.(name) === true
       : stageField !== null
         ? (name: string) => isEdgeOwnedLower(name) || stageField(name)
         : isEdgeOwnedLower;
+  // What auth stages consumed (a credential, a cookie) or own (claim names): only requests they passed pay for it.
+  const dropped = facts.drop;
+  const cookie = facts.dropCookie;
+  if (dropped !== undefined || cookie !== undefined) {
+    const base = skip;
+    skip = (name) => base(name) || (cookie !== undefined && name === 'cookie') || (dropped !== undefined && dropped.includes(headerKey(name)));
+  }
   // Node's own flag for a server created with joinDuplicateHeaders (not in its type definitions).
   const join = (req as IncomingMessage & { joinDuplicateHeaders?: boolean | null }).joinDuplicateHeaders === true;
   addEndToEndFields(req.rawHeaders, out, skip, join);
+  if (cookie !== undefined) {
+    const rest = withoutCookie(req.headers.cookie, cookie);
+    if (rest !== undefined) out.cookie = rest;
+  }
+  // A body read whole is forwarded as it is: its length, whatever framing (chunked) the visitor used.
+  if (facts.body !== undefined) out['content-length'] = String(facts.body.length);
   out['x-forwarded-for'] = facts.clientIp;
   out['x-forwarded-proto'] = facts.secure ? 'https' : 'http';
   if (facts.host) out['x-forwarded-host'] = facts.host;

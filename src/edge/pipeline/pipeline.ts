@@ -112,6 +112,10 @@ function forwardRequest(ctx: RequestContext): ForwardRequest {
     host: ctx.host,
     authority: ctx.authority,
     extra: ctx.upstreamHeaders,
+    // What auth stages consumed or own, and a body read whole: absent (undefined) on most requests.
+    drop: ctx.dropHeaders,
+    dropCookie: ctx.dropCookie,
+    body: ctx.body,
   };
 }
 
