@@ -243,7 +243,7 @@ export class CertificateSelector {
       cert: pair.cert,
       key: pair.key,
       // Always a list: without `ca`, Node verifies against its public root store, and any publicly trusted
-      // certificate would pass. An endpoint without a bundle (the API allows none with mTLS on) verifies nothing.
+      // certificate would pass. An endpoint with mTLS on and no bundle (the API refuses that) verifies nothing.
       ca: endpoint.mtls_ca_pem === null ? [] : [endpoint.mtls_ca_pem],
       requestCert: true,
       // The handshake completes either way: the mtls stage answers over HTTP, saying why (src/edge/stages/mtls.ts).
