@@ -325,6 +325,12 @@ describe('visitor auth at the edge', () => {
     const missing = await visit(edgePort, host, '/hook', { method: 'POST', headers: json, body: 'Hello, World!' });
     assert.equal(missing.status, 401);
     assert.equal(service.seen.length, before + 1, 'only the verified delivery reached the service');
+    // An upgrade has no body: its signature is the HMAC of nothing, and nothing is forwarded as one.
+    assert.equal((await wsVisit(edgePort, host, {})).status, 401);
+    const empty = 'sha256=' + (await import('node:crypto')).createHmac('sha256', "It's a Secret to Everybody").update('').digest('hex');
+    const upgraded = await wsVisit(edgePort, host, { 'x-hub-signature-256': empty });
+    assert.equal(upgraded.status, 101);
+    assert.equal(upgraded.echo!.headers['content-length'], undefined);
   });
 
   it('origin endpoints: basic auth and webhook bodies go through the same stages and the buffered body is forwarded', async () => {

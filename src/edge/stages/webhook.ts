@@ -15,6 +15,11 @@ const DIGEST_BYTES = { sha256: 32, sha1: 20 } as const;
 
 class BodyTooLarge extends Error {}
 
+/** Node's flag on a request handed over by the 'upgrade' event (not in its type definitions). */
+function isUpgrade(req: IncomingMessage): boolean {
+  return (req as IncomingMessage & { upgrade?: boolean }).upgrade === true;
+}
+
 /**
  * The request body, whole, or a BodyTooLarge rejection as soon as it passes `limit` (a declared Content-Length over
  * it is refused before a byte is read). A visitor that goes away rejects with the stream's error.
@@ -23,7 +28,7 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   const declared = req.headers['content-length'];
   if (declared !== undefined && Number(declared) > limit) return Promise.reject(new BodyTooLarge());
   // An upgrade's bytes after its head belong to the new protocol, not to a body.
-  if ((req as IncomingMessage & { upgrade?: boolean }).upgrade === true) return Promise.resolve(Buffer.alloc(0));
+  if (isUpgrade(req)) return Promise.resolve(Buffer.alloc(0));
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -95,7 +100,8 @@ function compileWebhook(endpoint: EndpointConfig, config: WebhookVerificationCon
           const mac = createHmac(algo, secret).update(body).digest();
           if (!timingSafeEqual(mac, given)) return refuse(ctx, 'invalid', `the ${config.header} signature does not match the body`);
           count('ok');
-          ctx.body = body;
+          // An upgrade has no body to forward (its bytes after the head are the new protocol's).
+          if (!isUpgrade(ctx.req)) ctx.body = body;
           return 'next';
         },
         (err: unknown) => {
