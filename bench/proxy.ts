@@ -1,12 +1,16 @@
 // Whole-path load run: an upstream hit directly, through a bare http-proxy-3 proxy (the baseline), through the edge to
-// an origin URL and through the edge and an agent tunnel, each in its own pinned process (`tsx bench/proxy.ts`).
+// an origin URL (without and with basic auth + the JWT layer on) and through the edge and an agent tunnel, each in its
+// own pinned process (`tsx bench/proxy.ts`).
 import { randomBytes } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { cpus as cpus_, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { request } from 'undici';
+import { makeKey, sign } from '../test/helpers/jwks-server.ts';
 import { copyPgliteTemplate } from '../test/helpers/pglite-template.ts';
 import { BIN, cleanEnv } from '../test/helpers/serve-process.ts';
 import { runLoadInChild, type LoadResult } from './lib/load.ts';
@@ -20,7 +24,7 @@ export interface Row {
 }
 
 export type Size = 'small' | 'large';
-export type PathId = 'direct' | 'baseline' | 'origin' | 'tunnel';
+export type PathId = 'direct' | 'baseline' | 'origin' | 'origin-auth' | 'tunnel';
 
 export interface ProxyBenchOptions {
   /** Keep-alive connections from the load generator, one request in flight on each. */
@@ -49,6 +53,7 @@ const PATH_LABEL: Record<PathId, string> = {
   direct: 'upstream direct',
   baseline: 'bare http-proxy-3 (baseline)',
   origin: 'edge → origin URL',
+  'origin-auth': 'edge → origin with basic + JWT on',
   tunnel: 'edge + agent tunnel',
 };
 
@@ -64,6 +69,9 @@ interface Procs {
   hostname?: string;
   /** The endpoint whose origin URL is the upstream. */
   originHostname?: string;
+  /** The same origin behind basic auth and the JWT layer, and the credentials every request of that path sends. */
+  authHostname?: string;
+  authHeaders?: Record<string, string>;
 }
 
 interface Case {
@@ -83,12 +91,13 @@ async function api(base: string, key: string, method: string, path: string, body
   });
   const text = await res.body.text();
   if (res.statusCode >= 300) throw new Error(`${method} ${path}: ${res.statusCode} ${text}`);
-  return JSON.parse(text) as Record<string, unknown>;
+  // PUT …/settings/jwt answers 200 with an empty body (SPEC.md).
+  return (text ? JSON.parse(text) : {}) as Record<string, unknown>;
 }
 
 /** One GET, for checks before loading: status, body length and the edge's error code if it answered itself. */
-async function probe(port: number, path: string, host?: string): Promise<{ status: number; bytes: number; edgeError?: string }> {
-  const res = await request(`http://127.0.0.1:${port}${path}`, { headers: host ? { host } : undefined });
+async function probe(port: number, path: string, host?: string, headers?: Record<string, string>): Promise<{ status: number; bytes: number; edgeError?: string }> {
+  const res = await request(`http://127.0.0.1:${port}${path}`, { headers: host || headers ? { ...headers, ...(host ? { host } : {}) } : undefined });
   const body = Buffer.from(await res.body.arrayBuffer());
   const edgeError = res.headers['x-edge-error'];
   return { status: res.statusCode, bytes: body.length, edgeError: typeof edgeError === 'string' ? edgeError : undefined };
@@ -139,11 +148,32 @@ async function startEdgePath(procs: Procs, dataDir: string, options: ProxyBenchO
   const originEndpoint = await api(control, apiKey, 'POST', '/v1/endpoints', {});
   await api(control, apiKey, 'PUT', `/v1/endpoints/${originEndpoint.uuid as string}/origin`, { url: `http://127.0.0.1:${procs.upstreamPort}` });
   procs.originHostname = originEndpoint.hostname as string;
+  // The same origin with visitor auth: basic (bcrypt once, then the cached verdict) and a JWT layer whose JWKS this
+  // process serves on loopback (fetched once); the JWT goes in X-JWT-Assertion since Basic holds Authorization.
+  const key = await makeKey('bench-rs256');
+  const jwks = http.createServer((_req, res) => res.end(JSON.stringify({ keys: [key.jwk] })));
+  await new Promise<void>((r) => jwks.listen(0, '127.0.0.1', r));
+  cleanup.push(() => new Promise<void>((r) => (jwks.closeAllConnections(), jwks.close(() => r()))));
+  const authEndpoint = await api(control, apiKey, 'POST', '/v1/endpoints', {});
+  const authUuid = authEndpoint.uuid as string;
+  await api(control, apiKey, 'PUT', `/v1/endpoints/${authUuid}/origin`, { url: `http://127.0.0.1:${procs.upstreamPort}` });
+  await api(control, apiKey, 'PUT', `/v1/endpoints/${authUuid}/settings`, { mode: 'basic', basic_users: [{ username: 'bench', password: 'bench-password-1' }] });
+  await api(control, apiKey, 'PUT', `/v1/endpoints/${authUuid}/settings/jwt`, {
+    enabled: true,
+    jwks_url: `http://127.0.0.1:${(jwks.address() as AddressInfo).port}/jwks.json`,
+    claim_headers: JSON.stringify({ sub: 'x-user' }),
+  });
+  procs.authHostname = authEndpoint.hostname as string;
+  procs.authHeaders = {
+    authorization: `Basic ${Buffer.from('bench:bench-password-1').toString('base64')}`,
+    'x-jwt-assertion': await sign(key, { sub: 'bench-user', exp: Math.floor(Date.now() / 1000) + 24 * 3600 }),
+  };
   // The agent is admitted from the edge's config mirror, so wait until the feed has brought both endpoints there.
   await until('the endpoints reaching the edge', 15_000, async () => {
     const tunnel = await probe(procs.edgeHttpPort!, '/', hostname);
     const origin = await probe(procs.edgeHttpPort!, '/small', procs.originHostname);
-    return tunnel.edgeError === 'endpoint_not_found' || origin.status !== 200 ? undefined : true;
+    const authed = await probe(procs.edgeHttpPort!, '/small', procs.authHostname, procs.authHeaders);
+    return tunnel.edgeError === 'endpoint_not_found' || origin.status !== 200 || authed.status !== 200 ? undefined : true;
   });
 
   const agent = spawnNode(
@@ -192,7 +222,7 @@ function buildRows(cases: Case[], f: RowFacts): Row[] {
   const cpuOf = (r: LoadResult, c: Child | undefined) => (c ? r.cpuMs[cpuPids.indexOf(c.pid)] : Number.NaN);
   const perReq = (cpuMsUsed: number, r: LoadResult) => (cpuMsUsed * 1000) / r.requests; // µs
   const pct = (cpuMsUsed: number, r: LoadResult) => `${fmt((cpuMsUsed / r.windowMs) * 100)}%`;
-  const proxyOf = (path: PathId) => (path === 'baseline' ? procs.baseline : path === 'tunnel' || path === 'origin' ? procs.edge : undefined);
+  const proxyOf = (path: PathId) => (path === 'baseline' ? procs.baseline : path === 'direct' ? undefined : procs.edge);
   // What ran during the window besides this benchmark (other people's tests, say): a figure taken then is suspect.
   let worstForeign = 0;
   const notes = (r: LoadResult) => {
@@ -282,7 +312,7 @@ export async function benchProxy(options: ProxyBenchOptions = {}): Promise<Row[]
   const fixedWarmupMs = options.fixedWarmupMs ?? 1_000;
   const fixedMeasureMs = options.fixedMeasureMs ?? 6_000;
   const sizes = options.sizes ?? ['small', 'large'];
-  const paths = options.paths ?? ['direct', 'baseline', 'origin', 'tunnel'];
+  const paths = options.paths ?? ['direct', 'baseline', 'origin', 'origin-auth', 'tunnel'];
   const progress = options.progress ?? ((line: string) => process.stderr.write(`proxy bench: ${line}\n`));
   const pin = choosePinning();
 
@@ -297,7 +327,7 @@ export async function benchProxy(options: ProxyBenchOptions = {}): Promise<Row[]
       cleanup.push(() => procs.baseline!.stop());
       procs.baselinePort = await procs.baseline.waitForLine(portLine, STARTUP_MS);
     }
-    if (paths.includes('tunnel') || paths.includes('origin')) {
+    if (paths.includes('tunnel') || paths.includes('origin') || paths.includes('origin-auth')) {
       const dataDir = await mkdtemp(join(tmpdir(), 'edge-bench-'));
       cleanup.push(() => rm(dataDir, { recursive: true, force: true }));
       // Should this process die before the cleanup runs, the store copy (tens of MB) still goes.
@@ -305,17 +335,19 @@ export async function benchProxy(options: ProxyBenchOptions = {}): Promise<Row[]
       await startEdgePath(procs, dataDir, options, cleanup);
     }
 
-    const target = (path: PathId): { port: number; host?: string } =>
+    const target = (path: PathId): { port: number; host?: string; headers?: Record<string, string> } =>
       path === 'direct'
         ? { port: procs.upstreamPort }
         : path === 'baseline'
           ? { port: procs.baselinePort! }
-          : { port: procs.edgeHttpPort!, host: path === 'origin' ? procs.originHostname : procs.hostname };
+          : path === 'origin-auth'
+            ? { port: procs.edgeHttpPort!, host: procs.authHostname, headers: procs.authHeaders }
+            : { port: procs.edgeHttpPort!, host: path === 'origin' ? procs.originHostname : procs.hostname };
     // Every path must answer correctly before any figure is taken from it.
     for (const path of paths) {
       for (const size of sizes) {
-        const { port, host } = target(path);
-        const r = await probe(port, SIZE_PATH[size], host);
+        const { port, host, headers } = target(path);
+        const r = await probe(port, SIZE_PATH[size], host, headers);
         if (r.status !== 200 || r.bytes !== BODY_BYTES[SIZE_PATH[size]]) {
           throw new Error(`${PATH_LABEL[path]} answered ${r.status} with ${r.bytes} bytes${r.edgeError ? ` (${r.edgeError})` : ''} for ${SIZE_PATH[size]}`);
         }
@@ -339,8 +371,8 @@ export async function benchProxy(options: ProxyBenchOptions = {}): Promise<Row[]
     for (const path of paths) {
       let first = true;
       for (const size of sizes) {
-        const { port, host } = target(path);
-        const load = { origin: `http://127.0.0.1:${port}`, host, path: SIZE_PATH[size], connections, expectBytes: BODY_BYTES[SIZE_PATH[size]], cpuPids };
+        const { port, host, headers } = target(path);
+        const load = { origin: `http://127.0.0.1:${port}`, host, headers, path: SIZE_PATH[size], connections, expectBytes: BODY_BYTES[SIZE_PATH[size]], cpuPids };
         const warm = first ? warmupMs : rewarmMs;
         first = false;
         progress(`${PATH_LABEL[path]}, ${SIZE_LABEL[size]}: ${connections} connections, ${warm / 1000} s warm-up + ${measureMs / 1000} s`);

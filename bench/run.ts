@@ -3,6 +3,7 @@
 import { benchConfigApply, describeConfigApply } from './config-apply.ts';
 import { benchFeedLatency } from './feed-latency.ts';
 import { benchProxy, formatTable, type Row } from './proxy.ts';
+import { benchStages, describeStages } from './stages.ts';
 
 const rows: Row[] = [];
 
@@ -18,6 +19,9 @@ for (const databaseUrl of ['', process.env.DATABASE_URL ?? ''].filter((u, i) => 
 // Config apply at scale: an edge restarted with no saved state against 100k endpoints (targets: under 10 s, no
 // event-loop stall over 100 ms), one change at that size, the state file written and read back (its own process).
 rows.push(...describeConfigApply(await benchConfigApply(100_000)));
+
+// The visitor-auth stages on their cached paths (target: under 5 µs each), beside the work their caches spare.
+rows.push(...describeStages(await benchStages()));
 
 // The whole request path: upstream direct, a bare http-proxy-3 proxy (the baseline), the edge + an agent tunnel,
 // each in its own pinned process (about two minutes).

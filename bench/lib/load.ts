@@ -10,6 +10,8 @@ export interface LoadOptions {
   path: string;
   /** Host header, when it must differ from the origin's (the edge routes by it). */
   host?: string;
+  /** More request fields, the same on every request (credentials for an endpoint with visitor auth). */
+  headers?: Record<string, string>;
   /** Keep-alive connections in the pool (one request at a time on each: no pipelining). */
   connections: number;
   /** Requests in flight at once (closed loop: a new one as soon as one finishes); default `connections`. */
@@ -86,7 +88,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
   const pids = options.cpuPids ?? [];
   const latencies = new Float64Array(options.maxSamples ?? 1 << 21);
   const pool = new Pool(options.origin, { connections: options.connections, pipelining: 1 });
-  const headers = options.host ? { host: options.host } : undefined;
+  const headers = options.host || options.headers ? { ...options.headers, ...(options.host ? { host: options.host } : {}) } : undefined;
   const request = { path: options.path, method: 'GET' as const, headers };
 
   // Window state. A request counts where it completes: steady state makes that unbiased, and the CPU readings
