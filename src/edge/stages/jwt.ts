@@ -16,7 +16,7 @@
 // Which header carries the JWT: `Authorization: Bearer <jwt>`, except when the main mode reads Authorization itself
 // (basic, or token mode without a header or cookie); then the JWT goes in `X-JWT-Assertion` (docs/visitor-auth.md).
 // The JWT is forwarded as sent (the service may verify it too); mapped claim headers replace every visitor copy.
-import { createHash } from 'node:crypto';
+import { createHash, hash } from 'node:crypto';
 import { isIP, type LookupFunction } from 'node:net';
 import { createLocalJWKSet, createRemoteJWKSet, customFetch, errors, jwtVerify, type FetchImplementation, type JWSHeaderParameters, type FlattenedJWSInput, type JWTPayload } from 'jose';
 import { LRUCache } from 'lru-cache';
@@ -306,7 +306,8 @@ function compileJwt(endpoint: EndpointConfig, jwt: JwtLayerConfig, deps: StageDe
         token = typeof value === 'string' ? (credentialsOf(value, 'bearer') ?? value) : undefined;
       } else token = credentialsOf(headers.authorization, 'bearer');
       if (token === undefined || token.length === 0) return refuse(ctx, 'auth_required', 'missing');
-      const digest = createHash('sha256').update(token).digest('base64');
+      // One-shot hash: no Hash object per request (about half the cost of createHash for a typical JWT).
+      const digest = hash('sha256', token, 'base64');
       const t = now();
       const hit = state.verified.get(digest);
       if (hit !== undefined) {
