@@ -20,6 +20,13 @@ describe('loadConfig', () => {
     assert.deepEqual(Object.keys(c.plans).sort(), ['business', 'free', 'pro']);
   });
 
+  it('reads the JWT layer fetch settings from the environment, defaulting to 5 s, 30 s and 10 min', () => {
+    const d = loadConfig({}).edge;
+    assert.deepEqual([d.jwksTimeoutMs, d.jwksCooldownMs, d.jwksCacheMaxAgeMs], [5000, 30000, 600000]);
+    const c = loadConfig({ EDGE_JWKS_TIMEOUT_MS: '2000', EDGE_JWKS_COOLDOWN_MS: '0', EDGE_JWKS_CACHE_MAX_AGE_MS: '60000' }).edge;
+    assert.deepEqual([c.jwksTimeoutMs, c.jwksCooldownMs, c.jwksCacheMaxAgeMs], [2000, 0, 60000]);
+  });
+
   it('lets environment variables override, including port 0', () => {
     const c = loadConfig({ EDGE_ROLE: 'edge', EDGE_CONTROL_PORT: '0', EDGE_REGION: 'eu-west', DATABASE_URL: 'postgres://x/y', REDIS_URL: 'redis://r:6379' });
     assert.equal(c.role, 'edge');
@@ -52,6 +59,9 @@ describe('loadConfig', () => {
       [{ EDGE_BASE_DOMAIN: 'Bad_Domain!' }, /"baseDomain" \(from EDGE_BASE_DOMAIN\)/],
       [{ EDGE_REGION: 'EU WEST' }, /"region" \(from EDGE_REGION\)/],
       [{ EDGE_DATABASE_SCHEMA: 'x; drop' }, /"databaseSchema"/],
+      [{ EDGE_JWKS_TIMEOUT_MS: '0' }, /"edge.jwksTimeoutMs" \(from EDGE_JWKS_TIMEOUT_MS\)/],
+      [{ EDGE_JWKS_COOLDOWN_MS: '-1' }, /"edge.jwksCooldownMs" \(from EDGE_JWKS_COOLDOWN_MS\)/],
+      [{ EDGE_JWKS_CACHE_MAX_AGE_MS: '10' }, /"edge.jwksCacheMaxAgeMs" \(from EDGE_JWKS_CACHE_MAX_AGE_MS\)/],
     ];
     for (const [env, message] of cases) {
       assert.throws(() => loadConfig(env), (err: Error) => err instanceof ConfigError && message.test(err.message), JSON.stringify(env));
