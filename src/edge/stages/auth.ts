@@ -4,7 +4,7 @@
 // basic (RFC 7617): bcrypt runs on libuv's thread pool, once per distinct credential. The verdict, success or failure,
 // is cached under an HMAC of the credential with a per-process random key (so the cache holds no password and cannot
 // be read as a lookup table), and identical credentials in flight share one check. A miss that would run bcrypt is
-// first charged to the visitor's address: FAILURES_PER_MINUTE failed checks per address and minute (a token bucket),
+// first charged to the visitor's address (IPv6: its /64): FAILURES_PER_MINUTE failed checks a minute (a token bucket),
 // then 429 without running bcrypt. The caches live as long as the endpoint's users are unchanged, across recompiles.
 //
 // token (RFC 6750 §2.1, or a configured header or cookie): the token's keyed digest is looked up in a Map built at
@@ -15,6 +15,7 @@
 // (src/shared/edge-headers.ts).
 import { createHash, createHmac, randomBytes } from 'node:crypto';
 import bcrypt from 'bcrypt';
+import ipaddr from 'ipaddr.js';
 import { LRUCache } from 'lru-cache';
 import type { ErrorCode } from '../../shared/errors.ts';
 import type { BasicUserConfig, EndpointConfig, VisitorAuthConfig } from '../../shared/snapshot.ts';
@@ -61,6 +62,18 @@ function decoyHash(rounds: number): Promise<string> {
   let hash = decoys.get(rounds);
   if (!hash) decoys.set(rounds, (hash = bcrypt.hash(randomBytes(18).toString('base64'), rounds)));
   return hash;
+}
+
+/**
+ * Whose failure budget an address draws on: an IPv4 address (IPv4-mapped IPv6 read as IPv4), or an IPv6 address's
+ * /64, the smallest block a network hands out (RFC 6177), since one host can use every address in it.
+ */
+export function limiterKey(address: string): string {
+  if (!ipaddr.isValid(address)) return address;
+  let ip = ipaddr.parse(address);
+  if (ip.kind() === 'ipv6' && (ip as ipaddr.IPv6).isIPv4MappedAddress()) ip = (ip as ipaddr.IPv6).toIPv4Address();
+  if (ip.kind() === 'ipv4') return ip.toString();
+  return `${(ip as ipaddr.IPv6).parts.slice(0, 4).map((p) => p.toString(16)).join(':')}::/64`;
 }
 
 /** Per-address failure budget: `capacity` tokens, refilled at `capacity` a minute; a check in flight holds one. */
@@ -209,13 +222,14 @@ function compileBasic(endpoint: EndpointConfig, auth: VisitorAuthConfig, deps: S
           ctx.res.setHeader('retry-after', '1');
           return refuse(ctx, 'auth_unavailable', null, 'too many password checks are in progress on this edge; retry shortly');
         }
-        const wait = limiter.take(ctx.clientIp);
+        const address = limiterKey(ctx.clientIp);
+        const wait = limiter.take(address);
         if (wait !== undefined) {
           count.count('invalid');
           ctx.res.setHeader('retry-after', String(wait));
           return refuse(ctx, 'too_many_auth_failures', null, `retry in ${wait} s`);
         }
-        pending = check(key, creds.username, creds.password, ctx.clientIp);
+        pending = check(key, creds.username, creds.password, address);
         verdicts.inFlight.set(key, pending);
         const settled = () => verdicts.inFlight.delete(key);
         pending.then(settled, settled);

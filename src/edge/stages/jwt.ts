@@ -37,6 +37,8 @@ export const ASYMMETRIC_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384
 export const CLOCK_TOLERANCE_S = 30;
 /** Verified (and refused) tokens kept per endpoint. */
 export const TOKEN_CACHE_SIZE = 10_000;
+/** Refused tokens kept per endpoint. */
+const REFUSED_CACHE_SIZE = 1_000;
 /** A refusal that cannot change by itself (bad signature, wrong issuer) is remembered this long. */
 const REFUSAL_TTL_MS = 60_000;
 /** The largest JWKS document read; a real one is a few KiB. */
@@ -234,7 +236,8 @@ function compileJwt(endpoint: EndpointConfig, jwt: JwtLayerConfig, deps: StageDe
     const state: JwtState = {
       getKey: null as unknown as JwtState['getKey'],
       verified: new LRUCache({ max: TOKEN_CACHE_SIZE }),
-      refused: new LRUCache({ max: TOKEN_CACHE_SIZE }),
+      // Anyone can mint refused tokens: fewer of them are kept than of verified ones, which only an issuer can make.
+      refused: new LRUCache({ max: REFUSED_CACHE_SIZE }),
       inFlight: new Map(),
       loggedAt: -Infinity,
     };

@@ -8,7 +8,7 @@ import { CredentialUse } from '../../../src/edge/credential-use.ts';
 import type { AuthOutcome } from '../../../src/edge/metrics.ts';
 import { StageMemory } from '../../../src/edge/pipeline/stage-memory.ts';
 import type { Stage, StageDeps } from '../../../src/edge/pipeline/stage.ts';
-import { auth, authStage } from '../../../src/edge/stages/auth.ts';
+import { auth, authStage, limiterKey } from '../../../src/edge/stages/auth.ts';
 import { SecretBox } from '../../../src/shared/secrets.ts';
 import type { BasicUserConfig, EndpointConfig, TokenSource, VisitorAuthConfig, VisitorTokenConfig } from '../../../src/shared/snapshot.ts';
 import { tokenDigest, visitorTokenKey } from '../../../src/shared/visitor-credentials.ts';
@@ -176,6 +176,22 @@ describe('auth stage', () => {
       assert.equal((await attempt('guess5', '198.51.100.7')).status, 401, 'a minute later the address may try again');
       assert.equal(counted.calls.length, 5);
       assert.ok(outcomes.some((o) => o[2] === 'invalid'));
+    });
+
+    it('counts an IPv6 /64 as one address (one host can use all of it), and an IPv4-mapped address as its IPv4', async () => {
+      assert.equal(limiterKey('2001:db8:1:2:aaaa::1'), '2001:db8:1:2::/64');
+      assert.equal(limiterKey('2001:db8:1:2:ffff:ffff:ffff:ffff'), '2001:db8:1:2::/64');
+      assert.notEqual(limiterKey('2001:db8:1:3::1'), limiterKey('2001:db8:1:2::1'));
+      assert.equal(limiterKey('::ffff:198.51.100.7'), '198.51.100.7');
+      assert.equal(limiterKey('198.51.100.7'), '198.51.100.7');
+      const counted = countingCompare();
+      const stage = authStage({ compare: counted.compare, failuresPerMinute: 2 }).compile(basicEndpoint())!;
+      const s = await serve(stage, basicEndpoint());
+      const attempt = (password: string, clientIp: string) => s.request({ headers: { authorization: basicHeader('alice', password) }, clientIp });
+      assert.equal((await attempt('v6-guess1', '2001:db8:1:2::1')).status, 401);
+      assert.equal((await attempt('v6-guess2', '2001:db8:1:2::2')).status, 401);
+      assert.equal((await attempt('v6-guess3', '2001:db8:1:2::3')).status, 429, 'another address of the same /64 shares the budget');
+      assert.equal((await attempt('v6-guess3', '2001:db8:1:9::1')).status, 401, 'another /64 does not');
     });
 
     it('answers 503 auth_unavailable with Retry-After when too many password checks are in flight, never queueing more', async () => {
