@@ -118,6 +118,33 @@ export interface VisitorAuthConfig {
   session_ttl_seconds: number | null;
   /** Changes whenever users or tokens change, so edges flush their credential verdict caches. */
   credentials_version: number;
+  /** oauth/oidc: the providers visitors may log in with now — enabled (toggle) AND listed in enabled_auth_methods
+   *  (all enabled ones when that list is empty) — in a stable order (id). A session whose provider is not here is refused. */
+  providers?: OAuthProviderConfig[];
+  /** oauth/oidc: extra allowed return_to targets (relative paths, or absolute URLs on the endpoint's own host). */
+  allowed_redirects?: string[];
+}
+
+/** One identity provider an endpoint in mode oauth/oidc logs visitors in with, as edges need it. */
+export interface OAuthProviderConfig {
+  id: number;
+  kind: 'oidc' | 'oauth2';
+  name: string;
+  /** oidc: the issuer (discovery at <issuer>/.well-known/openid-configuration); oauth2: the provider's identifier. */
+  issuer: string;
+  client_id: string;
+  /** Sealed with SecretBox (src/shared/secrets.ts), as certificate keys are; edges open it. */
+  client_secret_sealed: string;
+  /** The scopes to request: the settings' `config.scopes` override when set, else the provider's, else ["openid","email","profile"] (oidc) */
+  scopes: string[];
+  /** Lower-case; empty = no restriction by address. A login is allowed when both lists are empty, or the
+   *  verified e-mail is in allowed_emails, or its domain is in allowed_domains. */
+  allowed_emails: string[];
+  allowed_domains: string[];
+  /** oauth2 only (null for oidc): explicit endpoints for providers without discovery. */
+  authorization_url: string | null;
+  token_url: string | null;
+  userinfo_url: string | null;
 }
 
 export interface JwtLayerConfig {
