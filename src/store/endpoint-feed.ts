@@ -2,10 +2,12 @@
 // Every write that changes what an edge must do calls this inside its transaction (or publishes a deletion).
 import type { Queryable } from './db.ts';
 import { recordChange } from './feed.ts';
+import { offersProvider, requestedScopes, type OAuthProviderRow } from './oauth-providers.ts';
 import {
   TOPICS,
   type BasicUserConfig,
   type EndpointConfig,
+  type OAuthProviderConfig,
   type RoutingRuleConfig,
   type VisitorAuthMode,
   type VisitorTokenConfig,
@@ -34,6 +36,7 @@ interface AuthSnapshotRow {
   mode: VisitorAuthMode;
   mode_config: Record<string, Record<string, unknown>> | string;
   session_ttl_seconds: number | null;
+  enabled_auth_methods: string[];
   credentials_version: number;
   jwt_enabled: boolean | null;
   jwks_url: string | null;
@@ -58,7 +61,7 @@ const parsed = <T>(value: T | string): T => (typeof value === 'string' ? (JSON.p
  */
 export async function loadVisitorAuth(tx: Queryable, endpointId: number, hostname: string): Promise<Pick<EndpointConfig, 'auth' | 'jwt' | 'webhook'>> {
   const { rows } = await tx.query<AuthSnapshotRow>(
-    `SELECT s.mode, s.mode_config, s.session_ttl_seconds, s.credentials_version,
+    `SELECT s.mode, s.mode_config, s.session_ttl_seconds, s.enabled_auth_methods, s.credentials_version,
             j.enabled AS jwt_enabled, j.jwks_url, j.issuer, j.audience, j.claim_headers,
             w.enabled AS webhook_enabled, w.header AS webhook_header, w.algo AS webhook_algo, w.secret_sealed AS webhook_secret_sealed, w.prefix AS webhook_prefix,
             CASE WHEN s.mode = 'basic' THEN COALESCE((
@@ -88,6 +91,7 @@ export async function loadVisitorAuth(tx: Queryable, endpointId: number, hostnam
       tokens: parsed(r.tokens),
       session_ttl_seconds: r.session_ttl_seconds,
       credentials_version: r.credentials_version,
+      ...(r.mode === 'oauth' || r.mode === 'oidc' ? await loadOAuthLogin(tx, endpointId, r.mode, r.enabled_auth_methods, modeConfig[r.mode] ?? {}) : {}),
     },
     jwt: r.jwt_enabled
       ? { jwks_url: r.jwks_url!, issuer: r.issuer || null, audience: r.audience || null, claim_headers: parsed(r.claim_headers ?? {}) }
@@ -96,6 +100,43 @@ export async function loadVisitorAuth(tx: Queryable, endpointId: number, hostnam
       ? { header: r.webhook_header!, algo: r.webhook_algo!, secret_sealed: r.webhook_secret_sealed!, prefix: r.webhook_prefix ?? '' }
       : null,
   };
+}
+
+/**
+ * Modes oauth/oidc: the providers visitors may log in with now (offersProvider), in id order, each with the scopes to
+ * ask for and its secret still sealed, and the extra return_to targets. An empty list is sent as such: the edge then
+ * refuses every visitor rather than letting anyone through.
+ */
+async function loadOAuthLogin(
+  tx: Queryable,
+  endpointId: number,
+  mode: 'oauth' | 'oidc',
+  listed: readonly string[],
+  config: Record<string, unknown>,
+): Promise<{ providers: OAuthProviderConfig[]; allowed_redirects: string[] }> {
+  const { rows } = await tx.query<Pick<OAuthProviderRow, 'id' | 'kind' | 'enabled' | 'scopes'> & Omit<OAuthProviderConfig, 'scopes'>>(
+    `SELECT id, kind, enabled, name, issuer, client_id, client_secret_sealed, scopes, allowed_emails, allowed_domains, authorization_url, token_url, userinfo_url
+     FROM endpoint_oauth_providers WHERE endpoint_id = $1 ORDER BY id`,
+    [endpointId],
+  );
+  const override = Array.isArray(config.scopes) ? (config.scopes as string[]) : undefined;
+  const providers = rows
+    .filter((p) => offersProvider(mode, listed, p))
+    .map((p) => ({
+      id: p.id,
+      kind: p.kind,
+      name: p.name,
+      issuer: p.issuer,
+      client_id: p.client_id,
+      client_secret_sealed: p.client_secret_sealed,
+      scopes: requestedScopes(p, override),
+      allowed_emails: p.allowed_emails,
+      allowed_domains: p.allowed_domains,
+      authorization_url: p.authorization_url,
+      token_url: p.token_url,
+      userinfo_url: p.userinfo_url,
+    }));
+  return { providers, allowed_redirects: Array.isArray(config.allowed_redirects) ? (config.allowed_redirects as string[]) : [] };
 }
 
 export async function publishEndpoint(tx: Queryable, endpointId: number): Promise<void> {

@@ -2,6 +2,7 @@
 // endpoint API keys), the JWT layer and webhook verification. Every write publishes the endpoint in the caller's transaction.
 import type { Queryable } from './db.ts';
 import { publishEndpoint } from './endpoint-feed.ts';
+import { listOAuthProviders, type OAuthProviderRow } from './oauth-providers.ts';
 import type { VisitorAuthMode } from '../shared/snapshot.ts';
 
 /** Bounds the API enforces (400 beyond them): each basic user costs a bcrypt hash per PUT, each token a snapshot entry. */
@@ -66,6 +67,8 @@ export interface AuthState {
   tokens: VisitorTokenRow[];
   jwt: JwtSettingsRow | null;
   webhook: WebhookVerificationRow | null;
+  /** The endpoint's OAuth/OIDC providers, enabled or not (never a secret): enabled_auth_methods is reported against them. */
+  oauth_providers: OAuthProviderRow[];
 }
 
 const TOKEN_COLUMNS = 'id, source, label, expires_at, created_at, last_used_at, revoked_at';
@@ -128,6 +131,7 @@ export async function loadAuthState(q: Queryable, endpointId: number): Promise<A
     tokens: await listVisitorTokens(q, endpointId),
     jwt: settings ? await findJwtSettings(q, endpointId) : null,
     webhook: settings ? await findWebhookVerification(q, endpointId) : null,
+    oauth_providers: await listOAuthProviders(q, endpointId),
   };
 }
 

@@ -1,0 +1,169 @@
+// OAuth/OIDC identity providers at rest: one endpoint's providers, created, replaced, toggled and deleted one at a
+// time. Every write publishes the endpoint in the caller's transaction; the client secret is only ever stored sealed.
+import type { Queryable } from './db.ts';
+import { publishEndpoint } from './endpoint-feed.ts';
+
+/** Bounds the API enforces (400 beyond them): each provider is a login-page entry and a snapshot entry on every edge. */
+export const MAX_OAUTH_PROVIDERS = 20;
+export const MAX_ALLOWED_EMAILS = 100;
+export const MAX_ALLOWED_DOMAINS = 100;
+export const MAX_SCOPES = 32;
+
+export type OAuthProviderKind = 'oidc' | 'oauth2';
+
+/** A provider as the API lists it: never the secret, sealed or not. */
+export interface OAuthProviderRow {
+  id: number;
+  endpoint_id: number;
+  kind: OAuthProviderKind;
+  name: string;
+  issuer: string;
+  client_id: string;
+  scopes: string[];
+  allowed_emails: string[];
+  allowed_domains: string[];
+  authorization_url: string | null;
+  token_url: string | null;
+  userinfo_url: string | null;
+  enabled: boolean;
+  created_at: Date;
+  updated_at: Date;
+}
+
+const COLUMNS =
+  'id, endpoint_id, kind, name, issuer, client_id, scopes, allowed_emails, allowed_domains, authorization_url, token_url, userinfo_url, enabled, created_at, updated_at';
+
+/** Validated and canonical (by the API); the secret already sealed. */
+export interface OAuthProviderInput {
+  kind: OAuthProviderKind;
+  name: string;
+  issuer: string;
+  clientId: string;
+  scopes: string[];
+  allowedEmails: string[];
+  allowedDomains: string[];
+  authorizationUrl: string | null;
+  tokenUrl: string | null;
+  userinfoUrl: string | null;
+}
+
+export async function listOAuthProviders(q: Queryable, endpointId: number): Promise<OAuthProviderRow[]> {
+  const { rows } = await q.query<OAuthProviderRow>(`SELECT ${COLUMNS} FROM endpoint_oauth_providers WHERE endpoint_id = $1 ORDER BY id`, [endpointId]);
+  return rows;
+}
+
+export async function findOAuthProvider(q: Queryable, endpointId: number, providerId: number): Promise<OAuthProviderRow | null> {
+  const { rows } = await q.query<OAuthProviderRow>(`SELECT ${COLUMNS} FROM endpoint_oauth_providers WHERE endpoint_id = $1 AND id = $2`, [endpointId, providerId]);
+  return rows[0] ?? null;
+}
+
+export async function countOAuthProviders(q: Queryable, endpointId: number): Promise<number> {
+  const { rows } = await q.query<{ n: number }>('SELECT count(*)::int AS n FROM endpoint_oauth_providers WHERE endpoint_id = $1', [endpointId]);
+  return rows[0].n;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Writes. The caller holds the endpoint's row lock (endpointForCaller forUpdate), which orders them with the
+// settings writes that check which providers exist and are enabled.
+// ---------------------------------------------------------------------------------------------------------------
+
+/** A duplicate name hits endpoint_oauth_providers_name_key: the caller maps it to a 409. */
+export async function insertOAuthProvider(tx: Queryable, endpointId: number, p: OAuthProviderInput, secretSealed: string): Promise<OAuthProviderRow> {
+  const { rows } = await tx.query<OAuthProviderRow>(
+    `INSERT INTO endpoint_oauth_providers (endpoint_id, kind, name, issuer, client_id, client_secret_sealed, scopes, allowed_emails, allowed_domains,
+                                           authorization_url, token_url, userinfo_url)
+     VALUES ($1, $2, $3, $4, $5, $6, $7::text[], $8::text[], $9::text[], $10, $11, $12)
+     RETURNING ${COLUMNS}`,
+    [endpointId, p.kind, p.name, p.issuer, p.clientId, secretSealed, p.scopes, p.allowedEmails, p.allowedDomains, p.authorizationUrl, p.tokenUrl, p.userinfoUrl],
+  );
+  await publishEndpoint(tx, endpointId);
+  return rows[0];
+}
+
+/**
+ * Replaces a provider's configuration (a full update); `secretSealed` undefined keeps the stored secret, and the
+ * enabled flag is the toggle's alone. Null when the endpoint has no such provider.
+ */
+export async function replaceOAuthProvider(
+  tx: Queryable,
+  endpointId: number,
+  providerId: number,
+  p: OAuthProviderInput,
+  secretSealed: string | undefined,
+): Promise<OAuthProviderRow | null> {
+  const { rows } = await tx.query<OAuthProviderRow>(
+    `UPDATE endpoint_oauth_providers SET kind = $3, name = $4, issuer = $5, client_id = $6, client_secret_sealed = COALESCE($7, client_secret_sealed),
+       scopes = $8::text[], allowed_emails = $9::text[], allowed_domains = $10::text[], authorization_url = $11, token_url = $12, userinfo_url = $13,
+       updated_at = now()
+     WHERE endpoint_id = $1 AND id = $2
+     RETURNING ${COLUMNS}`,
+    [
+      endpointId,
+      providerId,
+      p.kind,
+      p.name,
+      p.issuer,
+      p.clientId,
+      secretSealed ?? null,
+      p.scopes,
+      p.allowedEmails,
+      p.allowedDomains,
+      p.authorizationUrl,
+      p.tokenUrl,
+      p.userinfoUrl,
+    ],
+  );
+  if (!rows[0]) return null;
+  await publishEndpoint(tx, endpointId);
+  return rows[0];
+}
+
+/** SPEC.md "OAuth provider enabled flag": an explicit set, not a flip. False when the endpoint has no such provider. */
+export async function setOAuthProviderEnabled(tx: Queryable, endpointId: number, providerId: number, enabled: boolean): Promise<boolean> {
+  const res = await tx.query(
+    `UPDATE endpoint_oauth_providers SET enabled = $3, updated_at = CASE WHEN enabled = $3 THEN updated_at ELSE now() END
+     WHERE endpoint_id = $1 AND id = $2`,
+    [endpointId, providerId, enabled],
+  );
+  if (res.rowCount === 0) return false;
+  await publishEndpoint(tx, endpointId);
+  return true;
+}
+
+/**
+ * Deletes a provider. Its id stays in the settings' enabled_auth_methods if listed there: ids are never reused, so it
+ * matches nothing, and removing it could empty the list, which would widen it to every enabled provider.
+ */
+export async function deleteOAuthProvider(tx: Queryable, endpointId: number, providerId: number): Promise<boolean> {
+  const res = await tx.query('DELETE FROM endpoint_oauth_providers WHERE endpoint_id = $1 AND id = $2', [endpointId, providerId]);
+  if (res.rowCount === 0) return false;
+  await publishEndpoint(tx, endpointId);
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Which providers an endpoint offers: one rule for the settings API, its read shape and the snapshot.
+// ---------------------------------------------------------------------------------------------------------------
+
+/** Scopes an OpenID Connect login asks for when neither the settings nor the provider name any. */
+export const DEFAULT_OIDC_SCOPES = ['openid', 'email', 'profile'] as const;
+
+/**
+ * Whether visitors may log in with a provider now, in mode oauth or oidc: enabled by its toggle, listed in the
+ * settings' enabled_auth_methods (every enabled provider when that list is empty), and in mode oidc of kind oidc
+ * (that mode takes identities from validated ID tokens only).
+ */
+export function offersProvider(mode: string, listed: readonly string[], p: Pick<OAuthProviderRow, 'id' | 'kind' | 'enabled'>): boolean {
+  if (!p.enabled) return false;
+  if (mode === 'oidc' && p.kind !== 'oidc') return false;
+  return listed.length === 0 || listed.includes(String(p.id));
+}
+
+/**
+ * The scopes a login asks for: the settings' override when set, else the provider's, else the OIDC default. An
+ * OpenID Connect login needs `openid` (Core §3.1.2.1): an override shared with oauth2 providers may lack it.
+ */
+export function requestedScopes(p: Pick<OAuthProviderRow, 'kind' | 'scopes'>, override: readonly string[] | undefined): string[] {
+  const scopes = override && override.length > 0 ? [...override] : p.scopes.length > 0 ? [...p.scopes] : p.kind === 'oidc' ? [...DEFAULT_OIDC_SCOPES] : [];
+  return p.kind === 'oidc' && !scopes.includes('openid') ? ['openid', ...scopes] : scopes;
+}
