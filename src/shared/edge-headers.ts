@@ -51,9 +51,22 @@ export function headerKey(name: string): string {
   return lower.indexOf('_') === -1 ? lower : lower.replaceAll('_', '-');
 }
 
+/**
+ * Name spaces the edge owns whole, beyond the listed names: `X-Forwarded-*` (frameworks also build links from
+ * X-Forwarded-Prefix, -Server, -Scheme...) and `X-Edge-*` (the edge's identity fields, today's and those to come).
+ * A visitor copy of any of them is stripped; the control API refuses to let a setting name one.
+ */
+export const EDGE_OWNED_PREFIXES: readonly string[] = ['x-forwarded-', 'x-edge-'];
+
+function inOwnedNamespace(key: string): boolean {
+  for (const prefix of EDGE_OWNED_PREFIXES) if (key.startsWith(prefix)) return true;
+  return false;
+}
+
 /** Whether a field name, in any case and with `_` for `-` anywhere, is one the edge owns. */
 export function isEdgeOwnedHeader(name: string): boolean {
-  return OWNED.has(headerKey(name));
+  const key = headerKey(name);
+  return OWNED.has(key) || inOwnedNamespace(key);
 }
 
 /**
@@ -61,5 +74,7 @@ export function isEdgeOwnedHeader(name: string): boolean {
  * folding, since the set holds every `_` spelling of each owned name.
  */
 export function isEdgeOwnedLower(lower: string): boolean {
-  return OWNED_SPELLINGS.has(lower);
+  if (OWNED_SPELLINGS.has(lower)) return true;
+  // Both owned name spaces start with "x": other names cost one character comparison more.
+  return lower.charCodeAt(0) === 120 /* x */ && inOwnedNamespace(lower.indexOf('_') === -1 ? lower : lower.replaceAll('_', '-'));
 }

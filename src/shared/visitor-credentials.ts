@@ -94,7 +94,7 @@ export function claimHeaderRefusal(name: string): string | null {
   if (HOP_BY_HOP_HEADERS.has(key)) return `"${name}" is a hop-by-hop header`;
   if (FRAMING_HEADERS.has(key)) return `"${name}" frames or routes the request`;
   if (CREDENTIAL_HEADERS.has(key)) return `"${name}" carries the visitor's credentials`;
-  if (isEdgeOwnedHeader(name) || key.startsWith('x-forwarded-') || key.startsWith('x-edge-')) return `"${name}" is a header the edge sets`;
+  if (isEdgeOwnedHeader(name)) return `"${name}" is a header the edge sets`;
   return null;
 }
 
@@ -107,6 +107,6 @@ export function credentialHeaderRefusal(name: string): string | null {
   const key = headerKey(name);
   if (HOP_BY_HOP_HEADERS.has(key)) return `"${name}" is a hop-by-hop header`;
   if (FRAMING_HEADERS.has(key)) return `"${name}" frames or routes the request`;
-  if (isEdgeOwnedHeader(name) || key.startsWith('x-forwarded-') || key.startsWith('x-edge-')) return `"${name}" is a header the edge sets`;
+  if (isEdgeOwnedHeader(name)) return `"${name}" is a header the edge sets`;
   return null;
 }

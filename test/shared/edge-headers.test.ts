@@ -32,8 +32,15 @@ describe('edge-owned headers', () => {
     }
   });
 
+  it('owns the X-Forwarded-* and X-Edge-* name spaces whole, in every spelling', () => {
+    for (const name of ['x-forwarded-prefix', 'X-Forwarded-Server', 'x_forwarded_scheme', 'x-forwarded-for-x', 'X-Edge-Auth-Email', 'x_edge_anything', 'X-Edge_Future-Field']) {
+      assert.equal(isEdgeOwnedHeader(name), true, name);
+      assert.equal(isEdgeOwnedLower(name.toLowerCase()), true, name);
+    }
+  });
+
   it('owns nothing else', () => {
-    for (const name of ['host', 'x-forwarded', 'x-forwarded-for-x', 'xx-forwarded-for', 'forwarded_', '_forwarded', 'x__forwarded-for', 'x-custom', 'X_Custom', 'client', 'ip', '']) {
+    for (const name of ['host', 'x-forwarded', 'x-edge', 'x-edgeless', 'xx-forwarded-for', 'xx-edge-auth-user', 'x-custom-x-edge-auth', 'forwarded_', '_forwarded', 'x__forwarded-for', 'x-custom', 'X_Custom', 'client', 'ip', '']) {
       assert.equal(isEdgeOwnedHeader(name), false, name);
       assert.equal(isEdgeOwnedLower(name.toLowerCase()), false, name);
     }
