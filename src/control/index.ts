@@ -10,11 +10,12 @@ import { endpointApiKeyRoutes } from './routes/endpoint-api-keys.ts';
 import { endpointOriginRoutes } from './routes/endpoint-origin.ts';
 import { endpointRoutes } from './routes/endpoints.ts';
 import { endpointSettingsRoutes } from './routes/endpoint-settings.ts';
+import { oauthProviderRoutes } from './routes/oauth-providers.ts';
 import { presenceRoutes } from './routes/presence.ts';
 import { routingRuleRoutes } from './routes/routing-rules.ts';
 
 /** Every route module, in the order they are registered. Adding an API area is one entry here. */
-const ROUTES = [accountRoutes, adminRoutes, endpointRoutes, domainRoutes, certificateRoutes, presenceRoutes, routingRuleRoutes, endpointOriginRoutes, endpointSettingsRoutes, endpointApiKeyRoutes];
+const ROUTES = [accountRoutes, adminRoutes, endpointRoutes, domainRoutes, certificateRoutes, presenceRoutes, routingRuleRoutes, endpointOriginRoutes, endpointSettingsRoutes, endpointApiKeyRoutes, oauthProviderRoutes];
 
 export interface ControlServer {
   app: ControlApp;

@@ -8,7 +8,7 @@ import { startTestNode, type TestNode } from '../helpers/node.ts';
 import { SecretBox } from '../../src/shared/secrets.ts';
 import type { EndpointConfig } from '../../src/shared/snapshot.ts';
 import { tokenDigest, visitorTokenKey } from '../../src/shared/visitor-credentials.ts';
-import { parseClaimHeaders, parseJwksUrl } from '../../src/control/routes/endpoint-settings.ts';
+import { parseClaimHeaders, parseJwksUrl, publicHttpsUrl } from '../../src/control/routes/endpoint-settings.ts';
 
 type User = Awaited<ReturnType<TestNode['createUser']>>;
 
@@ -27,6 +27,12 @@ describe('JWT settings parsing', () => {
     for (const raw of ['ftp://idp.example.com/keys', 'file:///etc/passwd', 'https://idp.example.com/keys#frag']) {
       assert.throws(() => parseJwksUrl(raw, true), { code: 'invalid_request' }, raw);
     }
+  });
+
+  it('names the field it refuses, so the JWKS and OAuth provider URLs share one check', () => {
+    assert.throws(() => publicHttpsUrl('token_url', 'https://10.0.0.1/token', false), (err: any) => err.detail?.field === 'token_url');
+    assert.throws(() => publicHttpsUrl('issuer', 'http://idp.example.com', false), (err: any) => err.detail?.field === 'issuer');
+    assert.equal(publicHttpsUrl('issuer', 'https://idp.example.com', false).hostname, 'idp.example.com');
   });
 
   it('reads claim_headers as a JSON-encoded map, header names lower-cased', () => {
@@ -438,6 +444,9 @@ describe('visitor auth settings API', () => {
       ['mode oauth without providers', { mode: 'oauth' }],
       ['mode oidc without providers', { mode: 'oidc' }],
       ['unknown provider in enabled_auth_methods', { mode: 'basic', enabled_auth_methods: ['42'] }],
+      ['non-numeric provider in enabled_auth_methods', { mode: 'basic', enabled_auth_methods: ['google'] }],
+      ['mode oauth with a config but no provider', { mode: 'oauth', config: { allowed_redirects: ['/home'] } }],
+      ['OAuth config keys in mode basic', { mode: 'basic', config: { scopes: ['openid'] } }],
     ];
     for (const [name, body, code] of cases) {
       const res = await put(id, body);

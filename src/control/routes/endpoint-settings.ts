@@ -7,7 +7,7 @@ import bcrypt from 'bcrypt';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { hostRefusal } from '../../shared/address-policy.ts';
 import { fail } from '../../shared/errors.ts';
-import { Nullable, Strict, Timestamp } from '../../shared/schema.ts';
+import { Nullable, parseInt64, Strict, Timestamp } from '../../shared/schema.ts';
 import { VISITOR_AUTH_MODES, type VisitorAuthMode } from '../../shared/snapshot.ts';
 import {
   BCRYPT_MAX_PASSWORD_BYTES,
@@ -22,6 +22,7 @@ import {
 import type { Queryable } from '../../store/db.ts';
 import { isUniqueViolation } from '../../store/db.ts';
 import type { EndpointRow } from '../../store/endpoints.ts';
+import { MAX_OAUTH_PROVIDERS, MAX_SCOPES, offersProvider, type OAuthProviderRow } from '../../store/oauth-providers.ts';
 import * as store from '../../store/visitor-auth.ts';
 import { MAX_BASIC_USERS, MAX_SETTINGS_TOKENS, type AuthState, type BasicUserInput, type ModeConfigs, type SettingsTokenInput } from '../../store/visitor-auth.ts';
 import type { Caller } from '../caller.ts';
@@ -64,6 +65,25 @@ export function futureInstant(field: string, value: string): string {
 const REALM_PATTERN = '^[^"\\\\\\x00-\\x1f\\x7f]+$';
 /** RFC 6265 §4.1.1 cookie-name: an RFC 2616 token. */
 const COOKIE_NAME_PATTERN = "^[!#$%&'*+\\-.^_`|~0-9A-Za-z]+$";
+/** RFC 6749 §3.3 scope-token: visible ASCII but for `"` and `\`. */
+export const SCOPE_TOKEN_PATTERN = '^[\\x21\\x23-\\x5b\\x5d-\\x7e]+$';
+export const MAX_SCOPE_LENGTH = 256;
+const MAX_ALLOWED_REDIRECTS = 32;
+const MAX_REDIRECT_LENGTH = 2048;
+
+/** Scopes as an OAuth/OIDC setting takes them: RFC 6749 §3.3 tokens, each once. */
+export const ScopesBody = (description: string, minItems = 0) =>
+  Type.Array(Type.String({ minLength: 1, maxLength: MAX_SCOPE_LENGTH, pattern: SCOPE_TOKEN_PATTERN }), { minItems, maxItems: MAX_SCOPES, description });
+
+const OAuthModeConfig = Strict({
+  allowed_redirects: Type.Optional(
+    Type.Array(Type.String({ minLength: 1, maxLength: MAX_REDIRECT_LENGTH }), {
+      maxItems: MAX_ALLOWED_REDIRECTS,
+      description: 'Extra return_to targets after login: paths starting with "/" (not "//" or "/\\"), or https URLs on the endpoint’s own hostname',
+    }),
+  ),
+  scopes: Type.Optional(ScopesBody('Scopes every provider is asked for, instead of its own (mode oidc: must include openid)', 1)),
+});
 
 const MODE_CONFIG_SCHEMAS: Record<VisitorAuthMode, TSchema> = {
   none: Strict({}),
@@ -74,17 +94,41 @@ const MODE_CONFIG_SCHEMAS: Record<VisitorAuthMode, TSchema> = {
     header: Type.Optional(Type.String({ minLength: 1, maxLength: 256, description: 'Read the token from this header instead of Authorization: Bearer' })),
     cookie: Type.Optional(Type.String({ minLength: 1, maxLength: 256, pattern: COOKIE_NAME_PATTERN, description: 'Read the token from this cookie' })),
   }),
-  // OAuth/OIDC settings (redirect URLs, scope overrides) come with the providers; until then nothing is accepted.
-  oauth: Strict({}),
-  oidc: Strict({}),
+  oauth: OAuthModeConfig,
+  oidc: OAuthModeConfig,
 };
 const MODE_CONFIG_CHECKS = Object.fromEntries(Object.entries(MODE_CONFIG_SCHEMAS).map(([mode, schema]) => [mode, TypeCompiler.Compile(schema)])) as Record<
   VisitorAuthMode,
   ReturnType<typeof TypeCompiler.Compile>
 >;
 
-/** A mode's `config` as stored: validated by the mode's schema, token mode's header lower-cased. */
-export function modeConfig(mode: VisitorAuthMode, config: Record<string, unknown>): Record<string, unknown> {
+/**
+ * An extra return_to target of an OAuth login, canonical, or a 400. The edge sends a visitor back to where the login
+ * started; a target elsewhere would make the endpoint an open redirector (RFC 9700 §4.11). So: a path on the same
+ * host, whose second character does not turn it into a network-path reference (`//evil`, and `/\evil`, which
+ * browsers read alike), or an https URL on the endpoint's own hostname.
+ */
+export function allowedRedirect(raw: string, hostname: string, field: string): string {
+  if (!/^[\x21-\x7e]+$/.test(raw)) throw invalid(field, 'visible ASCII only (percent-encode anything else), no spaces');
+  if (raw.includes('\\')) throw invalid(field, 'backslashes are not allowed (browsers read them as slashes)');
+  if (raw.startsWith('/')) {
+    if (raw.startsWith('//')) throw invalid(field, 'a path starting with "//" names another host');
+    return raw;
+  }
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw invalid(field, 'a path starting with "/" or an absolute https URL');
+  }
+  if (url.protocol !== 'https:') throw invalid(field, 'an absolute target must be https');
+  if (url.username || url.password) throw invalid(field, 'credentials in the URL are not allowed');
+  if (url.hostname !== hostname.toLowerCase()) throw invalid(field, `an absolute target must be on the endpoint’s own hostname (${hostname})`);
+  return url.href;
+}
+
+/** A mode's `config` as stored: validated by the mode's schema, token mode's header lower-cased, OAuth targets canonical. */
+export function modeConfig(mode: VisitorAuthMode, config: Record<string, unknown>, hostname: string): Record<string, unknown> {
   const check = MODE_CONFIG_CHECKS[mode];
   if (!check.Check(config)) {
     const first = [...check.Errors(config)][0];
@@ -99,6 +143,18 @@ export function modeConfig(mode: VisitorAuthMode, config: Record<string, unknown
       if (refusal !== null) throw invalid('config.header', refusal, { mode });
       return { header: config.header.toLowerCase() };
     }
+  }
+  if (mode === 'oauth' || mode === 'oidc') {
+    const out: Record<string, unknown> = {};
+    if (Array.isArray(config.allowed_redirects)) {
+      out.allowed_redirects = [...new Set((config.allowed_redirects as string[]).map((r, i) => allowedRedirect(r, hostname, `config.allowed_redirects.${i}`)))];
+    }
+    if (Array.isArray(config.scopes)) {
+      const scopes = [...new Set(config.scopes as string[])];
+      if (mode === 'oidc' && !scopes.includes('openid')) throw invalid('config.scopes', 'mode oidc needs the openid scope (OpenID Connect Core §3.1.2.1)', { mode });
+      out.scopes = scopes;
+    }
+    return out;
   }
   return { ...config };
 }
@@ -171,27 +227,33 @@ const MAX_CLAIM_HEADERS = 32;
 const MAX_CLAIM_NAME_LENGTH = 128;
 
 /**
- * A JWKS URL: https (http only where private origins are allowed, i.e. development), no credentials or fragment,
- * and not a private, loopback or link-local address by what it says. The edge must check the addresses the name
- * resolves to when it fetches, as it does for origins (src/shared/address-policy.ts).
+ * A URL the platform fetches from on a user's behalf (a JWKS, an identity provider's endpoints): https (http only
+ * where private origins are allowed, i.e. development), no credentials or fragment, and not a private, loopback or
+ * link-local address by what it says. Whoever fetches must check the addresses the name resolves to, as the edge
+ * does for origins (src/shared/address-policy.ts). `field` names it in the 400.
  */
-export function parseJwksUrl(raw: string, allowPrivate: boolean): string {
+export function publicHttpsUrl(field: string, raw: string, allowPrivate: boolean): URL {
   let url: URL;
   try {
     url = new URL(raw);
   } catch {
-    throw invalid('jwks_url', 'not a valid absolute URL');
+    throw invalid(field, 'not a valid absolute URL');
   }
   if (url.protocol !== 'https:' && !(url.protocol === 'http:' && allowPrivate)) {
-    throw invalid('jwks_url', allowPrivate ? 'only http and https URLs are supported' : 'must be https (keys fetched over plain http could be replaced in transit)');
+    throw invalid(field, allowPrivate ? 'only http and https URLs are supported' : 'must be https (what is fetched over plain http could be replaced in transit)');
   }
-  if (url.username || url.password) throw invalid('jwks_url', 'credentials in the URL are not allowed');
-  if (url.hash) throw invalid('jwks_url', 'a JWKS URL has no fragment');
+  if (url.username || url.password) throw invalid(field, 'credentials in the URL are not allowed');
+  if (url.hash) throw invalid(field, 'a URL fetched by the platform has no fragment');
   if (!allowPrivate) {
     const refusal = hostRefusal(url.hostname);
-    if (refusal !== null) throw invalid('jwks_url', `must have a public address: ${refusal}`);
+    if (refusal !== null) throw invalid(field, `must have a public address: ${refusal}`);
   }
-  return url.href;
+  return url;
+}
+
+/** A JWKS URL (publicHttpsUrl), in its canonical spelling. */
+export function parseJwksUrl(raw: string, allowPrivate: boolean): string {
+  return publicHttpsUrl('jwks_url', raw, allowPrivate).href;
 }
 
 /** SPEC.md: claim_headers is a JSON-encoded string holding an object of claim name → header name. "" clears it. */
@@ -261,7 +323,7 @@ export const SettingsView = Type.Object(
         {
           additionalProperties: true,
           description:
-            'The mode’s config (basic: realm; token: header or cookie), then, while on, the JWT layer (jwks_url, issuer, audience, ' +
+            'The mode’s config (basic: realm; token: header or cookie; oauth/oidc: allowed_redirects, scopes), then, while on, the JWT layer (jwks_url, issuer, audience, ' +
             'claim_headers) and webhook verification ({webhook: {header, algo, prefix}}). Never a secret. Omitted when empty.',
         },
       ),
@@ -277,6 +339,31 @@ export const SettingsView = Type.Object(
 
 function optional<K extends string>(key: K, value: Date | null): { [P in K]?: string } {
   return (value === null ? {} : { [key]: iso(value) }) as { [P in K]?: string };
+}
+
+/**
+ * enabled_auth_methods as sent, canonical: each a decimal id of one of the endpoint's providers (in mode oidc, one of
+ * kind oidc), each once. Anything else is a 400: a list naming nothing would lock every visitor out unnoticed.
+ */
+function providerIds(sent: readonly string[], providers: readonly OAuthProviderRow[], mode: VisitorAuthMode): string[] {
+  const ids = sent.map((raw, i) => {
+    const field = `enabled_auth_methods.${i}`;
+    const id = parseInt64(raw);
+    if (id === null) throw invalid(field, `"${raw}" is not a provider id (a decimal int64)`);
+    const provider = providers.find((p) => p.id === id);
+    if (!provider) throw invalid(field, `unknown provider id "${raw}" on this endpoint`);
+    if (mode === 'oidc' && provider.kind !== 'oidc') throw invalid(field, `provider ${raw} is of kind ${provider.kind}; mode oidc logs in with kind oidc providers only`, { mode });
+    return String(id);
+  });
+  return [...new Set(ids)];
+}
+
+/**
+ * SPEC.md's map of provider id → enabled: every provider of the endpoint, true for those visitors may log in with
+ * now (offersProvider). A stored list naming every enabled provider reads the same as an empty one.
+ */
+function enabledAuthMethods(mode: VisitorAuthMode, listed: readonly string[], providers: readonly OAuthProviderRow[]): Record<string, boolean> {
+  return Object.fromEntries(providers.map((p) => [String(p.id), offersProvider(mode, listed, p)]));
 }
 
 export function settingsView(endpointId: number, s: AuthState) {
@@ -296,7 +383,7 @@ export function settingsView(endpointId: number, s: AuthState) {
     ...(Object.keys(config).length > 0 ? { config } : {}),
     ...(s.settings?.session_ttl_seconds != null ? { session_ttl_seconds: s.settings.session_ttl_seconds } : {}),
     enforce_https: s.enforce_https,
-    ...(sso ? { enabled_auth_methods: Object.fromEntries((s.settings?.enabled_auth_methods ?? []).map((id) => [id, true])) } : {}),
+    ...(sso ? { enabled_auth_methods: enabledAuthMethods(mode, s.settings?.enabled_auth_methods ?? [], s.oauth_providers) } : {}),
     tokens: s.tokens.map((t) => ({
       id: t.id,
       label: t.label,
@@ -348,7 +435,14 @@ const SettingsBody = Strict({
     Nullable(Type.Integer({ minimum: 1, maximum: MAX_SESSION_TTL_SECONDS, description: 'Login-session lifetime (> 0); null clears it (platform default)' })),
   ),
   enabled_auth_methods: Type.Optional(
-    Nullable(Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { maxItems: 32, description: 'OAuth/OIDC provider ids offered on the login page' })),
+    Nullable(
+      Type.Array(Type.String({ minLength: 1, maxLength: 64 }), {
+        maxItems: MAX_OAUTH_PROVIDERS,
+        description:
+          'Ids (decimal strings) of the endpoint’s OAuth/OIDC providers offered on the login page; empty or null: every enabled one. ' +
+          'Unknown ids are a 400; in mode oidc, only kind oidc providers',
+      }),
+    ),
   ),
   basic_users: Type.Optional(Nullable(BasicUsersBody)),
   tokens: Type.Optional(Nullable(TokensBody)),
@@ -360,7 +454,8 @@ const SettingsBody = Strict({
           additionalProperties: true,
           description:
             'The mode’s settings, replacing what the mode had (null clears them). basic: {realm}; token: {header} or {cookie} (at most one); ' +
-            'none, oauth, oidc: {} (OAuth settings come with the providers). Unknown keys are a 400.',
+            'oauth, oidc: {allowed_redirects, scopes} (extra return_to targets: "/path" or https URLs on the endpoint’s hostname; scopes ' +
+            'asked of every provider instead of its own); none: {}. Unknown keys are a 400.',
         },
       ),
     ),
@@ -454,7 +549,8 @@ export function endpointSettingsRoutes(app: ControlApp, { db, config, secrets }:
         description:
           'Strict; merges with what is stored: omitted fields are kept, null clears a field. mode is required. basic_users (mode basic) ' +
           'and tokens (mode token) each replace their whole set; sent with another mode they are a 400. After the merge, mode basic needs ' +
-          'a user and mode token a live token (a settings token or an endpoint API key). oauth/oidc need a provider configured first. ' +
+          'a user and mode token a live token (a settings token or an endpoint API key). oauth/oidc need at least one enabled provider ' +
+          '(/v1/endpoints/{id}/oauth/providers; mode oidc: of kind oidc) among enabled_auth_methods (empty: all). ' +
           'Passwords are stored as bcrypt hashes (cost ≥ 10), tokens as keyed digests. Effective on every edge from the next request. ' +
           'Needs endpoints:update; a paused endpoint is read-only (409 quota_paused). Answers the GET shape.',
         tags: TAGS,
@@ -472,14 +568,6 @@ export function endpointSettingsRoutes(app: ControlApp, { db, config, secrets }:
       // Everything that needs no database first: a refused body costs no lock and no bcrypt.
       if (body.basic_users != null && mode !== 'basic') throw invalid('basic_users', `only mode basic takes basic_users (mode is ${mode}; send null to remove them)`);
       if (body.tokens != null && mode !== 'token') throw invalid('tokens', `only mode token takes tokens (mode is ${mode}; send null to remove them)`);
-      if (mode === 'oauth' || mode === 'oidc') {
-        throw invalid('mode', `mode ${mode} needs an OAuth provider configured first (/v1/endpoints/{id}/oauth/providers)`);
-      }
-      // Provider ids name this endpoint's providers; there are none until providers can be configured.
-      if (body.enabled_auth_methods && body.enabled_auth_methods.length > 0) {
-        throw invalid('enabled_auth_methods', `unknown provider id "${body.enabled_auth_methods[0]}" on this endpoint`);
-      }
-      const sentConfig = body.config === undefined || body.config === null ? body.config : modeConfig(mode, body.config);
       if (body.basic_users) checkBasicUsers(body.basic_users);
       const tokens = body.tokens === undefined ? undefined : body.tokens === null ? [] : settingsTokens(body.tokens, tokenKey);
 
@@ -495,6 +583,8 @@ export function endpointSettingsRoutes(app: ControlApp, { db, config, secrets }:
         return await db.transaction(async (tx) => {
           const endpoint = await authEndpoint(tx, req.caller, req.params.id, 'write');
           const current = await store.loadAuthState(tx, endpoint.id);
+          // Here, not before the lock: absolute OAuth return targets are judged against the endpoint's hostname.
+          const sentConfig = body.config === undefined || body.config === null ? body.config : modeConfig(mode, body.config, endpoint.hostname);
           const configs: ModeConfigs = { ...(current.settings?.mode_config ?? {}) };
           if (sentConfig === null) delete configs[mode];
           else if (sentConfig !== undefined) configs[mode] = sentConfig;
@@ -508,11 +598,23 @@ export function endpointSettingsRoutes(app: ControlApp, { db, config, secrets }:
               throw invalid('tokens', 'mode token needs at least one live token (send tokens, or create an API key first)');
             }
           }
+          const listed =
+            body.enabled_auth_methods === undefined
+              ? (current.settings?.enabled_auth_methods ?? [])
+              : providerIds(body.enabled_auth_methods ?? [], current.oauth_providers, mode);
+          if ((mode === 'oauth' || mode === 'oidc') && !current.oauth_providers.some((p) => offersProvider(mode, listed, p))) {
+            const kind = mode === 'oidc' ? 'OpenID Connect provider (kind oidc)' : 'provider';
+            throw invalid(
+              'mode',
+              `mode ${mode} needs at least one enabled ${kind} that enabled_auth_methods lets visitors use (create one with POST /v1/endpoints/{id}/oauth/providers)`,
+              { mode },
+            );
+          }
           await store.writeAuthSettings(tx, endpoint.id, {
             mode,
             modeConfig: configs,
             sessionTtlSeconds: body.session_ttl_seconds === undefined ? (current.settings?.session_ttl_seconds ?? null) : body.session_ttl_seconds,
-            enabledAuthMethods: body.enabled_auth_methods === undefined ? (current.settings?.enabled_auth_methods ?? []) : (body.enabled_auth_methods ?? []),
+            enabledAuthMethods: listed,
             enforceHttps: body.enforce_https === undefined ? current.enforce_https : body.enforce_https === true,
             basicUsers,
             tokens,
