@@ -12,6 +12,7 @@ import type { PresenceStore } from '../shared/presence.ts';
 import type { SecretBox } from '../shared/secrets.ts';
 import { TUNNEL_PATH } from '../shared/tunnel/protocol.ts';
 import { agentAuthorizer, watchStanding } from './agent-auth.ts';
+import { SessionKeys } from './auth/session.ts';
 import { OriginPools } from './forward/origin.ts';
 import { DedicatedPorts } from './ports.ts';
 import { TrafficRecorder, countRefusals } from './capture.ts';
@@ -78,6 +79,8 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
     memory: new StageMemory(settings.edge.cacheSize),
     allowPrivate: settings.originAllowPrivate,
     jwks: { timeoutMs: settings.edge.jwksTimeoutMs, cooldownMs: settings.edge.jwksCooldownMs, cacheMaxAgeMs: settings.edge.jwksCacheMaxAgeMs },
+    // OAuth/OIDC login sessions: EDGE_SESSION_KEYS, else a key derived from EDGE_SECRET_KEY (every edge agrees).
+    sessions: { keys: SessionKeys.fromSettings(settings.edge.sessionKeys, deps.secrets), ttlSeconds: settings.edge.sessionTtlSeconds },
   };
   const config = new EdgeConfig({
     logger: log,

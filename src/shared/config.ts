@@ -73,6 +73,12 @@ export const ConfigSchema = Type.Object(
         jwksTimeoutMs: Type.Integer({ minimum: 100, maximum: 60000 }),
         jwksCooldownMs: Type.Integer({ minimum: 0 }),
         jwksCacheMaxAgeMs: Type.Integer({ minimum: 1000 }),
+        // OAuth/OIDC login sessions (src/edge/auth/session.ts): comma-separated HMAC secrets of 32 characters or
+        // more, the first signing and all verifying (rotation: put the new one first, drop the old one once its
+        // sessions have expired); empty = one key derived from secretKey. Every edge of a cluster needs the same.
+        sessionKeys: Type.String({ pattern: '^(\\s*[^,\\s]{32,}\\s*(,\\s*[^,\\s]{32,}\\s*)*)?$' }),
+        // The session lifetime for endpoints whose settings leave session_ttl_seconds unset.
+        sessionTtlSeconds: Type.Integer({ minimum: 60, maximum: 31622400 }),
       },
       { additionalProperties: false },
     ),
@@ -125,6 +131,8 @@ export const ENV_SETTINGS = {
   EDGE_JWKS_TIMEOUT_MS: 'edge.jwksTimeoutMs',
   EDGE_JWKS_COOLDOWN_MS: 'edge.jwksCooldownMs',
   EDGE_JWKS_CACHE_MAX_AGE_MS: 'edge.jwksCacheMaxAgeMs',
+  EDGE_SESSION_KEYS: 'edge.sessionKeys',
+  EDGE_SESSION_TTL_SECONDS: 'edge.sessionTtlSeconds',
   EDGE_PRESENCE_INTERVAL_MS: 'presence.intervalMs',
   EDGE_PRESENCE_STALE_MS: 'presence.staleMs',
   EDGE_JANITOR_INTERVAL_MS: 'janitor.intervalMs',
@@ -141,6 +149,9 @@ export const ENV_SETTINGS = {
   EDGE_FEED_CHECK_INTERVAL_MS: 'feed.checkIntervalMs',
   EDGE_FEED_PUBLISH_POLL_MS: 'feed.publishPollMs',
 } as const;
+
+/** Settings whose values are secrets: a message about a bad one does not quote it. */
+const SECRET_SETTINGS: ReadonlySet<string> = new Set(['adminApiKey', 'secretKey', 'edge.sessionKeys']);
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -221,7 +232,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (first) {
     const path = first.path.replace(/^\//, '').replace(/\//g, '.');
     const origin = source[path] ? ` (from ${source[path]})` : '';
-    throw new ConfigError(`invalid setting "${path || '(root)'}"${origin}: ${first.message}, got ${JSON.stringify(first.value)}`);
+    // A refused secret is not repeated into logs.
+    const got = SECRET_SETTINGS.has(path) ? 'a value that is not shown (a secret)' : JSON.stringify(first.value);
+    throw new ConfigError(`invalid setting "${path || '(root)'}"${origin}: ${first.message}, got ${got}`);
   }
   const config = raw as Config;
   for (const [name, plan] of Object.entries(config.plans)) {

@@ -25,8 +25,11 @@ export const EDGE_OWNED_HEADERS: readonly string[] = [
   'x-edge-client-cert-verify',
   'x-edge-client-cert-subject',
   'x-edge-client-cert-fingerprint',
-  // Who visitor authentication admitted: the basic username or the token's label (src/edge/stages/auth.ts).
+  // Who visitor authentication admitted: the basic username, the token's label or the provider's subject
+  // (src/edge/stages/auth.ts); after an OAuth/OIDC login also the e-mail and the provider's id (src/edge/auth/).
   'x-edge-auth-user',
+  'x-edge-auth-email',
+  'x-edge-auth-provider',
 ];
 
 const OWNED = new Set(EDGE_OWNED_HEADERS);

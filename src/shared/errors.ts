@@ -72,6 +72,10 @@ export const ERROR_CODES = {
   invalid_signature: [401, 'The webhook signature is missing or does not match'],
   too_many_auth_failures: [429, 'Too many failed sign-in attempts from this address'],
   auth_unavailable: [503, 'Authentication is temporarily unavailable'],
+  login_required: [401, 'Sign in to reach this endpoint'],
+  login_failed: [400, 'The sign-in could not be completed'],
+  login_forbidden: [403, 'This account may not sign in to this endpoint'],
+  method_not_allowed: [405, 'The method is not allowed on this path'],
 } as const satisfies Record<string, readonly [number, string]>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

@@ -9,7 +9,7 @@ import type { EndpointConfig } from '../../src/shared/snapshot.ts';
 export interface Passed {
   upstreamHeaders: Record<string, string>;
   dropHeaders: string[];
-  dropCookie: string | null;
+  dropCookie: string | string[] | null;
   /** The body a stage read whole (base64), or null when the stream would have been forwarded. */
   body: string | null;
 }
@@ -30,8 +30,15 @@ export interface StageServer {
   close(): Promise<void>;
 }
 
-export async function serveStage(stage: Stage, endpoint: EndpointConfig): Promise<StageServer> {
+export interface StageServerOptions {
+  /** Whether the stage sees the request as arriving over TLS (the server itself is plain HTTP); default false. */
+  secure?: boolean;
+}
+
+export async function serveStage(stage: Stage, endpoint: EndpointConfig, options: StageServerOptions = {}): Promise<StageServer> {
   const server = http.createServer(async (req, res) => {
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
     const ctx: RequestContext = {
       req,
       res,
@@ -39,11 +46,12 @@ export async function serveStage(stage: Stage, endpoint: EndpointConfig): Promis
       method: req.method ?? 'GET',
       host: endpoint.hostname,
       authority: endpoint.hostname,
-      path: req.url ?? '/',
-      query: '',
+      // The target split as the pipeline splits it (stage tests send normalised paths).
+      path: q === -1 ? url : url.slice(0, q),
+      query: q === -1 ? '' : url.slice(q + 1),
       // A test names the visitor's address in a header, as a trusted proxy would.
       clientIp: (req.headers['x-test-client-ip'] as string | undefined) ?? req.socket.remoteAddress ?? '',
-      secure: false,
+      secure: options.secure ?? false,
       upstreamHeaders: {},
     };
     const verdict = await out.stage.run(ctx);
@@ -52,7 +60,7 @@ export async function serveStage(stage: Stage, endpoint: EndpointConfig): Promis
     const passed: Passed = {
       upstreamHeaders: ctx.upstreamHeaders,
       dropHeaders: [...(ctx.dropHeaders ?? [])],
-      dropCookie: ctx.dropCookie ?? null,
+      dropCookie: ctx.dropCookie === undefined ? null : typeof ctx.dropCookie === 'string' ? ctx.dropCookie : [...ctx.dropCookie],
       body: ctx.body === undefined ? null : ctx.body.toString('base64'),
     };
     res.writeHead(200, { 'content-type': 'application/json' });

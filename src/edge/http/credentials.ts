@@ -37,10 +37,11 @@ export function basicCredentials(token68: string): { username: string; password:
 }
 
 /**
- * The Cookie field without every pair named `name` (RFC 6265 §4.2.1: `name=value` pairs joined by `; `), or
- * undefined when nothing is left. Pairs are kept byte for byte, so the upstream reads the other cookies as sent.
+ * The Cookie field without every pair named `name` (or any of the names; RFC 6265 §4.2.1: `name=value` pairs joined
+ * by `; `), or undefined when nothing is left. Pairs are kept byte for byte, so the upstream reads the other cookies
+ * as sent.
  */
-export function withoutCookie(header: string | string[] | undefined, name: string): string | undefined {
+export function withoutCookie(header: string | string[] | undefined, name: string | readonly string[]): string | undefined {
   if (header === undefined) return undefined;
   const text = Array.isArray(header) ? header.join('; ') : header;
   let out = '';
@@ -51,7 +52,7 @@ export function withoutCookie(header: string | string[] | undefined, name: strin
     const pair = text.slice(start, end).trim();
     const eq = pair.indexOf('=');
     const pairName = (eq === -1 ? pair : pair.slice(0, eq)).trim();
-    if (pair.length > 0 && pairName !== name) out = out.length === 0 ? pair : `${out}; ${pair}`;
+    if (pair.length > 0 && (typeof name === 'string' ? pairName !== name : !name.includes(pairName))) out = out.length === 0 ? pair : `${out}; ${pair}`;
     start = end + 1;
   }
   return out.length > 0 ? out : undefined;

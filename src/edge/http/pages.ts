@@ -4,7 +4,8 @@ import type { ServerResponse } from 'node:http';
 import { ERROR_CODES, type ErrorCode } from '../../shared/errors.ts';
 
 const ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
-const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => ESCAPES[c]);
+/** Text for HTML content or a quoted attribute value: the five characters that could end either escaped. */
+export const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => ESCAPES[c]);
 
 /**
  * Responses the edge answered itself, with their code. Capture and metrics read it here rather than from the

@@ -20,8 +20,8 @@ export interface ForwardFacts {
   extra: Record<string, string>;
   /** Visitor fields stages consumed or own on this endpoint (RequestContext.dropHeaders): left out in every spelling. */
   drop?: readonly string[];
-  /** A cookie a stage consumed (RequestContext.dropCookie): left out of the forwarded Cookie field. */
-  dropCookie?: string;
+  /** Cookies a stage consumed (RequestContext.dropCookie): left out of the forwarded Cookie field. */
+  dropCookie?: string | readonly string[];
   /** The body a stage read whole (RequestContext.body): forwarded with its own Content-Length, not the visitor's framing. */
   body?: Buffer;
 }

@@ -4,6 +4,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from '../../shared/log.ts';
 import type { SecretBox } from '../../shared/secrets.ts';
 import type { EndpointConfig } from '../../shared/snapshot.ts';
+import type { SessionKeys } from '../auth/session.ts';
 import type { CredentialUse } from '../credential-use.ts';
 import type { AuthOutcome } from '../metrics.ts';
 import type { StageMemory } from './stage-memory.ts';
@@ -56,8 +57,8 @@ export interface RequestContext {
    * compiled arrays. Absent: none.
    */
   dropHeaders?: readonly string[];
-  /** A cookie a stage consumed (token mode's): left out of the forwarded Cookie field. */
-  dropCookie?: string;
+  /** Cookies a stage consumed (token mode's, the login session's): left out of the forwarded Cookie field. */
+  dropCookie?: string | readonly string[];
   /** The request body, when a stage had to read it whole (webhook verification): forwarded instead of the stream. */
   body?: Buffer;
 }
@@ -91,6 +92,12 @@ export interface StageDeps {
   allowPrivate?: boolean;
   /** JWKS fetching (src/edge/stages/jwt.ts): timeout, refetch cooldown for unknown kids, key set lifetime, in ms. */
   jwks?: { timeoutMs: number; cooldownMs: number; cacheMaxAgeMs: number };
+  /**
+   * OAuth/OIDC login sessions (src/edge/auth/session.ts): the HMAC keys (EDGE_SESSION_KEYS, else derived from
+   * EDGE_SECRET_KEY) and the lifetime when an endpoint sets none (EDGE_SESSION_TTL_SECONDS). Absent: keys derived
+   * from `secrets`, a day.
+   */
+  sessions?: { keys: SessionKeys; ttlSeconds: number };
 }
 
 /** Stage deps for compiling outside a running edge (unit tests, tools): redirects name HTTPS's default port. */

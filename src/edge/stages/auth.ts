@@ -1,5 +1,5 @@
-// The visitor authentication stage (`auth`): the endpoint's main mode (basic, token; OAuth/OIDC refused until they
-// exist), compiled from its snapshot. Nothing per request reaches Redis or the database (ARCHITECTURE.md).
+// The visitor authentication stage (`auth`): the endpoint's main mode (basic, token, or an OAuth/OIDC login),
+// compiled from its snapshot. Nothing per request reaches Redis or the database (ARCHITECTURE.md).
 //
 // basic (RFC 7617): bcrypt runs on libuv's thread pool, once per distinct credential. The verdict, success or failure,
 // is cached under an HMAC of the credential with a per-process random key (so the cache holds no password and cannot
@@ -10,14 +10,19 @@
 // token (RFC 6750 §2.1, or a configured header or cookie): the token's keyed digest is looked up in a Map built at
 // compile time; expiry is compared per request; revoked tokens are absent from the snapshot, so refused at once.
 //
-// Accepted: the credential is not forwarded (Authorization, the token header, or the token cookie), and the agent
-// receives X-Edge-Auth-User (the username or the token's label); visitor copies of it are always stripped
+// oauth / oidc: a login with one of the endpoint's identity providers, then a signed session cookie checked by HMAC
+// per request; the flow, its reserved paths and the sessions are in src/edge/auth/ (oidc-login.ts).
+//
+// Accepted: the credential is not forwarded (Authorization, the token header, or the token cookie; the session
+// cookies), and the agent receives X-Edge-Auth-User (the username, the token's label, or the provider's subject;
+// after a login also X-Edge-Auth-Email and X-Edge-Auth-Provider); visitor copies of them are always stripped
 // (src/shared/edge-headers.ts).
 import { createHash, createHmac, randomBytes } from 'node:crypto';
 import bcrypt from 'bcrypt';
 import ipaddr from 'ipaddr.js';
 import { LRUCache } from 'lru-cache';
 import type { ErrorCode } from '../../shared/errors.ts';
+import { AUTH_USER_HEADER, compileOAuth, type OAuthStageOptions } from '../auth/oidc-login.ts';
 import type { BasicUserConfig, EndpointConfig, VisitorAuthConfig } from '../../shared/snapshot.ts';
 import { tokenDigest, visitorTokenKey } from '../../shared/visitor-credentials.ts';
 import { asHeaderValue, basicCredentials, credentialsOf } from '../http/credentials.ts';
@@ -27,7 +32,7 @@ import type { AuthOutcome } from '../metrics.ts';
 import { DEFAULT_STAGE_DEPS, type RequestContext, type Stage, type StageDeps, type StageFactory, type Verdict } from '../pipeline/stage.ts';
 
 /** The field the agent receives naming who authenticated (edge-owned: visitor copies are stripped in every spelling). */
-export const AUTH_USER_HEADER = 'x-edge-auth-user';
+export { AUTH_USER_HEADER };
 
 /** Failed password checks per visitor address and minute before further checks are refused with 429. */
 export const FAILURES_PER_MINUTE = 10;
@@ -45,7 +50,7 @@ export const MAX_CHECKS_IN_FLIGHT = 32;
 /** The key credentials are hashed under for the verdict caches: random per process, never stored or sent. */
 const VERDICT_KEY = randomBytes(32);
 
-export interface AuthStageOptions {
+export interface AuthStageOptions extends OAuthStageOptions {
   /** bcrypt's compare (async: libuv's pool); a test passes a counting wrapper. */
   compare?: (password: string, hash: string) => Promise<boolean>;
   failuresPerMinute?: number;
@@ -321,10 +326,10 @@ function compileToken(endpoint: EndpointConfig, auth: VisitorAuthConfig, deps: S
   };
 }
 
-/** OAuth and OIDC logins are not built yet: such an endpoint answers 503, never serves unauthenticated. */
+/** A mode this edge does not know (a newer control plane): every request answers 503, never served unauthenticated. */
 function compileUnavailable(endpoint: EndpointConfig, auth: VisitorAuthConfig, deps: StageDeps): Stage {
   const count = outcomes(endpoint, deps);
-  const detail = `this endpoint signs visitors in with ${auth.mode}, which this edge does not offer yet`;
+  const detail = `this endpoint signs visitors in with ${auth.mode}, which this edge does not offer`;
   return {
     name: 'auth',
     run(ctx) {
@@ -334,7 +339,7 @@ function compileUnavailable(endpoint: EndpointConfig, auth: VisitorAuthConfig, d
   };
 }
 
-/** The stage with test hooks (a counting bcrypt, a clock, another failure budget). */
+/** The stage with test hooks (a counting bcrypt, a clock, another failure budget, a resolver for provider names). */
 export function authStage(options: AuthStageOptions = {}): StageFactory {
   return {
     id: 'auth',
@@ -348,7 +353,7 @@ export function authStage(options: AuthStageOptions = {}): StageFactory {
           return compileToken(endpoint, auth, deps, options);
         case 'oauth':
         case 'oidc':
-          return compileUnavailable(endpoint, auth, deps);
+          return compileOAuth(endpoint, auth, deps, options);
         default:
           // A mode this edge does not know (a newer control plane): refused, never open.
           return compileUnavailable(endpoint, auth, deps);

@@ -17,17 +17,16 @@
 // (basic, or token mode without a header or cookie); then the JWT goes in `X-JWT-Assertion` (docs/visitor-auth.md).
 // The JWT is forwarded as sent (the service may verify it too); mapped claim headers replace every visitor copy.
 import { createHash, hash } from 'node:crypto';
-import { isIP, type LookupFunction } from 'node:net';
+import type { LookupFunction } from 'node:net';
 import { createLocalJWKSet, createRemoteJWKSet, customFetch, errors, jwtVerify, type FetchImplementation, type JWSHeaderParameters, type FlattenedJWSInput, type JWTPayload } from 'jose';
 import { LRUCache } from 'lru-cache';
-import { Agent, fetch as undiciFetch } from 'undici';
-import { isPublicAddress } from '../../shared/address-policy.ts';
+import { fetch as undiciFetch } from 'undici';
 import type { ErrorCode } from '../../shared/errors.ts';
 import type { EndpointConfig, JwtLayerConfig } from '../../shared/snapshot.ts';
 import { asHeaderValue, credentialsOf } from '../http/credentials.ts';
 import { sendEdgeError } from '../http/pages.ts';
 import type { AuthOutcome } from '../metrics.ts';
-import { publicOnlyLookup } from '../forward/origin.ts';
+import { literalRefusal, policyAgent, readBounded } from '../http/policy-fetch.ts';
 import { DEFAULT_STAGE_DEPS, type RequestContext, type Stage, type StageDeps, type StageFactory, type Verdict } from '../pipeline/stage.ts';
 import { quoted } from './auth.ts';
 
@@ -62,30 +61,6 @@ export class JwksUnavailableError extends Error {
   ) {
     super(`the JWKS at ${url} could not be fetched: ${cause instanceof Error ? cause.message : String(cause)}`);
   }
-}
-
-/** undici agents for JWKS fetches, one per address policy, made on first use: JWKS fetches are rare. */
-const agents = new Map<boolean, Agent>();
-function jwksAgent(allowPrivate: boolean, lookup?: LookupFunction): Agent {
-  if (lookup !== undefined) return new Agent({ connect: { lookup: allowPrivate ? lookup : publicOnlyLookup(lookup) }, keepAliveTimeout: 1_000 });
-  let agent = agents.get(allowPrivate);
-  if (!agent) {
-    agent = new Agent({ connect: allowPrivate ? {} : { lookup: publicOnlyLookup() }, keepAliveTimeout: 1_000 });
-    agents.set(allowPrivate, agent);
-  }
-  return agent;
-}
-
-async function readBounded(body: AsyncIterable<Uint8Array> | null, limit: number): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  if (body === null) return Buffer.alloc(0);
-  for await (const chunk of body) {
-    size += chunk.byteLength;
-    if (size > limit) throw new Error(`the JWKS document is larger than ${limit} bytes`);
-    chunks.push(Buffer.from(chunk));
-  }
-  return Buffer.concat(chunks);
 }
 
 export interface JwtStageOptions {
@@ -124,9 +99,8 @@ interface JwtState {
  */
 function keyResolver(jwt: JwtLayerConfig, timings: typeof DEFAULT_JWKS_TIMINGS, allowPrivate: boolean, options: JwtStageOptions, onChange: () => void): JwtState['getKey'] {
   const url = new URL(jwt.jwks_url);
-  const literal = url.hostname.replace(/^\[(.*)\]$/, '$1');
-  const refusedLiteral = !allowPrivate && isIP(literal) !== 0 && !isPublicAddress(literal);
-  const agent = jwksAgent(allowPrivate, options.lookup);
+  const refusedLiteral = literalRefusal(url, allowPrivate);
+  const agent = policyAgent(allowPrivate, options.lookup);
   const now = options.now ?? Date.now;
   let failedAt = -Infinity;
   let lastFailure: unknown = null;
@@ -140,13 +114,13 @@ function keyResolver(jwt: JwtLayerConfig, timings: typeof DEFAULT_JWKS_TIMINGS, 
     if (now() - failedAt < retryMs) throw lastFailure;
     try {
       // Sockets skip the lookup for IP literals, so those are judged here (as origin pools do).
-      if (refusedLiteral) throw new Error(`${literal} is not a public address (EDGE_ORIGIN_ALLOW_PRIVATE is off)`);
+      if (refusedLiteral !== null) throw new Error(refusedLiteral);
       const res = await undiciFetch(href, { method: init.method, redirect: init.redirect, signal: init.signal, headers: Object.fromEntries(init.headers), dispatcher: agent });
       if (res.status !== 200) {
         await res.body?.cancel();
         throw new Error(`the JWKS answered ${res.status}`);
       }
-      const body = await readBounded(res.body as AsyncIterable<Uint8Array> | null, MAX_JWKS_BYTES);
+      const body = await readBounded(res.body as AsyncIterable<Uint8Array> | null, MAX_JWKS_BYTES, 'the JWKS document');
       const text = body.toString('utf8');
       const parsed = JSON.parse(text) as { keys?: unknown };
       if (typeof parsed !== 'object' || parsed === null || !Array.isArray(parsed.keys)) throw new Error('the JWKS document has no "keys" array');

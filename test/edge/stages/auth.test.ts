@@ -1,6 +1,7 @@
 // The auth stage compiled from plain endpoint configs, behind a real HTTP server: basic (bcrypt once per distinct
 // credential, verdicts cached and shared in flight, failures limited per address), token (bearer, header, cookie;
-// expiry), the login modes refused, and what is forwarded (the identity, never the credential).
+// expiry), the login modes needing a session and unknown modes refused, and what is forwarded (the identity, never
+// the credential).
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import bcrypt from 'bcrypt';
@@ -310,16 +311,28 @@ describe('auth stage', () => {
   });
 
   for (const mode of ['oauth', 'oidc'] as const) {
-    it(`refuses every request to an endpoint in ${mode} mode with 503 auth_unavailable (never open)`, async () => {
-      const { deps, outcomes } = recordingDeps();
-      const endpoint = baseEndpoint({ auth: authConfig({ mode }) });
+    it(`requires a login session in ${mode} mode: other credentials are not one (the flow: test/edge/auth/oidc-login.test.ts)`, async () => {
+      const { deps, outcomes } = recordingDeps({ secrets: new SecretBox('auth-stage-test') });
+      const endpoint = baseEndpoint({ auth: authConfig({ mode, providers: [], allowed_redirects: [] }) });
       const s = await serve(auth.compile(endpoint, deps)!, endpoint);
       for (const headers of [{} as Record<string, string>, { authorization: basicHeader('alice', 'alice-password') }, { authorization: 'Bearer anything' }]) {
         const r = await s.request({ headers });
-        assert.equal(r.status, 503);
-        assert.equal(JSON.parse(r.text).code, 'auth_unavailable');
+        assert.equal(r.status, 401);
+        assert.equal(JSON.parse(r.text).code, 'login_required');
       }
-      assert.deepEqual(outcomes.map((o) => o[2]), ['unavailable', 'unavailable', 'unavailable']);
+      assert.deepEqual(outcomes.map((o) => o[2]), ['missing', 'missing', 'missing']);
     });
   }
+
+  it('refuses every request to an endpoint in a mode this edge does not know with 503 auth_unavailable (never open)', async () => {
+    const { deps, outcomes } = recordingDeps();
+    const endpoint = baseEndpoint({ auth: authConfig({ mode: 'saml' as VisitorAuthConfig['mode'] }) });
+    const s = await serve(auth.compile(endpoint, deps)!, endpoint);
+    for (const headers of [{} as Record<string, string>, { authorization: basicHeader('alice', 'alice-password') }]) {
+      const r = await s.request({ headers });
+      assert.equal(r.status, 503);
+      assert.equal(JSON.parse(r.text).code, 'auth_unavailable');
+    }
+    assert.deepEqual(outcomes.map((o) => o[2]), ['unavailable', 'unavailable']);
+  });
 });

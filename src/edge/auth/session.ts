@@ -1,0 +1,161 @@
+// Login sessions and login attempts as signed cookies: what a visitor who logged in with an OAuth/OIDC provider
+// carries, checked by one HMAC per request and never by a database or Redis (ARCHITECTURE.md), on any edge.
+//
+// A value is `<kid>.<payload>.<mac>`: the payload is base64url JSON, the MAC an HMAC-SHA256 over the purpose, the
+// key id and the payload, under the key the id names. Keys rotate: the first configured key signs, every key
+// verifies (EDGE_SESSION_KEYS); the key id picks the one key to try, so a check costs one HMAC however many keys
+// are configured. The purpose (session or login) is in the MAC, so one kind of cookie is never read as the other.
+// Values are signed, not encrypted: they hold nothing the visitor may not see (their own subject and e-mail), and
+// the cookies are HttpOnly.
+import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import type { SecretBox } from '../../shared/secrets.ts';
+
+/** The session cookie. `__Host-`: Secure, Path=/, no Domain, so it is bound to the one host (RFC 6265bis §4.1.3.2). */
+export const SESSION_COOKIE = '__Host-edge_session';
+/** The login-attempt cookie: state, nonce and PKCE verifier between the redirect to the provider and the callback. */
+export const LOGIN_COOKIE = '__Host-edge_login';
+/** How long a login attempt may take, from the redirect to the provider to the callback. */
+export const LOGIN_TTL_SECONDS = 600;
+/** The shortest secret EDGE_SESSION_KEYS accepts: 32 characters (as base64, 192 bits). */
+export const MIN_SESSION_SECRET_LENGTH = 32;
+
+type Purpose = 'session' | 'login';
+
+interface SessionKey {
+  id: string;
+  key: Buffer;
+}
+
+/** The HMAC keys of sessions: the first signs, all verify. */
+export class SessionKeys {
+  private readonly signing: SessionKey;
+  private readonly byId: Map<string, Buffer>;
+
+  constructor(keys: readonly Buffer[]) {
+    if (keys.length === 0) throw new Error('SessionKeys needs at least one key');
+    const all = keys.map((key) => ({ id: createHash('sha256').update(key).digest('base64url').slice(0, 8), key }));
+    this.signing = all[0];
+    this.byId = new Map(all.map((k) => [k.id, k.key]));
+  }
+
+  /**
+   * The keys from EDGE_SESSION_KEYS (comma-separated secrets, each stretched with SHA-256), or, when it is empty, one
+   * key derived from EDGE_SECRET_KEY, which every node of a cluster shares already.
+   */
+  static fromSettings(secrets: string, box: SecretBox | undefined): SessionKeys {
+    const list = parseSessionSecrets(secrets);
+    if (list.length > 0) return new SessionKeys(list.map((s) => createHash('sha256').update('edge-session-key:').update(s).digest()));
+    if (box === undefined) throw new Error('OAuth/OIDC sessions need EDGE_SESSION_KEYS or the edge secret key (EDGE_SECRET_KEY)');
+    return new SessionKeys([box.derive('visitor-session')]);
+  }
+
+  sign(purpose: Purpose, payload: unknown): string {
+    const body = Buffer.from(JSON.stringify(payload)).toString('base64url');
+    const { id, key } = this.signing;
+    return `${id}.${body}.${mac(key, purpose, id, body).toString('base64url')}`;
+  }
+
+  /** The payload of a value signed for `purpose` under one of the keys, or undefined (unknown key, tampered, malformed). */
+  open(purpose: Purpose, value: string): unknown {
+    const first = value.indexOf('.');
+    const second = value.indexOf('.', first + 1);
+    if (first === -1 || second === -1) return undefined;
+    const id = value.slice(0, first);
+    const key = this.byId.get(id);
+    if (key === undefined) return undefined;
+    const body = value.slice(first + 1, second);
+    const given = Buffer.from(value.slice(second + 1), 'base64url');
+    const expected = mac(key, purpose, id, body);
+    if (given.length !== expected.length || !timingSafeEqual(given, expected)) return undefined;
+    try {
+      return JSON.parse(Buffer.from(body, 'base64url').toString('utf8'));
+    } catch {
+      return undefined;
+    }
+  }
+}
+
+function mac(key: Buffer, purpose: Purpose, id: string, body: string): Buffer {
+  return createHmac('sha256', key).update(`${purpose}.${id}.${body}`).digest();
+}
+
+/** EDGE_SESSION_KEYS as a list: comma-separated, spaces around commas ignored. Throws on a secret that is too short. */
+export function parseSessionSecrets(raw: string): string[] {
+  const list = raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0);
+  for (const s of list) {
+    if (s.length < MIN_SESSION_SECRET_LENGTH) throw new Error(`EDGE_SESSION_KEYS: each secret needs at least ${MIN_SESSION_SECRET_LENGTH} characters`);
+  }
+  return list;
+}
+
+/** What a session vouches for. Times are seconds since the epoch. */
+export interface Session {
+  /** The endpoint's uuid: a session minted for one endpoint is refused on every other. */
+  endpoint: string;
+  provider: number;
+  subject: string;
+  /** The verified e-mail address, or "" when the provider shared none (or said it is not verified). */
+  email: string;
+  /** Random per login, so two logins of one person are two sessions (and a logout names one). */
+  id: string;
+  issuedAt: number;
+  expiresAt: number;
+}
+
+export function newSessionId(): string {
+  return randomBytes(16).toString('base64url');
+}
+
+export function sealSession(keys: SessionKeys, s: Session): string {
+  return keys.sign('session', [s.endpoint, s.provider, s.subject, s.email, s.id, s.issuedAt, s.expiresAt]);
+}
+
+/** A session cookie's value as signed, or undefined when it is not one of ours (expiry is the caller's check). */
+export function openSession(keys: SessionKeys, value: string): Session | undefined {
+  const p = keys.open('session', value);
+  if (!Array.isArray(p) || p.length !== 7) return undefined;
+  const [endpoint, provider, subject, email, id, issuedAt, expiresAt] = p as unknown[];
+  if (typeof endpoint !== 'string' || typeof provider !== 'number' || typeof subject !== 'string' || typeof email !== 'string') return undefined;
+  if (typeof id !== 'string' || typeof issuedAt !== 'number' || typeof expiresAt !== 'number') return undefined;
+  return { endpoint, provider, subject, email, id, issuedAt, expiresAt };
+}
+
+/** A login in progress: what the callback must find again (RFC 9700 §2.1: state or PKCE, nonce for OIDC). */
+export interface LoginAttempt {
+  endpoint: string;
+  provider: number;
+  state: string;
+  /** OIDC only; "" for oauth2 providers, which issue no ID token. */
+  nonce: string;
+  /** The PKCE code_verifier (RFC 7636). */
+  verifier: string;
+  /** Where the visitor goes after the login: already sanitised (./return-to.ts). */
+  returnTo: string;
+  expiresAt: number;
+}
+
+export function sealLogin(keys: SessionKeys, a: LoginAttempt): string {
+  return keys.sign('login', [a.endpoint, a.provider, a.state, a.nonce, a.verifier, a.returnTo, a.expiresAt]);
+}
+
+export function openLogin(keys: SessionKeys, value: string): LoginAttempt | undefined {
+  const p = keys.open('login', value);
+  if (!Array.isArray(p) || p.length !== 7) return undefined;
+  const [endpoint, provider, state, nonce, verifier, returnTo, expiresAt] = p as unknown[];
+  if (typeof endpoint !== 'string' || typeof provider !== 'number' || typeof state !== 'string' || typeof nonce !== 'string') return undefined;
+  if (typeof verifier !== 'string' || typeof returnTo !== 'string' || typeof expiresAt !== 'number') return undefined;
+  return { endpoint, provider, state, nonce, verifier, returnTo, expiresAt };
+}
+
+/** A Set-Cookie value for a `__Host-` cookie: Secure, HttpOnly, SameSite=Lax (sent on the provider's top-level redirect back), Path=/, no Domain. */
+export function setCookie(name: string, value: string, maxAgeSeconds: number): string {
+  return `${name}=${value}; Max-Age=${Math.max(0, Math.floor(maxAgeSeconds))}; Path=/; Secure; HttpOnly; SameSite=Lax`;
+}
+
+/** A Set-Cookie value that removes a cookie set by setCookie (same name and attributes, RFC 6265 §5.3 step 11). */
+export function clearCookie(name: string): string {
+  return `${name}=; Max-Age=0; Path=/; Secure; HttpOnly; SameSite=Lax`;
+}

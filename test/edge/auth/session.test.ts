@@ -1,0 +1,109 @@
+// The session and login-attempt cookies' signer: values open under the key that signed them and any key still
+// configured (rotation), never under a removed key, never for the other purpose, never once a byte is changed.
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import {
+  clearCookie,
+  newSessionId,
+  openLogin,
+  openSession,
+  parseSessionSecrets,
+  sealLogin,
+  sealSession,
+  SESSION_COOKIE,
+  SessionKeys,
+  setCookie,
+  type LoginAttempt,
+  type Session,
+} from '../../../src/edge/auth/session.ts';
+import { SecretBox } from '../../../src/shared/secrets.ts';
+import { random } from '../../helpers/random.ts';
+
+const OLD = 'old-session-secret-0123456789abcdef';
+const NEW = 'new-session-secret-0123456789abcdef';
+
+const session = (over: Partial<Session> = {}): Session => ({
+  endpoint: '0b7d4c8e-2a61-4f3b-9f0e-6d1c2b3a4e5f',
+  provider: 7,
+  subject: 'user-1',
+  email: 'user@example.com',
+  id: newSessionId(),
+  issuedAt: 1_700_000_000,
+  expiresAt: 1_700_086_400,
+  ...over,
+});
+
+describe('session keys', () => {
+  it('opens what it sealed, with every field as it was', () => {
+    const keys = SessionKeys.fromSettings(OLD, undefined);
+    const s = session({ subject: 'bøb "quoted" \\ ; =', email: '' });
+    assert.deepEqual(openSession(keys, sealSession(keys, s)), s);
+    const a: LoginAttempt = { endpoint: s.endpoint, provider: 3, state: 's', nonce: '', verifier: 'v', returnTo: '/x?y=1', expiresAt: 5 };
+    assert.deepEqual(openLogin(keys, sealLogin(keys, a)), a);
+  });
+
+  it('rotates: the first key signs, every configured key verifies, a removed key no longer does', () => {
+    const before = SessionKeys.fromSettings(OLD, undefined);
+    const during = SessionKeys.fromSettings(`${NEW}, ${OLD}`, undefined);
+    const after = SessionKeys.fromSettings(NEW, undefined);
+    const old = sealSession(before, session());
+    const fresh = sealSession(during, session());
+    assert.ok(openSession(during, old), 'sessions signed with the old key keep working while it is listed');
+    assert.ok(openSession(after, fresh), 'new sessions are signed with the new key');
+    assert.equal(openSession(after, old), undefined, 'the old key removed: its sessions end');
+    assert.equal(openSession(before, fresh), undefined);
+  });
+
+  it('derives its key from EDGE_SECRET_KEY when no keys are configured: equal boxes agree, others do not', () => {
+    const a = SessionKeys.fromSettings('', new SecretBox('cluster-secret'));
+    const b = SessionKeys.fromSettings('', new SecretBox('cluster-secret'));
+    const c = SessionKeys.fromSettings('', new SecretBox('another-secret'));
+    const value = sealSession(a, session());
+    assert.ok(openSession(b, value));
+    assert.equal(openSession(c, value), undefined);
+    assert.throws(() => SessionKeys.fromSettings('', undefined), /EDGE_SESSION_KEYS or the edge secret key/);
+  });
+
+  it('never opens a value for the other purpose', () => {
+    const keys = SessionKeys.fromSettings(OLD, undefined);
+    const login = keys.sign('login', [session().endpoint, 7, 'user-1', 'user@example.com', 'id', 1, 2]);
+    assert.equal(openSession(keys, login), undefined, 'a login attempt shaped like a session is still not one');
+    assert.equal(openLogin(keys, sealSession(keys, session())), undefined);
+  });
+
+  it('refuses any changed character (fuzzed with a fixed seed), and values that are not ours', () => {
+    const keys = SessionKeys.fromSettings(OLD, undefined);
+    const value = sealSession(keys, session());
+    const rand = random(0x5e55);
+    const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.';
+    for (let i = 0; i < 2000; i++) {
+      const at = rand(value.length);
+      const c = alphabet[rand(alphabet.length)];
+      if (c === value[at]) continue;
+      const changed = value.slice(0, at) + c + value.slice(at + 1);
+      // base64url's last character may carry unused bits: a change there can decode to the same bytes.
+      const same = Buffer.from(changed.split('.')[2] ?? '', 'base64url').equals(Buffer.from(value.split('.')[2], 'base64url')) && changed.split('.').slice(0, 2).join('.') === value.split('.').slice(0, 2).join('.');
+      if (same) continue;
+      assert.equal(openSession(keys, changed), undefined, changed);
+    }
+    for (const bad of ['', '.', '..', 'a.b.c', `${value}.x`, value.split('.').slice(0, 2).join('.'), randomBytes(40).toString('base64url')]) {
+      assert.equal(openSession(keys, bad), undefined, bad);
+    }
+    // A payload of the wrong shape under a valid MAC is refused too.
+    assert.equal(openSession(keys, keys.sign('session', { endpoint: 'x' })), undefined);
+    assert.equal(openSession(keys, keys.sign('session', ['x', '7', 's', 'e', 'i', 1, 2])), undefined, 'provider must be a number');
+  });
+
+  it('takes EDGE_SESSION_KEYS as comma-separated secrets of 32 characters or more', () => {
+    assert.deepEqual(parseSessionSecrets(''), []);
+    assert.deepEqual(parseSessionSecrets(` ${NEW} ,${OLD},`), [NEW, OLD]);
+    assert.throws(() => parseSessionSecrets(`${NEW},short`), /at least 32 characters/);
+  });
+
+  it('writes __Host- cookies: Secure, HttpOnly, SameSite=Lax, Path=/, no Domain; clearing uses the same attributes', () => {
+    assert.equal(setCookie(SESSION_COOKIE, 'v', 86400.7), '__Host-edge_session=v; Max-Age=86400; Path=/; Secure; HttpOnly; SameSite=Lax');
+    assert.equal(clearCookie(SESSION_COOKIE), '__Host-edge_session=; Max-Age=0; Path=/; Secure; HttpOnly; SameSite=Lax');
+    assert.notEqual(newSessionId(), newSessionId());
+  });
+});
