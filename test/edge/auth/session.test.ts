@@ -17,6 +17,7 @@ import {
   type LoginAttempt,
   type Session,
 } from '../../../src/edge/auth/session.ts';
+import { loadConfig } from '../../../src/shared/config.ts';
 import { SecretBox } from '../../../src/shared/secrets.ts';
 import { random } from '../../helpers/random.ts';
 
@@ -99,6 +100,20 @@ describe('session keys', () => {
     assert.deepEqual(parseSessionSecrets(''), []);
     assert.deepEqual(parseSessionSecrets(` ${NEW} ,${OLD},`), [NEW, OLD]);
     assert.throws(() => parseSessionSecrets(`${NEW},short`), /at least 32 characters/);
+  });
+
+  it('reads EDGE_SESSION_KEYS and EDGE_SESSION_TTL_SECONDS at start, refusing bad values without quoting a secret', () => {
+    const defaults = loadConfig({});
+    assert.equal(defaults.edge.sessionKeys, '');
+    assert.equal(defaults.edge.sessionTtlSeconds, 86400);
+    const set = loadConfig({ EDGE_SESSION_KEYS: `${NEW},${OLD}`, EDGE_SESSION_TTL_SECONDS: '3600' });
+    assert.equal(set.edge.sessionKeys, `${NEW},${OLD}`);
+    assert.equal(set.edge.sessionTtlSeconds, 3600);
+    assert.throws(
+      () => loadConfig({ EDGE_SESSION_KEYS: `${NEW},too-short-secret` }),
+      (err: Error) => err.message.includes('EDGE_SESSION_KEYS') && !err.message.includes('too-short-secret'),
+    );
+    for (const ttl of ['0', '59', '31622401', 'day']) assert.throws(() => loadConfig({ EDGE_SESSION_TTL_SECONDS: ttl }), /EDGE_SESSION_TTL_SECONDS/, ttl);
   });
 
   it('writes __Host- cookies: Secure, HttpOnly, SameSite=Lax, Path=/, no Domain; clearing uses the same attributes', () => {
