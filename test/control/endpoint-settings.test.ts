@@ -460,6 +460,22 @@ describe('visitor auth settings API', () => {
     assert.deepEqual(await state(id), before);
   });
 
+  it('realm above U+00FF crashes the edge: a realm that is not printable ASCII (or has a quote or backslash) is a 400 that changes nothing', async () => {
+    const id = await newEndpoint();
+    await putOk(id, { mode: 'basic', basic_users: [{ username: 'alice', password: PASSWORD }], config: { realm: 'Staff only' } });
+    const before = await state(id);
+    for (const realm of ['Zone €', 'Zoné', 'tab\there', 'new\nline', 'del\x7f', 'a\\b', 'a"b', '\u00a0nbsp']) {
+      const res = await put(id, { mode: 'basic', config: { realm } });
+      assert.equal(res.status, 400, `${JSON.stringify(realm)}: ${res.status} ${res.text}`);
+      assert.equal(res.body.code, 'invalid_request', realm);
+      assert.equal(res.body.detail?.field, 'config.realm', realm);
+    }
+    assert.deepEqual(await state(id), before);
+    // Every printable ASCII character but the two quoted-string escapes is taken.
+    const printable = Array.from({ length: 95 }, (_, i) => String.fromCharCode(32 + i)).filter((c) => c !== '"' && c !== '\\').join('');
+    assert.deepEqual((await putOk(id, { mode: 'basic', config: { realm: printable.slice(0, 100) } })).config, { realm: printable.slice(0, 100) });
+  });
+
   it('refuses every bad JWT body with a 400 that changes nothing', async () => {
     const id = await newEndpoint();
     const fresh = await newEndpoint();

@@ -61,8 +61,12 @@ export function futureInstant(field: string, value: string): string {
 // Per-mode `config` (SPEC.md: "schema validated per mode"). Each mode's schema is strict: an unknown key is a 400.
 // ---------------------------------------------------------------------------------------------------------------
 
-/** RFC 7617 §2 puts the realm in a quoted-string: no quote, backslash or control characters, so none need escaping. */
-const REALM_PATTERN = '^[^"\\\\\\x00-\\x1f\\x7f]+$';
+/**
+ * RFC 7617 §2 puts the realm in a quoted-string: printable ASCII without `"` and `\`, so nothing needs escaping and
+ * every HTTP stack can send it. quoted-string's obs-text (bytes 0x80-0xFF) is left out too: a realm above U+00FF
+ * (`Zone €`) cannot be a Latin-1 field value at all, and Node throws on it (it once crashed the edge).
+ */
+const REALM_PATTERN = '^[\\x20\\x21\\x23-\\x5b\\x5d-\\x7e]+$';
 /** RFC 6265 §4.1.1 cookie-name: an RFC 2616 token. */
 const COOKIE_NAME_PATTERN = "^[!#$%&'*+\\-.^_`|~0-9A-Za-z]+$";
 /** RFC 6749 §3.3 scope-token: visible ASCII but for `"` and `\`. */
