@@ -309,6 +309,41 @@ describe('visitor auth at the edge', () => {
     }
   });
 
+  it('token header configured with an underscore is forwarded upstream (and claim headers with one, and X_JWT_Assertion): no visitor spelling reaches the service', async () => {
+    const token = 'underscore-token-0123456789abcdef';
+    const tokenEp = await agentEndpoint();
+    await settings(tokenEp.uuid, { mode: 'token', tokens: [{ name: 'svc', token }], config: { header: 'X_Api_Token' } });
+    const claimEp = await agentEndpoint();
+    await settings(claimEp.uuid, { enabled: true, jwks_url: jwks.url, claim_headers: JSON.stringify({ role: 'X_Role', sub: 'X-Sub' }) }, '/jwt');
+    const assertionEp = await agentEndpoint();
+    await settings(assertionEp.uuid, { mode: 'basic', basic_users: [{ username: 'alice', password: 'alice-password-1' }] });
+    await settings(assertionEp.uuid, { enabled: true, jwks_url: jwks.url }, '/jwt');
+    await applied();
+    const spellings = (seen: Seen, key: string) => seen.names.filter((n) => n.toLowerCase().replaceAll('_', '-') === key);
+
+    const p1 = await rawRequest(edgePort, `GET /p1 HTTP/1.1\r\nHost: ${tokenEp.host}\r\nX_Api_Token: ${token}\r\nX-Api-Token: other\r\nConnection: close\r\n\r\n`);
+    assert.equal(p1.status, 200, p1.body);
+    assert.deepEqual(spellings(JSON.parse(p1.body), 'x-api-token'), [], 'the token goes in no spelling');
+
+    const jwt = await sign(key1, { sub: 'user-1' }); // no role claim
+    const p2 = await rawRequest(edgePort, `GET /p2 HTTP/1.1\r\nHost: ${claimEp.host}\r\nAuthorization: Bearer ${jwt}\r\nX_Role: admin\r\nX-Role: admin\r\nx-sub: spoof\r\nX_Sub: spoof\r\nConnection: close\r\n\r\n`);
+    assert.equal(p2.status, 200, p2.body);
+    const seen2 = JSON.parse(p2.body) as Seen;
+    assert.deepEqual(spellings(seen2, 'x-role'), [], 'the claim is absent: no visitor copy in any spelling');
+    assert.deepEqual(spellings(seen2, 'x-sub').map((n) => n.toLowerCase()), ['x-sub']);
+    assert.equal(seen2.headers['x-sub'], 'user-1');
+
+    const assertion = await sign(key1, { sub: 'alice' });
+    const p4 = await rawRequest(
+      edgePort,
+      `GET /p4 HTTP/1.1\r\nHost: ${assertionEp.host}\r\nAuthorization: ${basic('alice', 'alice-password-1')}\r\nX-JWT-Assertion: ${assertion}\r\nX_JWT_Assertion: forged.forged.forged\r\nConnection: close\r\n\r\n`,
+    );
+    assert.equal(p4.status, 200, p4.body);
+    const seen4 = JSON.parse(p4.body) as Seen;
+    assert.deepEqual(spellings(seen4, 'x-jwt-assertion').map((n) => n.toLowerCase()), ['x-jwt-assertion'], 'only the verified one');
+    assert.equal(seen4.headers['x-jwt-assertion'], assertion);
+  });
+
   it('webhook: GitHub’s test vector reaches the agent with its body; a mismatch or a missing signature does not', async () => {
     const { uuid, host } = await agentEndpoint();
     await settings(uuid, { enabled: true, header: 'X-Hub-Signature-256', algo: 'sha256', secret: "It's a Secret to Everybody", prefix: 'sha256=' }, '/webhook');

@@ -60,13 +60,31 @@ export function withoutCookie(header: string | string[] | undefined, name: strin
 
 /** Printable ASCII and space: what every HTTP stack carries unchanged in a field value (RFC 9110 §5.5). */
 const PLAIN_VALUE = /^[\x20-\x7e]*$/;
+/** RFC 8259 §6: a JSON number, whole. */
+const JSON_NUMBER = /^-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?$/;
 
 /**
- * A value the edge vouches for (a username, a token's label, a claim) as a field value: as is when it is printable
- * ASCII; otherwise JSON-encoded with every other character as a \u escape, so it stays lossless and ASCII (RFC 9110
- * §5.5 makes other octets obsolete, and HTTP/2 stacks refuse control characters) and is told apart by its quote.
+ * Whether a printable string, sent as is, would read as JSON text (RFC 8259: a value starts with `"`, `[`, `{`, a
+ * number, or is true, false or null) or lose a space at either end (RFC 9110 §5.5 strips them): then it is sent
+ * JSON-encoded instead, so what goes as is never parses as JSON.
  */
-export function asHeaderValue(value: string): string {
-  if (PLAIN_VALUE.test(value)) return value;
+function readsAsJson(value: string): boolean {
+  const first = value.charCodeAt(0);
+  if (first === 34 /* " */ || first === 91 /* [ */ || first === 123 /* { */ || first === 32 || value.charCodeAt(value.length - 1) === 32) return true;
+  if (first === 45 /* - */ || (first >= 48 && first <= 57)) return JSON_NUMBER.test(value);
+  return value === 'true' || value === 'false' || value === 'null';
+}
+
+/**
+ * A value the edge vouches for (a username, a token's label, a claim) as a field value, one rule for all of them so
+ * the service can always tell what it got: a string goes as is when it is printable ASCII and would not read as
+ * JSON; anything else (other strings, and numbers, booleans, arrays, objects) goes as JSON text with every character
+ * outside printable ASCII as a \u escape, so it stays lossless and ASCII (RFC 9110 §5.5 makes other octets obsolete,
+ * and HTTP/2 stacks refuse control characters). Read back: JSON.parse the value; if that fails, it is the text
+ * itself. So the string `["admin"]` (sent `"[\"admin\"]"`) never arrives as the array ["admin"] does, and a string
+ * `"\u0061dmin"` never arrives as `admin` does (docs/visitor-auth.md).
+ */
+export function asHeaderValue(value: unknown): string {
+  if (typeof value === 'string' && (value.length === 0 || (PLAIN_VALUE.test(value) && !readsAsJson(value)))) return value;
   return JSON.stringify(value).replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }

@@ -21,6 +21,7 @@ import { createHash, createHmac, randomBytes } from 'node:crypto';
 import bcrypt from 'bcrypt';
 import ipaddr from 'ipaddr.js';
 import { LRUCache } from 'lru-cache';
+import { headerKey } from '../../shared/edge-headers.ts';
 import type { ErrorCode } from '../../shared/errors.ts';
 import { AUTH_USER_HEADER, compileOAuth, type OAuthStageOptions } from '../auth/oidc-login.ts';
 import type { BasicUserConfig, EndpointConfig, VisitorAuthConfig } from '../../shared/snapshot.ts';
@@ -46,6 +47,12 @@ const LIMITED_ADDRESSES = 10_000;
  * Retry-After rather than queue work that would stall origin connections. Cached verdicts are never affected.
  */
 export const MAX_CHECKS_IN_FLIGHT = 32;
+/**
+ * Password checks in flight for one endpoint at most: a fair share of MAX_CHECKS_IN_FLIGHT, so one tenant's flood of
+ * new credentials (from many addresses, each within its failure budget) cannot take every slot and lock the
+ * visitors of other endpoints out of basic auth.
+ */
+export const MAX_CHECKS_PER_ENDPOINT = 8;
 
 /** The key credentials are hashed under for the verdict caches: random per process, never stored or sent. */
 const VERDICT_KEY = randomBytes(32);
@@ -55,6 +62,7 @@ export interface AuthStageOptions extends OAuthStageOptions {
   compare?: (password: string, hash: string) => Promise<boolean>;
   failuresPerMinute?: number;
   maxChecksInFlight?: number;
+  maxChecksPerEndpoint?: number;
   /** Milliseconds since the epoch; a test may move it. */
   now?: () => number;
 }
@@ -130,9 +138,13 @@ function outcomes(endpoint: EndpointConfig, deps: StageDeps): Outcomes {
   return { count: (outcome) => deps.authOutcome?.(uuid, 'auth', outcome) };
 }
 
-/** RFC 9110 §11.6.1 quoted-string: the realm comes validated from the API (no quote or backslash); escaped anyway. */
+/**
+ * RFC 9110 §11.6.1 quoted-string, for a challenge built at compile time: `"` and `\` escaped, and any character
+ * outside printable ASCII read as `?`. The API takes only printable realms, but a value stored before it checked
+ * (or from a newer control plane) must not reach setHeader, which throws on a character above U+00FF.
+ */
 export function quoted(value: string): string {
-  return `"${value.replace(/["\\]/g, '\\$&')}"`;
+  return `"${value.replace(/["\\]/g, '\\$&').replace(/[^\x20-\x7e]/g, '?')}"`;
 }
 
 function refuse(ctx: RequestContext, code: ErrorCode, challenge: string | null, detail?: string): 'done' {
@@ -172,6 +184,10 @@ function compileBasic(endpoint: EndpointConfig, auth: VisitorAuthConfig, deps: S
   // The failure budget outlives changes to the users: a visitor cannot reset it.
   const makeLimiter = () => new FailureLimiter(failures, now);
   const limiter = deps.memory ? deps.memory.keep('auth:limiter', endpoint.uuid, String(failures), makeLimiter) : makeLimiter();
+  // The endpoint's checks in flight, counted across recompiles (a check started under the previous users still runs).
+  const perEndpoint = options.maxChecksPerEndpoint ?? MAX_CHECKS_PER_ENDPOINT;
+  const makeRunning = () => ({ checks: 0 });
+  const running = deps.memory ? deps.memory.keep('auth:running', endpoint.uuid, '', makeRunning) : makeRunning();
   const count = outcomes(endpoint, deps);
   const use = deps.credentialUse;
 
@@ -188,6 +204,7 @@ function compileBasic(endpoint: EndpointConfig, auth: VisitorAuthConfig, deps: S
   /** One bcrypt check; the verdict is cached, the address's token given back on success. */
   const check = async (key: string, username: string, password: string, address: string): Promise<BasicUserConfig | null> => {
     checksInFlight++;
+    running.checks++;
     try {
       const user = users.get(username);
       const ok = await compare(password, user?.password_hash ?? (await decoyHash(rounds)));
@@ -200,6 +217,7 @@ function compileBasic(endpoint: EndpointConfig, auth: VisitorAuthConfig, deps: S
       return null;
     } finally {
       checksInFlight--;
+      running.checks--;
     }
   };
 
@@ -222,7 +240,7 @@ function compileBasic(endpoint: EndpointConfig, auth: VisitorAuthConfig, deps: S
       if (verdicts.bad.has(key)) return wrong(ctx);
       let pending = verdicts.inFlight.get(key);
       if (pending === undefined) {
-        if (checksInFlight >= maxInFlight) {
+        if (checksInFlight >= maxInFlight || running.checks >= perEndpoint) {
           count.count('unavailable');
           ctx.res.setHeader('retry-after', '1');
           return refuse(ctx, 'auth_unavailable', null, 'too many password checks are in progress on this edge; retry shortly');
@@ -275,7 +293,10 @@ function compileToken(endpoint: EndpointConfig, auth: VisitorAuthConfig, deps: S
   const challenge =
     source.kind === 'bearer' ? `Bearer ${realm}` : source.kind === 'header' ? `Token ${realm}, header=${quoted(source.name)}` : `Token ${realm}, cookie=${quoted(source.name)}`;
   const invalidChallenge = (why: string) => (source.kind === 'bearer' ? `${challenge}, error="invalid_token", error_description=${quoted(why)}` : challenge);
-  const drop: readonly string[] | null = source.kind === 'bearer' ? DROP_AUTHORIZATION : source.kind === 'header' ? [source.name] : null;
+  // Dropped by headerKey (`_` as `-`), the form the forwarders compare visitor names in: a header configured as
+  // X_Api_Token must not reach a CGI upstream as X-Api-Token or the other way round.
+  const headerName = source.kind === 'header' ? source.name.toLowerCase() : '';
+  const drop: readonly string[] | null = source.kind === 'bearer' ? DROP_AUTHORIZATION : source.kind === 'header' ? [headerKey(source.name)] : null;
   const count = outcomes(endpoint, deps);
   const use = deps.credentialUse;
 
@@ -285,7 +306,7 @@ function compileToken(endpoint: EndpointConfig, auth: VisitorAuthConfig, deps: S
       case 'bearer':
         return credentialsOf(headers.authorization, 'bearer');
       case 'header': {
-        const value = headers[source.name];
+        const value = headers[headerName];
         return typeof value === 'string' && value.length > 0 ? value : undefined;
       }
       case 'cookie':

@@ -21,8 +21,10 @@ import type { LookupFunction } from 'node:net';
 import { createLocalJWKSet, createRemoteJWKSet, customFetch, errors, jwtVerify, type FetchImplementation, type JWSHeaderParameters, type FlattenedJWSInput, type JWTPayload } from 'jose';
 import { LRUCache } from 'lru-cache';
 import { fetch as undiciFetch } from 'undici';
+import { headerKey } from '../../shared/edge-headers.ts';
 import type { ErrorCode } from '../../shared/errors.ts';
 import type { EndpointConfig, JwtLayerConfig } from '../../shared/snapshot.ts';
+import { claimHeaderRefusal } from '../../shared/visitor-credentials.ts';
 import { asHeaderValue, credentialsOf } from '../http/credentials.ts';
 import { sendEdgeError } from '../http/pages.ts';
 import type { AuthOutcome } from '../metrics.ts';
@@ -197,8 +199,16 @@ function compileJwt(endpoint: EndpointConfig, jwt: JwtLayerConfig, deps: StageDe
   const allowPrivate = deps.allowPrivate ?? false;
   const now = options.now ?? Date.now;
   const verifyJwt = options.verify ?? jwtVerify;
+  // The API refuses such names; one stored before it did (or from a newer control plane) fails the compile rather
+  // than reach the forwarders, where an invalid name throws and an edge-owned one would override the edge's own.
+  for (const header of Object.values(jwt.claim_headers)) {
+    const refusal = claimHeaderRefusal(header);
+    if (refusal !== null) throw new Error(`claim_headers: ${refusal}`);
+  }
   const claims = Object.entries(jwt.claim_headers).map(([claim, header]) => [claim, header.toLowerCase()] as const);
-  const claimNames: readonly string[] = claims.map(([, header]) => header);
+  // Dropped by headerKey (`_` as `-`), the form the forwarders compare visitor names in, so a name configured as
+  // X_Role drops X-Role too (and the other way round) even when the token has no such claim.
+  const claimNames: readonly string[] = claims.map(([, header]) => headerKey(header));
   const verifyOptions = {
     algorithms: ASYMMETRIC_ALGORITHMS,
     issuer: jwt.issuer || undefined,
@@ -236,11 +246,14 @@ function compileJwt(endpoint: EndpointConfig, jwt: JwtLayerConfig, deps: StageDe
     return 'done';
   };
 
-  const admit = (ctx: RequestContext, verified: Verified): 'next' => {
+  const admit = (ctx: RequestContext, verified: Verified, assertion: string | undefined): 'next' => {
     count('ok');
     // Visitor copies of every mapped name go, whether or not this token has the claim.
     if (claimNames.length > 0) ctx.dropHeaders = ctx.dropHeaders === undefined ? claimNames : ctx.dropHeaders.concat(claimNames);
     for (const [name, value] of verified.headers) ctx.upstreamHeaders[name] = value;
+    // The verified assertion goes on as sent, as the edge's own field: the forwarders then leave out every visitor
+    // spelling of it (X_JWT_Assertion would otherwise reach a CGI upstream beside, or instead of, the verified one).
+    if (assertion !== undefined) ctx.upstreamHeaders[JWT_ASSERTION_HEADER] = assertion;
     return 'next';
   };
 
@@ -254,7 +267,7 @@ function compileJwt(endpoint: EndpointConfig, jwt: JwtLayerConfig, deps: StageDe
     for (const [claim, header] of claims) {
       const value = payload[claim];
       if (value === undefined || value === null) continue;
-      out.push([header, asHeaderValue(typeof value === 'string' ? value : JSON.stringify(value))]);
+      out.push([header, asHeaderValue(value)]);
     }
     return out;
   };
@@ -278,9 +291,10 @@ function compileJwt(endpoint: EndpointConfig, jwt: JwtLayerConfig, deps: StageDe
     run(ctx): Verdict | Promise<Verdict> {
       const headers = ctx.req.headers;
       let token: string | undefined;
+      let assertion: string | undefined;
       if (fromAssertion) {
         const value = headers[JWT_ASSERTION_HEADER];
-        token = typeof value === 'string' ? (credentialsOf(value, 'bearer') ?? value) : undefined;
+        if (typeof value === 'string') token = credentialsOf((assertion = value), 'bearer') ?? value;
       } else token = credentialsOf(headers.authorization, 'bearer');
       if (token === undefined || token.length === 0) return refuse(ctx, 'auth_required', 'missing');
       // One-shot hash: no Hash object per request (about half the cost of createHash for a typical JWT).
@@ -288,7 +302,7 @@ function compileJwt(endpoint: EndpointConfig, jwt: JwtLayerConfig, deps: StageDe
       const t = now();
       const hit = state.verified.get(digest);
       if (hit !== undefined) {
-        if (hit.until > t) return admit(ctx, hit);
+        if (hit.until > t) return admit(ctx, hit, assertion);
         state.verified.delete(digest);
       }
       const bad = state.refused.get(digest);
@@ -304,7 +318,7 @@ function compileJwt(endpoint: EndpointConfig, jwt: JwtLayerConfig, deps: StageDe
         }, settled);
       }
       return pending.then(
-        (v) => admit(ctx, v),
+        (v) => admit(ctx, v, assertion),
         (err: unknown) => failed(ctx, digest, err),
       );
     },

@@ -37,10 +37,60 @@ describe('visitor credentials', () => {
 
   it('keeps printable ASCII as is and JSON-escapes anything else into one ASCII value', () => {
     assert.equal(asHeaderValue('alice@example.com'), 'alice@example.com');
-    assert.equal(asHeaderValue('["a","b"]'), '["a","b"]');
+    assert.equal(asHeaderValue('ci pipeline 2'), 'ci pipeline 2');
+    assert.equal(asHeaderValue('42nd street'), '42nd street', 'only a whole JSON number reads as one');
+    assert.equal(asHeaderValue('trueish'), 'trueish');
+    assert.equal(asHeaderValue(''), '');
     assert.equal(asHeaderValue('José'), '"Jos\\u00e9"');
     assert.equal(asHeaderValue('a\r\nInjected: 1'), '"a\\r\\nInjected: 1"');
     assert.equal(asHeaderValue('日本'), '"\\u65e5\\u672c"');
     assert.equal(JSON.parse(asHeaderValue('José\u0000')), 'José\u0000', 'lossless');
+  });
+
+  /** The documented reading of a value the edge vouches for (docs/visitor-auth.md): JSON when it parses, else the text. */
+  const readBack = (field: string): unknown => {
+    try {
+      return JSON.parse(field);
+    } catch {
+      return field;
+    }
+  };
+
+  it('asHeaderValue ambiguity: a string that reads as JSON is JSON-encoded, so it never arrives as another value would', () => {
+    // The review's cases: a string claim spelled like a JSON string or array reached the service as the escaped
+    // string or the array itself would.
+    assert.equal(asHeaderValue('"\\u0061dmin"'), '"\\"\\\\u0061dmin\\""');
+    assert.notEqual(asHeaderValue('"\\u0061dmin"'), asHeaderValue('admin'));
+    assert.equal(asHeaderValue('["admin"]'), '"[\\"admin\\"]"');
+    assert.equal(asHeaderValue(['admin']), '["admin"]');
+    assert.notEqual(asHeaderValue('["admin"]'), asHeaderValue(['admin']));
+    assert.equal(asHeaderValue('{"role":"admin"}'), '"{\\"role\\":\\"admin\\"}"');
+    // Scalars: a string that is a whole JSON literal is quoted, the value itself is not.
+    assert.equal(asHeaderValue('5'), '"5"');
+    assert.equal(asHeaderValue(5), '5');
+    assert.equal(asHeaderValue('-1.5e3'), '"-1.5e3"');
+    assert.equal(asHeaderValue('true'), '"true"');
+    assert.equal(asHeaderValue(true), 'true');
+    assert.equal(asHeaderValue('null'), '"null"');
+    assert.equal(asHeaderValue(null), 'null');
+    // Spaces at either end would be stripped as OWS (RFC 9110 §5.5): quoted, so they survive.
+    assert.equal(asHeaderValue(' padded '), '" padded "');
+  });
+
+  it('asHeaderValue ambiguity: every value reads back as itself, and distinct values never share a field value', () => {
+    const values: unknown[] = [
+      'admin', '"admin"', '"\\u0061dmin"', '\\u0061dmin', '["admin"]', ['admin'], '{"a":1}', { a: 1 }, '{}', {}, '[]', [],
+      '5', 5, '05', '-', '-5', -5, '1e3', 1000, '0.5', 0.5, 'true', true, 'false', false, 'null', null, '', ' ', ' a', 'a ',
+      'bøb', '"b\\u00f8b"', 'b\\u00f8b', 'José\u0000', 'a\r\nInjected: 1', '日本', ['a', 'ß', 1, null], { nested: { x: ['y'] } }, 'x"y', "it's",
+    ];
+    const seen = new Map<string, unknown>();
+    for (const value of values) {
+      const field = asHeaderValue(value);
+      assert.match(field, /^[\x20-\x7e]*$/, `${JSON.stringify(value)} as printable ASCII`);
+      assert.ok(field === '' || (field.trim() === field), `${JSON.stringify(value)}: no space at either end`);
+      assert.deepEqual(readBack(field), value, `${JSON.stringify(value)} read back from ${field}`);
+      assert.ok(!seen.has(field), `${JSON.stringify(value)} and ${JSON.stringify(seen.get(field))} both sent as ${field}`);
+      seen.set(field, value);
+    }
   });
 });

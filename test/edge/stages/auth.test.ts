@@ -210,6 +210,48 @@ describe('auth stage', () => {
       assert.equal((await first).status, 200);
     });
 
+    it('bcrypt slots shared across tenants: one endpoint holds at most its share of password checks, others still get theirs', async () => {
+      const counted = countingCompare();
+      const memory = new StageMemory();
+      const factory = authStage({ compare: counted.compare, maxChecksPerEndpoint: 2 });
+      const deps: StageDeps = { publicHttpsPort: () => 443, memory };
+      const busy = basicEndpoint();
+      const other = { ...basicEndpoint(), uuid: '00000000-0000-4000-8000-0000000000b2', hostname: 'other.edge.test' };
+      const a = await serve(factory.compile(busy, deps)!, busy);
+      const b = await serve(factory.compile(other, deps)!, other);
+      const release = counted.hold();
+      // Two new credentials on the busy endpoint take its share (from two addresses, each within its budget)...
+      const held = [a.request({ headers: { authorization: basicHeader('alice', 'flood-1') }, clientIp: '198.51.100.1' }), a.request({ headers: { authorization: basicHeader('alice', 'flood-2') }, clientIp: '198.51.100.2' })];
+      await eventually(async () => (counted.calls.length === 2 ? true : undefined));
+      // ...a third waits for nothing: 503 with Retry-After, no bcrypt...
+      const third = await a.request({ headers: { authorization: basicHeader('alice', 'flood-3') }, clientIp: '198.51.100.3' });
+      assert.equal(third.status, 503);
+      assert.equal(third.headers['retry-after'], '1');
+      assert.equal(JSON.parse(third.text).code, 'auth_unavailable');
+      // ...and a recompile (users changed) does not hand the endpoint a fresh share while its checks still run.
+      a.stage = factory.compile(basicEndpoint([alice, bob], { credentials_version: 2 }), deps)!;
+      assert.equal((await a.request({ headers: { authorization: basicHeader('alice', 'flood-4') }, clientIp: '198.51.100.4' })).status, 503);
+      assert.equal(counted.calls.length, 2);
+      // The other endpoint's visitors are checked meanwhile.
+      const elsewhere = b.request({ headers: { authorization: basicHeader('alice', 'alice-password') } });
+      await eventually(async () => (counted.calls.length === 3 ? true : undefined));
+      release();
+      assert.equal((await elsewhere).status, 200);
+      assert.deepEqual((await Promise.all(held)).map((r) => r.status), [401, 401]);
+      // The share is free again once the checks end.
+      assert.equal((await a.request({ headers: { authorization: basicHeader('alice', 'alice-password') } })).status, 200);
+    });
+
+    it('realm above U+00FF crashes the edge: a stored realm that is not printable ASCII is sent with ? in its place, never thrown', async () => {
+      for (const [realm, sent] of [['Zone €', 'Zone ?'], ['Zoné\u0000', 'Zon??'], ['a"b\\c', 'a\\"b\\\\c']]) {
+        const endpoint = basicEndpoint([alice], { realm });
+        const s = await serve(auth.compile(endpoint)!, endpoint);
+        const r = await s.request();
+        assert.equal(r.status, 401, realm);
+        assert.equal(r.headers['www-authenticate'], `Basic realm="${sent}", charset="UTF-8"`, realm);
+      }
+    });
+
     it('keeps its verdicts across recompiles while the users are unchanged, and drops them when they change', async () => {
       const counted = countingCompare();
       const memory = new StageMemory();
@@ -289,6 +331,22 @@ describe('auth stage', () => {
       const bearerOnly = await s.request({ headers: { authorization: `Bearer ${TOKEN}` } });
       assert.equal(bearerOnly.status, 401, 'the token is read where the endpoint says, nowhere else');
       assert.equal(bearerOnly.headers['www-authenticate'], 'Token realm="app.edge.test", header="x-api-token"');
+    });
+
+    it('token header configured with an underscore is forwarded upstream: it is read as configured and dropped in headerKey form', async () => {
+      const endpoint = tokenEndpoint({ kind: 'header', name: 'x_api_token' });
+      const s = await serve(auth.compile(endpoint, deps().deps)!, endpoint);
+      const r = await s.request({ headers: { X_Api_Token: TOKEN } });
+      assert.equal(r.status, 200, r.text);
+      // The forwarders compare headerKey(visitor name) with this: X_Api_Token, X-Api-Token and the rest all go.
+      assert.deepEqual(r.passed!.dropHeaders, ['x-api-token']);
+      assert.equal((await s.request({ headers: { 'X-Api-Token': TOKEN } })).status, 401, 'read only under the configured name');
+      // A stored name in another case (older snapshots) reads and drops the same.
+      const mixed = tokenEndpoint({ kind: 'header', name: 'X_Api_Token' });
+      const m = await serve(auth.compile(mixed, deps().deps)!, mixed);
+      const rm = await m.request({ headers: { x_api_token: TOKEN } });
+      assert.equal(rm.status, 200, rm.text);
+      assert.deepEqual(rm.passed!.dropHeaders, ['x-api-token']);
     });
 
     it('reads a configured cookie instead: that cookie is left out of the forwarded Cookie field', async () => {

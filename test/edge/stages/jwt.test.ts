@@ -260,6 +260,46 @@ describe('jwt stage', () => {
     assert.equal(codeOf(inAuthorization), 'auth_required');
   });
 
+  it('claim header with an underscore, claim absent: the visitor copies are dropped in every spelling (names compared by headerKey)', async () => {
+    const { s } = await setup(layer({ claim_headers: { role: 'X_Role', sub: 'x-sub' } }));
+    const r = await s.request({ headers: bearer(await sign(key1, { sub: 'user-1' })) });
+    assert.equal(r.status, 200, r.text);
+    // The forwarders compare headerKey(visitor name) with these: x-role drops X-Role, X_Role and X-Role's other spellings.
+    assert.deepEqual(r.passed!.dropHeaders.sort(), ['x-role', 'x-sub']);
+    assert.deepEqual(r.passed!.upstreamHeaders, { 'x-sub': 'user-1' }, 'an absent claim sets nothing');
+    const withRole = await s.request({ headers: bearer(await sign(key1, { sub: 'user-2', role: 'admin' })) });
+    assert.deepEqual(withRole.passed!.upstreamHeaders, { x_role: 'admin', 'x-sub': 'user-2' }, 'set under the name as configured');
+  });
+
+  it('asHeaderValue ambiguity: a string claim that reads as JSON is sent JSON-encoded, unlike the array or string it imitates', async () => {
+    const { s } = await setup(layer({ claim_headers: { nick: 'x-nick', roles: 'x-roles', alias: 'x-alias', level: 'x-level', code: 'x-code' } }));
+    const token = await sign(key1, { sub: 'a', nick: '["admin"]', roles: ['admin'], alias: '"\\u0061dmin"', level: 5, code: '5' });
+    const r = await s.request({ headers: bearer(token) });
+    assert.equal(r.status, 200, r.text);
+    assert.deepEqual(r.passed!.upstreamHeaders, { 'x-nick': '"[\\"admin\\"]"', 'x-roles': '["admin"]', 'x-alias': '"\\"\\\\u0061dmin\\""', 'x-level': '5', 'x-code': '"5"' });
+  });
+
+  it('X_JWT_Assertion forwarded next to the verified one: the verified assertion is the edge\'s own field, every visitor spelling dropped', async () => {
+    const basic: VisitorAuthConfig = { mode: 'basic', realm: 'r', token_source: { kind: 'bearer' }, basic_users: [], tokens: [], session_ttl_seconds: null, credentials_version: 1 };
+    const { s } = await setup(layer(), { auth: basic });
+    const token = await sign(key1, { sub: 'a' });
+    const r = await s.request({ headers: { 'x-jwt-assertion': token, x_jwt_assertion: 'forged.forged.forged' } });
+    assert.equal(r.status, 200, r.text);
+    // Set by the stage: the forwarders leave out visitor fields whose headerKey is a stage field's.
+    assert.deepEqual(r.passed!.upstreamHeaders, { 'x-jwt-assertion': token });
+    const prefixed = await s.request({ headers: { 'x-jwt-assertion': `Bearer ${token}` } });
+    assert.deepEqual(prefixed.passed!.upstreamHeaders, { 'x-jwt-assertion': `Bearer ${token}` }, 'as sent');
+    // Read from Authorization (no main mode reading it), nothing is added: the JWT stays where the visitor put it.
+    const plain = await setup(layer());
+    assert.deepEqual((await plain.s.request({ headers: bearer(token) })).passed!.upstreamHeaders, {});
+  });
+
+  it('refuses to compile a stored claim header name the API would refuse (invalid, framing, edge-owned), so it never reaches a forwarder', () => {
+    for (const header of ['x role', 'X-Rôle', 'x-forwarded-for', 'X_Forwarded_For', 'x-edge-auth-user', 'content-length', 'connection', 'authorization']) {
+      assert.throws(() => jwt.compile(endpointWith(layer({ claim_headers: { role: header } })), { publicHttpsPort: () => 443 }), /claim_headers/, header);
+    }
+  });
+
   it('refuses to fetch a JWKS on a private address unless private addresses are allowed', async () => {
     const server = await startJwksServer([key1]);
     cleanups.push(() => server.close());
