@@ -1,13 +1,28 @@
 // Request paths normalised once, before any stage judges them: the agent receives exactly the path that RBAC and
-// routing saw, so `/admin/../public`, `//admin`, `/%61dmin` and `/p/..\admin` cannot slip past a rule for `/admin`.
+// routing saw, so `/admin/../public`, `//admin`, `/%61dmin`, `/p/..\admin` and `/p/..;/admin` cannot slip past a
+// rule for `/admin`.
 
 const UNRESERVED = /[A-Za-z0-9\-._~]/;
 const HEX = /^[0-9A-Fa-f]{2}$/;
 
 /**
+ * Whether a decoded segment is a dot segment with path parameters: `.` or `..` before a `;` (or `%3B`). RFC 3986
+ * §5.2.4 sees `..;x` as an ordinary segment, but Tomcat, Jetty and Spring strip parameters before resolving dots,
+ * so `/public/..;/admin` would be judged under /public and served as /admin. Such a path is refused, not rewritten:
+ * stripping parameters from every segment would change what the service receives for matrix parameters that are
+ * its business (`/cars;color=red`), and no client builds `..;` for a good reason.
+ */
+function isDotWithParameters(segment: string): boolean {
+  let i = 1;
+  if (segment.charCodeAt(1) === 46 /* . */) i = 2;
+  return segment.charCodeAt(i) === 59 /* ; */ || (segment.charCodeAt(i) === 37 /* % */ && segment.slice(i + 1, i + 3).toUpperCase() === '3B');
+}
+
+/**
  * Percent-decodes unreserved characters and upper-cases the hex of the rest (RFC 3986 §6.2.2.1-2), reads `\` and
  * `%5C` as `/`, collapses duplicate slashes, and removes dot segments (RFC 3986 §5.2.4). Returns null for a path that
- * is not origin-form or carries a malformed escape, which the edge answers with 400.
+ * is not origin-form, carries a malformed escape, or has a dot segment with parameters (`..;`, `.;x`, `%2e%2e%3b`,
+ * see isDotWithParameters), which the edge answers with 400.
  *
  * Backslashes: WHATWG URL parsers (browsers, Node's URL, many frameworks) read `\` as `/` in http(s) URLs, and
  * servers that decode before splitting (IIS, nginx and Tomcat on Windows) read `%5C` so too; leaving either in a
@@ -18,8 +33,9 @@ const HEX = /^[0-9A-Fa-f]{2}$/;
  */
 export function normalizePath(path: string): string | null {
   if (path.length === 0 || path.charCodeAt(0) !== 47 /* / */) return null;
-  // Fast path: nothing to decode, no backslash, no dot segments, no doubled slashes — the common case costs one scan.
-  if (!/%|\\|\/\/|\/\.\.?(\/|$)/.test(path)) return path;
+  // Fast path: nothing to decode, no backslash, no dot segments (bare or with parameters), no doubled slashes — the
+  // common case costs one scan.
+  if (!/%|\\|\/\/|\/\.\.?(\/|;|$)/.test(path)) return path;
   let decoded = '';
   for (let i = 0; i < path.length; i++) {
     const c = path[i];
@@ -43,6 +59,7 @@ export function normalizePath(path: string): string | null {
   for (let i = 0; i < segments.length; i++) {
     const s = segments[i];
     const last = i === segments.length - 1;
+    if (s.charCodeAt(0) === 46 /* . */ && isDotWithParameters(s)) return null;
     if (s === '..') {
       out.pop();
       if (last) out.push('');

@@ -80,6 +80,32 @@ describe('normalizePath: backslashes and %5C read as "/", in every position', ()
   });
 });
 
+// Path-parameter regression: `/public/..;/admin` passed unchanged (RFC 3986 sees `..;` as a plain segment) while
+// Tomcat, Jetty and Spring strip `;` parameters before resolving dots and serve /admin.
+describe('normalizePath: `;` path parameters on a dot segment are refused', () => {
+  const refused = [
+    '/public/..;/admin', '/public/.;/admin', '/public/..;x=1/admin', '/public/..;', '/..;/admin', '/a/.;', '/a/..;jsessionid=1',
+    '/public/%2e%2e;/admin', '/public/%2E%2E;/admin', '/public/.%2e;/admin', '/public/%2e;/admin', '/public/..%3B/admin', '/public/..%3b/admin',
+    '/public/%2e%2e%3b/admin', '/%2e%2e%3bx', '/public\\..;\\admin', '/public%5C..;%5Cadmin', '//..;//admin',
+  ];
+  for (const input of refused) it(`${JSON.stringify(input)} → null`, () => assert.equal(normalizePath(input), null));
+
+  const kept: Array<[string, string]> = [
+    ['/cars;color=red/x', '/cars;color=red/x'],
+    ['/a;/b', '/a;/b'],
+    ['/...;/admin', '/...;/admin'],
+    ['/.x;/admin', '/.x;/admin'],
+    ['/a/..x;/b', '/a/..x;/b'],
+    ['/a/;/b', '/a/;/b'],
+    ['/a/b;..', '/a/b;..'],
+    ['/a;b/../c', '/c'],
+    ['/a%3B/b', '/a%3B/b'],
+  ];
+  for (const [input, expected] of kept) {
+    it(`${JSON.stringify(input)} → ${JSON.stringify(expected)} (parameters elsewhere are the service's business)`, () => assert.equal(normalizePath(input), expected));
+  }
+});
+
 describe('splitTarget', () => {
   it('splits origin-form targets at the first "?"', () => {
     assert.deepEqual(splitTarget('/a?b=1?c'), { authority: null, path: '/a', query: 'b=1?c' });

@@ -16,7 +16,7 @@ describe('path normaliser, fuzzed', () => {
   const TOKENS = [
     '/', '/', '/', '//', '\\', '%5C', '%5c', '.', '..', '%2e', '%2E', '.%2e', '%2e.', '%2F', '%2f', '%252F', '%25',
     'a', 'admin', 'p', '%61', '%7E', '~', '-', '_', ';', '=', '@', ':', '!', '$', '(', '*', '+', ',', "'", '%c3%a9',
-    '%', '%z', '%zz', 'x.y', '...',
+    '%', '%z', '%zz', 'x.y', '...', ';', '..;', '%3B', '%3b',
   ];
   const rand = random(0x5eed_0001);
   const paths = Array.from({ length: ROUNDS }, () => {
@@ -26,20 +26,32 @@ describe('path normaliser, fuzzed', () => {
     return s;
   });
 
-  it('refuses exactly the paths that are not absolute or carry a malformed escape', () => {
+  /** Whether a raw path has a dot segment with parameters (`..;`, `%2e%3b`...) once `\` and %5C are read as "/". */
+  const dotWithParameters = (p: string) =>
+    p
+      .replace(/%5c|\\/gi, '/')
+      .split('/')
+      .some((segment) => /^(?:\.|%2e){1,2}(?:;|%3b)/i.test(segment));
+
+  it('refuses exactly the paths that are not absolute, carry a malformed escape, or a dot segment with parameters', () => {
+    let withParameters = 0;
     for (const p of paths) {
-      const bad = !p.startsWith('/') || /%(?![0-9A-Fa-f]{2})/.test(p);
-      assert.equal(normalizePath(p) === null, bad, p);
+      const malformed = !p.startsWith('/') || /%(?![0-9A-Fa-f]{2})/.test(p);
+      if (!malformed && dotWithParameters(p)) withParameters++;
+      assert.equal(normalizePath(p) === null, malformed || dotWithParameters(p), p);
     }
+    assert.ok(withParameters > 50, `the generator makes dot segments with parameters (${withParameters})`);
   });
 
-  it('never yields "." or ".." segments (plain or encoded), "\\", %5C, "//", and is idempotent', () => {
+  it('never yields "." or ".." segments (plain, encoded, or before ";"), "\\", %5C, "//", and is idempotent', () => {
     for (const p of paths) {
       const out = normalizePath(p);
       if (out === null) continue;
       assert.ok(out.startsWith('/'), p);
       const segments = out.split('/').slice(1);
       assert.ok(!segments.includes('.') && !segments.includes('..'), `${p} → ${out}`);
+      // Nor one that a server stripping `;` parameters (Tomcat, Spring) would read as "." or "..".
+      assert.ok(!segments.some((segment) => /^\.{1,2}(?:;|%3B)/.test(segment)), `${p} → ${out}`);
       assert.ok(!/%2e/i.test(out), `${p} → ${out}`);
       assert.ok(!out.includes('\\') && !/%5c/i.test(out), `${p} → ${out}`);
       assert.ok(!out.includes('//'), `${p} → ${out}`);
