@@ -47,7 +47,7 @@ const refuse = (code: Refusal['code'], message: string): Refusal => ({ ok: false
  * The rules an agent must meet to connect and to stay connected: its key is still published with the hash it was
  * admitted with, the key's account is known and not suspended, its plan allows this region and the protocol, the
  * key's holder has `tunnels:connect` in that account, and the endpoint (when named) belongs to that account and
- * is not disabled. Returns the first rule broken, or null. Lookups in the mirror only, so it is cheap to run for
+ * is neither disabled nor in error. Returns the first rule broken, or null. Lookups in the mirror only, so it is cheap to run for
  * every tunnel a feed change concerns.
  *
  * A key entry without `permissions` was published before edges checked the permission; it is read as the rule
@@ -75,6 +75,10 @@ export function checkStanding(rules: AdmissionRules, standing: Standing): Refusa
     // Another account's endpoint reads as missing, as in the API.
     if (!endpoint || endpoint.account_id !== key.account_id) return refuse('endpoint_not_found', `no endpoint ${standing.endpoint} in this account`);
     if (endpoint.status === 'disabled') return refuse('forbidden', 'the endpoint is disabled');
+    // The pipeline refuses visitors of an endpoint in error as it does those of a disabled one, so no agent may
+    // serve it either. Unlike disabled, error is a state that clears without the user (the control plane, or this
+    // edge's stand-in for a config it could not compile): `unavailable` lets the agent retry until it does.
+    if (endpoint.status === 'error') return refuse('unavailable', 'the endpoint is in an error state; retrying until it recovers');
   }
   return null;
 }

@@ -3,6 +3,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { checkStanding, type AdmissionRules, type Standing } from '../../src/edge/agent-auth.ts';
+import { isRetryableRefusal } from '../../src/shared/tunnel/protocol.ts';
 import { EdgeConfig } from '../../src/edge/config.ts';
 import { createLogger } from '../../src/shared/log.ts';
 import type { Plan } from '../../src/shared/plans.ts';
@@ -47,6 +48,7 @@ function rules(overrides: { key?: Partial<ApiKeyConfig> | null; account?: Partia
   put(TOPICS.endpoint, 'e1', endpoint('e1'));
   put(TOPICS.endpoint, 'e2', endpoint('e2', { account_id: 4 }));
   put(TOPICS.endpoint, 'e3', endpoint('e3', { status: 'disabled' }));
+  put(TOPICS.endpoint, 'e4', endpoint('e4', { status: 'error' }));
   return { config, plans: PLANS, region: overrides.region ?? 'local' };
 }
 
@@ -85,5 +87,12 @@ describe('checkStanding', () => {
     assert.equal(code(rules(), { endpoint: 'e2' }), 'endpoint_not_found');
     assert.equal(code(rules(), { endpoint: 'nope' }), 'endpoint_not_found');
     assert.equal(code(rules(), { endpoint: 'e3' }), 'forbidden');
+  });
+
+  it('checkStanding admits an endpoint in error (the pipeline refuses its visitors): refused as unavailable, which the agent retries', () => {
+    const refusal = checkStanding(rules(), { ...standing, endpoint: 'e4' });
+    assert.equal(refusal?.code, 'unavailable');
+    assert.match(refusal!.message, /error state/);
+    assert.equal(isRetryableRefusal('unavailable'), true, 'the agent comes back once the endpoint recovers');
   });
 });
