@@ -75,7 +75,10 @@ function forwardBytes(stream: ServerHttp2Stream, { target, logger, verifyTls }: 
   stream.once('close', () => {
     if (socket.destroyed) return;
     // RFC 9113 §8.5: a reset stream is answered with a TCP RST, so the local peer sees an abort, not a clean end.
-    if (stream.rstCode !== NGHTTP2_NO_ERROR) socket.resetAndDestroy();
+    // Except while the FIN of an END_STREAM that came just before is still queued: libuv refuses to reset a socket
+    // with a shutdown pending (uv_tcp_close_reset: EINVAL), Node has already let go of the handle by then, and the
+    // socket never closed (the process then spun at exit). The edge had ended its side cleanly: a close it is.
+    if (stream.rstCode !== NGHTTP2_NO_ERROR && !(socket.writableEnded && !socket.writableFinished)) socket.resetAndDestroy();
     else socket.destroy();
   });
 }
