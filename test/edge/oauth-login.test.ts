@@ -49,7 +49,8 @@ async function startService() {
 
 /** A WebSocket through the edge's HTTPS listener: the first echo, or the status the upgrade was refused with. */
 function wsVisit(port: number, host: string, headers: Record<string, string>): Promise<{ status: number; code?: string; echo?: { headers: http.IncomingHttpHeaders } }> {
-  const ws = new WebSocket(`wss://127.0.0.1:${port}/socket`, { headers: { host, ...headers }, servername: host, rejectUnauthorized: false });
+  // servername: the SNI naming the endpoint (passed through to tls.connect; not in ws's option type).
+  const ws = new WebSocket(`wss://127.0.0.1:${port}/socket`, { headers: { host, ...headers }, servername: host, rejectUnauthorized: false } as WebSocket.ClientOptions);
   return new Promise((resolve, reject) => {
     ws.on('open', () => ws.send('ping'));
     ws.on('message', (m) => {
@@ -189,7 +190,7 @@ describe('OAuth/OIDC login through the program', () => {
     assert.equal(onOther.status, 401);
     const [kid, body, mac] = value.split('.');
     const payload = JSON.parse(Buffer.from(body, 'base64url').toString());
-    payload[0] = ep.other.uuid;
+    payload[0] += 1;
     const moved = `${kid}.${Buffer.from(JSON.stringify(payload)).toString('base64url')}.${mac}`;
     for (const [host, bad] of [
       [ep.other.host, moved],

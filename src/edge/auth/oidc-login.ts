@@ -59,16 +59,50 @@ export interface OAuthStageOptions {
   now?: () => number;
   /** How provider host names are resolved (a test's resolver); still checked by the address policy. */
   lookup?: LookupFunction;
+  /** Verified session cookies kept (SESSION_CACHE_SIZE); a benchmark sets 2 to measure the uncached check. */
+  sessionCacheSize?: number;
 }
 
 /** A session judged valid on this compile of the endpoint, with the fields it sets. */
 interface Admitted {
-  session: Session;
+  /** The session's id (a logout names it). */
+  id: string;
   /** ms since the epoch from which the session is no longer accepted. */
   until: number;
   user: string;
   email: string;
   provider: string;
+}
+
+/**
+ * Verified sessions by cookie value, at most `max`: two generations of Maps, the current one filled until it holds
+ * half, then made the previous one (whose entries are dropped at the next turn unless used again, which moves them
+ * to the current one). A hit is one or two Map lookups with no per-request bookkeeping, unlike an LRU list.
+ */
+export class SessionCache<V> {
+  private current = new Map<string, V>();
+  private previous = new Map<string, V>();
+  constructor(private readonly max: number) {}
+
+  get(key: string): V | undefined {
+    const hit = this.current.get(key);
+    if (hit !== undefined) return hit;
+    const old = this.previous.get(key);
+    if (old !== undefined) this.set(key, old);
+    return old;
+  }
+
+  set(key: string, value: V): void {
+    if (this.current.size >= this.max / 2) {
+      this.previous = this.current;
+      this.current = new Map();
+    }
+    this.current.set(key, value);
+  }
+
+  get size(): number {
+    return this.current.size + this.previous.size;
+  }
 }
 
 /** What lives across recompiles: provider clients (discovery caches) while the providers are unchanged. */
@@ -95,7 +129,9 @@ function queryParam(query: string, name: string): string | null {
 }
 
 export function compileOAuth(endpoint: EndpointConfig, auth: VisitorAuthConfig, deps: StageDeps, options: OAuthStageOptions = {}): Stage {
-  const keys = deps.sessions?.keys ?? SessionKeys.fromSettings('', deps.secrets);
+  const uuid = endpoint.uuid;
+  const keys = (deps.sessions?.keys ?? SessionKeys.fromSettings('', deps.secrets)).forEndpoint(uuid);
+  const endpointId = endpoint.id;
   const ttlSeconds = auth.session_ttl_seconds ?? deps.sessions?.ttlSeconds ?? DEFAULT_SESSION_TTL_SECONDS;
   const now = options.now ?? Date.now;
   const allowPrivate = deps.allowPrivate ?? false;
@@ -104,7 +140,6 @@ export function compileOAuth(endpoint: EndpointConfig, auth: VisitorAuthConfig, 
   const byId = new Map(providers.map((p) => [p.id, p]));
   const allowedRedirects = new Set(auth.allowed_redirects ?? []);
   const lists = new Map(providers.map((p) => [p.id, { emails: new Set(p.allowed_emails), domains: new Set(p.allowed_domains) }]));
-  const uuid = endpoint.uuid;
 
   const makeClients = (): ProviderState => {
     if (providers.length > 0 && deps.secrets === undefined) throw new Error('OAuth/OIDC providers need the edge secret key (EDGE_SECRET_KEY) to open their client secrets');
@@ -118,7 +153,7 @@ export function compileOAuth(endpoint: EndpointConfig, auth: VisitorAuthConfig, 
   const makeLoggedOut = () => new LRUCache<string, true>({ max: LOGGED_OUT_SIZE, ttl: ttlSeconds * 1000, ttlAutopurge: false });
   const loggedOut = deps.memory ? deps.memory.keep('auth:logged-out', uuid, String(ttlSeconds), makeLoggedOut) : makeLoggedOut();
   // Judged against this compile's providers and allow-lists: a new snapshot starts it afresh.
-  const admitted = new LRUCache<string, Admitted>({ max: SESSION_CACHE_SIZE });
+  const admitted = new SessionCache<Admitted>(options.sessionCacheSize ?? SESSION_CACHE_SIZE);
   const count = (outcome: AuthOutcome) => deps.authOutcome?.(uuid, 'auth', outcome);
   const challenge = `Session realm="${endpoint.hostname.replace(/["\\]/g, '')}"`;
 
@@ -127,7 +162,7 @@ export function compileOAuth(endpoint: EndpointConfig, auth: VisitorAuthConfig, 
     let hit = admitted.get(value);
     if (hit === undefined) {
       const session = openSession(keys, value);
-      if (session === undefined || session.endpoint !== uuid) return undefined;
+      if (session === undefined || session.endpoint !== endpointId) return undefined;
       // The provider must still be offered; the allow-lists as they are now (an address removed stops at once).
       const provider = byId.get(session.provider);
       const list = lists.get(session.provider);
@@ -135,10 +170,10 @@ export function compileOAuth(endpoint: EndpointConfig, auth: VisitorAuthConfig, 
       if (refusalOf({ subject: session.subject, email: session.email, emailVerified: undefined }, list.emails, list.domains) !== null) return undefined;
       // A shorter session_ttl_seconds applies to sessions issued before it too.
       const until = Math.min(session.expiresAt, session.issuedAt + ttlSeconds) * 1000;
-      hit = { session, until, user: asHeaderValue(session.subject), email: session.email === '' ? '' : asHeaderValue(session.email), provider: String(session.provider) };
+      hit = { id: session.id, until, user: asHeaderValue(session.subject), email: session.email === '' ? '' : asHeaderValue(session.email), provider: String(session.provider) };
       admitted.set(value, hit);
     }
-    if (hit.until <= t || loggedOut.has(hit.session.id)) return undefined;
+    if (hit.until <= t || loggedOut.has(hit.id)) return undefined;
     return hit;
   };
 
@@ -203,7 +238,7 @@ export function compileOAuth(endpoint: EndpointConfig, auth: VisitorAuthConfig, 
       (start) => {
         count('missing');
         const attempt: LoginAttempt = {
-          endpoint: uuid,
+          endpoint: endpointId,
           provider: provider.id,
           state: start.state,
           nonce: start.nonce,
@@ -260,7 +295,7 @@ export function compileOAuth(endpoint: EndpointConfig, auth: VisitorAuthConfig, 
     const t = now() / 1000;
     for (const value of values) {
       const a = openLogin(keys, value);
-      if (a !== undefined && a.endpoint === uuid && a.expiresAt > t) return a;
+      if (a !== undefined && a.endpoint === endpointId && a.expiresAt > t) return a;
     }
     return undefined;
   };
@@ -284,7 +319,7 @@ export function compileOAuth(endpoint: EndpointConfig, auth: VisitorAuthConfig, 
         if (why !== null) return refuse(ctx, 'login_forbidden', 'invalid', why, [spent]);
         const issuedAt = Math.floor(now() / 1000);
         const session: Session = {
-          endpoint: uuid,
+          endpoint: endpointId,
           provider: provider.id,
           subject: identity.subject,
           // An address the provider calls unverified is not vouched for.
@@ -308,7 +343,7 @@ export function compileOAuth(endpoint: EndpointConfig, auth: VisitorAuthConfig, 
     const current = sessionOf(ctx);
     if (current !== undefined) {
       const left = current.until - now();
-      if (left > 0) loggedOut.set(current.session.id, true, { ttl: left });
+      if (left > 0) loggedOut.set(current.id, true, { ttl: left });
     }
     count('ok');
     const returnTo = safeReturnTo(queryParam(ctx.query, 'return_to'), allowedRedirects);

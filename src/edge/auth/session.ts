@@ -2,9 +2,10 @@
 // carries, checked by one HMAC per request and never by a database or Redis (ARCHITECTURE.md), on any edge.
 //
 // A value is `<kid>.<payload>.<mac>`: the payload is base64url JSON, the MAC an HMAC-SHA256 over the purpose, the
-// key id and the payload, under the key the id names. Keys rotate: the first configured key signs, every key
-// verifies (EDGE_SESSION_KEYS); the key id picks the one key to try, so a check costs one HMAC however many keys
-// are configured. The purpose (session or login) is in the MAC, so one kind of cookie is never read as the other.
+// key id and the payload, under the key the id names as derived for the endpoint (so a value made for one endpoint
+// verifies for no other). Keys rotate: the first configured key signs, every key verifies (EDGE_SESSION_KEYS); the
+// key id picks the one key to try, so a check costs one HMAC however many keys are configured. The purpose (session
+// or login) is in the MAC, so one kind of cookie is never read as the other.
 // Values are signed, not encrypted: they hold nothing the visitor may not see (their own subject and e-mail), and
 // the cookies are HttpOnly.
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
@@ -31,11 +32,23 @@ export class SessionKeys {
   private readonly signing: SessionKey;
   private readonly byId: Map<string, Buffer>;
 
-  constructor(keys: readonly Buffer[]) {
+  constructor(keys: readonly Buffer[] | readonly SessionKey[]) {
     if (keys.length === 0) throw new Error('SessionKeys needs at least one key');
-    const all = keys.map((key) => ({ id: createHash('sha256').update(key).digest('base64url').slice(0, 8), key }));
+    const all = keys.map((k) => (Buffer.isBuffer(k) ? { id: createHash('sha256').update(k).digest('base64url').slice(0, 8), key: k } : k));
     this.signing = all[0];
     this.byId = new Map(all.map((k) => [k.id, k.key]));
+  }
+
+  /**
+   * The keys for one endpoint: each an HMAC of the endpoint's uuid under a configured key (HKDF-Expand's step, RFC
+   * 5869 §2.3), ids kept. Made once per compile; a value signed with them verifies for this endpoint only.
+   */
+  forEndpoint(uuid: string): SessionKeys {
+    const derived = [this.signing, ...[...this.byId].filter(([id]) => id !== this.signing.id).map(([id, key]) => ({ id, key }))].map(({ id, key }) => ({
+      id,
+      key: createHmac('sha256', key).update('edge-session-endpoint:').update(uuid).digest(),
+    }));
+    return new SessionKeys(derived);
   }
 
   /**
@@ -64,9 +77,10 @@ export class SessionKeys {
     const key = this.byId.get(id);
     if (key === undefined) return undefined;
     const body = value.slice(first + 1, second);
-    const given = Buffer.from(value.slice(second + 1), 'base64url');
-    const expected = mac(key, purpose, id, body);
-    if (given.length !== expected.length || !timingSafeEqual(given, expected)) return undefined;
+    const given = value.slice(second + 1);
+    // Compared as base64url text (43 characters), in constant time: no decoding of the visitor's bytes first.
+    const expected = mac(key, purpose, id, body).toString('base64url');
+    if (given.length !== expected.length || !timingSafeEqual(Buffer.from(given, 'latin1'), Buffer.from(expected, 'latin1'))) return undefined;
     try {
       return JSON.parse(Buffer.from(body, 'base64url').toString('utf8'));
     } catch {
@@ -76,7 +90,8 @@ export class SessionKeys {
 }
 
 function mac(key: Buffer, purpose: Purpose, id: string, body: string): Buffer {
-  return createHmac('sha256', key).update(`${purpose}.${id}.${body}`).digest();
+  // Every character is base64url or a dot: latin1 gives the same bytes as UTF-8 without the encoder's pass.
+  return createHmac('sha256', key).update(`${purpose}.${id}.${body}`, 'latin1').digest();
 }
 
 /** EDGE_SESSION_KEYS as a list: comma-separated, spaces around commas ignored. Throws on a secret that is too short. */
@@ -93,8 +108,8 @@ export function parseSessionSecrets(raw: string): string[] {
 
 /** What a session vouches for. Times are seconds since the epoch. */
 export interface Session {
-  /** The endpoint's uuid: a session minted for one endpoint is refused on every other. */
-  endpoint: string;
+  /** The endpoint's id; the keys are the endpoint's too, so a session minted for one endpoint is refused on every other. */
+  endpoint: number;
   provider: number;
   subject: string;
   /** The verified e-mail address, or "" when the provider shared none (or said it is not verified). */
@@ -118,14 +133,14 @@ export function openSession(keys: SessionKeys, value: string): Session | undefin
   const p = keys.open('session', value);
   if (!Array.isArray(p) || p.length !== 7) return undefined;
   const [endpoint, provider, subject, email, id, issuedAt, expiresAt] = p as unknown[];
-  if (typeof endpoint !== 'string' || typeof provider !== 'number' || typeof subject !== 'string' || typeof email !== 'string') return undefined;
+  if (typeof endpoint !== 'number' || typeof provider !== 'number' || typeof subject !== 'string' || typeof email !== 'string') return undefined;
   if (typeof id !== 'string' || typeof issuedAt !== 'number' || typeof expiresAt !== 'number') return undefined;
   return { endpoint, provider, subject, email, id, issuedAt, expiresAt };
 }
 
 /** A login in progress: what the callback must find again (RFC 9700 §2.1: state or PKCE, nonce for OIDC). */
 export interface LoginAttempt {
-  endpoint: string;
+  endpoint: number;
   provider: number;
   state: string;
   /** OIDC only; "" for oauth2 providers, which issue no ID token. */
@@ -145,7 +160,7 @@ export function openLogin(keys: SessionKeys, value: string): LoginAttempt | unde
   const p = keys.open('login', value);
   if (!Array.isArray(p) || p.length !== 7) return undefined;
   const [endpoint, provider, state, nonce, verifier, returnTo, expiresAt] = p as unknown[];
-  if (typeof endpoint !== 'string' || typeof provider !== 'number' || typeof state !== 'string' || typeof nonce !== 'string') return undefined;
+  if (typeof endpoint !== 'number' || typeof provider !== 'number' || typeof state !== 'string' || typeof nonce !== 'string') return undefined;
   if (typeof verifier !== 'string' || typeof returnTo !== 'string' || typeof expiresAt !== 'number') return undefined;
   return { endpoint, provider, state, nonce, verifier, returnTo, expiresAt };
 }

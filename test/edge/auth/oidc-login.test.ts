@@ -52,6 +52,7 @@ function passed(page: Page): { upstreamHeaders: Record<string, string>; dropCook
   return JSON.parse(page.body);
 }
 
+let endpointIds = 100;
 const codeOf = (page: { headers: http.IncomingHttpHeaders }) => page.headers['x-edge-error'];
 
 describe('OAuth/OIDC login at the edge (auth stage)', () => {
@@ -99,7 +100,7 @@ describe('OAuth/OIDC login at the edge (auth stage)', () => {
   });
 
   const endpointFor = (hostname: string, providers: OAuthProviderConfig[], over: Partial<VisitorAuthConfig> = {}): EndpointConfig =>
-    baseEndpoint({ uuid: randomUUID(), hostname, auth: oauthConfig(providers, over) });
+    baseEndpoint({ id: ++endpointIds, uuid: randomUUID(), hostname, auth: oauthConfig(providers, over) });
 
   function recordingDeps(extra: Partial<StageDeps> = {}) {
     const outcomes: AuthOutcome[] = [];
@@ -245,9 +246,13 @@ describe('OAuth/OIDC login at the edge (auth stage)', () => {
     payload[2] = 'admin';
     const forged = `${kid}.${Buffer.from(JSON.stringify(payload)).toString('base64url')}.${mac}`;
     const flipped = `${kid}.${body}.${mac.slice(0, -2)}${mac.endsWith('AA') ? 'AB' : 'AA'}`;
-    const session = openSession(deps.sessions!.keys, value)!;
-    const foreign = sealSession(SessionKeys.fromSettings('', new SecretBox('another-edge-secret')), session);
-    for (const bad of [forged, flipped, foreign, 'garbage', `${kid}..`]) {
+    const session = openSession(deps.sessions!.keys.forEndpoint(a.uuid), value)!;
+    assert.equal(session.endpoint, a.id);
+    const foreign = sealSession(SessionKeys.fromSettings('', new SecretBox('another-edge-secret')).forEndpoint(a.uuid), session);
+    // Signed with B's keys but naming A's id: B refuses it for the id, A for the keys.
+    const crossed = sealSession(deps.sessions!.keys.forEndpoint(other.uuid), session);
+    assert.equal((await sb.request({ headers: { ...json, cookie: `${SESSION_COOKIE}=${crossed}` } })).status, 401);
+    for (const bad of [forged, flipped, foreign, crossed, 'garbage', `${kid}..`]) {
       const r = await sa.request({ headers: { ...json, cookie: `${SESSION_COOKIE}=${bad}` } });
       assert.equal(r.status, 401, bad);
     }

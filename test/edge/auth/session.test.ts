@@ -25,7 +25,7 @@ const OLD = 'old-session-secret-0123456789abcdef';
 const NEW = 'new-session-secret-0123456789abcdef';
 
 const session = (over: Partial<Session> = {}): Session => ({
-  endpoint: '0b7d4c8e-2a61-4f3b-9f0e-6d1c2b3a4e5f',
+  endpoint: 42,
   provider: 7,
   subject: 'user-1',
   email: 'user@example.com',
@@ -66,9 +66,22 @@ describe('session keys', () => {
     assert.throws(() => SessionKeys.fromSettings('', undefined), /EDGE_SESSION_KEYS or the edge secret key/);
   });
 
+  it('binds values to an endpoint: keys derived for one endpoint open nothing made for another', () => {
+    const keys = SessionKeys.fromSettings(`${NEW},${OLD}`, undefined);
+    const a = keys.forEndpoint('0b7d4c8e-2a61-4f3b-9f0e-6d1c2b3a4e5f');
+    const b = keys.forEndpoint('7c1e0f3a-9d2b-4e5f-8a6b-1c2d3e4f5a6b');
+    const value = sealSession(a, session());
+    assert.ok(openSession(keys.forEndpoint('0b7d4c8e-2a61-4f3b-9f0e-6d1c2b3a4e5f'), value), 'derived again: the same keys');
+    assert.equal(openSession(b, value), undefined);
+    assert.equal(openSession(keys, value), undefined, 'nor under the keys they were derived from');
+    // Rotation carries over: a value made under the old key's derivation opens once the new key signs.
+    const old = sealSession(SessionKeys.fromSettings(OLD, undefined).forEndpoint('0b7d4c8e-2a61-4f3b-9f0e-6d1c2b3a4e5f'), session());
+    assert.ok(openSession(a, old));
+  });
+
   it('never opens a value for the other purpose', () => {
     const keys = SessionKeys.fromSettings(OLD, undefined);
-    const login = keys.sign('login', [session().endpoint, 7, 'user-1', 'user@example.com', 'id', 1, 2]);
+    const login = keys.sign('login', [42, 7, 'user-1', 'user@example.com', 'id', 1, 2]);
     assert.equal(openSession(keys, login), undefined, 'a login attempt shaped like a session is still not one');
     assert.equal(openLogin(keys, sealSession(keys, session())), undefined);
   });
@@ -93,7 +106,8 @@ describe('session keys', () => {
     }
     // A payload of the wrong shape under a valid MAC is refused too.
     assert.equal(openSession(keys, keys.sign('session', { endpoint: 'x' })), undefined);
-    assert.equal(openSession(keys, keys.sign('session', ['x', '7', 's', 'e', 'i', 1, 2])), undefined, 'provider must be a number');
+    assert.equal(openSession(keys, keys.sign('session', [42, '7', 's', 'e', 'i', 1, 2])), undefined, 'provider must be a number');
+    assert.equal(openSession(keys, keys.sign('session', ['42', 7, 's', 'e', 'i', 1, 2])), undefined, 'endpoint must be a number');
   });
 
   it('takes EDGE_SESSION_KEYS as comma-separated secrets of 32 characters or more', () => {
