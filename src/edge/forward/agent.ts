@@ -1,13 +1,15 @@
 // Forwarding a visitor's request to one agent over its tunnel: an HTTP/2 stream per request, bodies streamed both
 // ways with HTTP/2 flow control as the backpressure, so no body is ever held whole in memory.
-import type { OutgoingHttpHeaders } from 'node:http';
+import { request, type OutgoingHttpHeaders } from 'node:http';
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { ClientHttp2Stream, IncomingHttpHeaders, IncomingHttpStatusHeader } from 'node:http2';
 import { isConnectionSpecific, toHttp1ResponseHeaders } from '../../shared/tunnel/headers.ts';
 import { cancelStream } from '../../shared/tunnel/reset.ts';
 import type { AgentSession } from '../tunnels/registry.ts';
 import { sendEdgeError } from '../http/pages.ts';
-import { forwardedHeaders, tunnelRequestHeaders, type ForwardRequest } from '../http/proxy-headers.ts';
+import { tunnelRequestHeaders, type ForwardRequest } from '../http/proxy-headers.ts';
+import { relayUpgrade, responseOnSocket, upgradeRequestHeaders } from './upgrade.ts';
 
 
 /** Resolves when the exchange is over (answered, failed or abandoned by the visitor). */
@@ -69,43 +71,47 @@ function http1ResponseFields(headers: IncomingHttpHeaders & IncomingHttpStatusHe
 }
 
 /**
- * A visitor's WebSocket (or other) upgrade, carried as raw bytes over a CONNECT stream: the HTTP/1.1 upgrade
- * request is replayed to the agent's local service, which answers the 101 itself, end to end.
+ * A visitor's WebSocket upgrade, carried over a CONNECT stream to the agent, which connects it to its local service
+ * (src/agent/forward-stream.ts: bytes, nothing more). Once the agent answers 200, the upgrade request goes out on
+ * the stream through Node's HTTP client (relayUpgrade): only the service's 101 turns the visitor's connection into
+ * a byte pipe; any other answer is relayed as one response and the connection closed.
  */
 export function forwardUpgrade(session: AgentSession, f: Omit<ForwardRequest, 'res'>, socket: Duplex, head: Buffer): void {
   const { req } = f;
-  let stream;
+  let stream: ClientHttp2Stream;
   try {
-    stream = session.connect(req.headers.host ?? f.host);
+    stream = session.connect(f.authority);
   } catch {
-    socket.end('HTTP/1.1 502 Bad Gateway\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
-    return;
+    return sendEdgeError(responseOnSocket(req, socket), 'agent_error', req.headers.accept, 'the agent connection is closing');
   }
-  const headers = forwardedHeaders(req.headers, f);
-  let head1 = `${f.method} ${f.target} HTTP/1.1\r\n`;
-  for (const [name, value] of Object.entries(headers)) {
-    for (const v of Array.isArray(value) ? value : [value]) if (v !== undefined) head1 += `${name}: ${v}\r\n`;
-  }
-  stream.on('response', (h) => {
-    if (Number(h[':status']) !== 200) {
-      socket.end('HTTP/1.1 502 Bad Gateway\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
-      stream.close();
-      return;
-    }
-    stream.write(head1 + '\r\n');
-    if (head.length > 0) stream.write(head);
-    stream.pipe(socket);
-    socket.pipe(stream);
-  });
   // A reset, not stream.close(CANCEL), whose END_STREAM would reach the agent first as a clean FIN.
-  const end = () => {
-    socket.destroy();
-    if (!stream.closed) cancelStream(stream);
+  const teardown = () => {
+    if (!stream.destroyed) cancelStream(stream);
   };
-  stream.on('error', end);
-  stream.on('close', () => socket.end());
-  socket.on('error', end);
+  let relaying = false;
+  const refuse = () => {
+    if (relaying) return;
+    relaying = true;
+    if (!socket.destroyed) sendEdgeError(responseOnSocket(req, socket), 'agent_error', req.headers.accept);
+    teardown();
+  };
+  stream.on('response', (h) => {
+    // A non-2xx answer to CONNECT is the agent's refusal (it could not reach the local service).
+    if (Number(h[':status']) !== 200) return refuse();
+    relaying = true;
+    const out = request({
+      createConnection: () => stream as unknown as Socket,
+      method: 'GET',
+      path: f.target,
+      headers: upgradeRequestHeaders(f, f.authority),
+      setHost: false,
+    });
+    relayUpgrade(out, { req, socket, head, failure: 'agent_error', teardown });
+  });
+  stream.on('error', refuse);
+  stream.on('close', refuse);
+  socket.on('error', () => socket.destroy());
   socket.on('close', () => {
-    if (!stream.closed) cancelStream(stream);
+    if (!relaying) teardown();
   });
 }

@@ -7,18 +7,18 @@
 // call public (src/shared/address-policy.ts, the policy the API applies to literals), and IP literals are checked
 // before any connection, unless the edge runs with EDGE_ORIGIN_ALLOW_PRIVATE=true.
 import { lookup as systemLookup, type LookupAddress } from 'node:dns';
-import http, { ServerResponse, type IncomingMessage } from 'node:http';
+import http, { ServerResponse } from 'node:http';
 import https from 'node:https';
-import { isIP, type LookupFunction, type Socket } from 'node:net';
+import { isIP, type LookupFunction } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { Pool } from 'undici';
-import { createProxyServer } from 'http-proxy-3';
 import type { Logger } from '../../shared/log.ts';
 import { isPublicAddress } from '../../shared/address-policy.ts';
 import type { EndpointConfig } from '../../shared/snapshot.ts';
 import { endToEndHeaders } from '../../shared/tunnel/headers.ts';
 import { sendEdgeError } from '../http/pages.ts';
-import { forwardedHeaders, originRequestHeaders, type ForwardRequest } from '../http/proxy-headers.ts';
+import { originRequestHeaders, type ForwardRequest } from '../http/proxy-headers.ts';
+import { relayUpgrade, responseOnSocket, upgradeRequestHeaders } from './upgrade.ts';
 
 
 interface Origin {
@@ -26,6 +26,8 @@ interface Origin {
   /** Path prefix of the origin URL ("" for none). */
   base: string;
   host: string;
+  /** Where upgrades connect: the origin URL's parts, parsed once (a string target would be re-parsed per use). */
+  upgradeTarget: { secure: boolean; hostname: string; port: number };
   /** A private IP literal this edge may not connect to (checked once: a literal never resolves to anything else). */
   refusedLiteral: string | null;
   /** When a refusal was last logged, so a busy misconfigured endpoint logs once a minute, not once a request. */
@@ -96,8 +98,6 @@ export class OriginPools {
   private readonly origins = new Map<string, Origin>();
   /** origin URL → how many endpoints name it (as their origin or a rule's), kept by `track`. */
   private readonly uses = new Map<string, number>();
-  // WebSocket upgrades to origins: http-proxy-3's ws pass handles the 101 handshake relay, where its cost is earned.
-  private readonly wsProxy = createProxyServer({ xfwd: false, changeOrigin: true });
   private readonly allowPrivate: boolean;
   private readonly log: Logger | undefined;
   /** Passed to undici's connector and to the upgrade path's agents: the one place origin names are resolved. */
@@ -110,8 +110,6 @@ export class OriginPools {
     this.log = options.logger;
     this.lookup = this.allowPrivate ? options.lookup : publicOnlyLookup(options.lookup);
     this.wsAgents = { http: new http.Agent({ lookup: this.lookup }), https: new https.Agent({ lookup: this.lookup }) };
-    // Every upgrade passes its own callback; this only keeps a stray error from being thrown as unhandled.
-    this.wsProxy.on('error', (_err, _req, socket) => (socket as Duplex | undefined)?.destroy?.());
   }
 
   private origin(url: string): Origin {
@@ -131,6 +129,11 @@ export class OriginPools {
         }),
         base: parsed.pathname === '/' ? '' : parsed.pathname,
         host: parsed.host,
+        upgradeTarget: {
+          secure: parsed.protocol === 'https:',
+          hostname: literal,
+          port: parsed.port === '' ? (parsed.protocol === 'https:' ? 443 : 80) : Number(parsed.port),
+        },
         // Sockets skip the lookup for IP literals, so those are judged here.
         refusedLiteral: !this.allowPrivate && isIP(literal) !== 0 && !isPublicAddress(literal) ? literal : null,
         refusalLoggedAt: 0,
@@ -203,41 +206,44 @@ export class OriginPools {
       });
   }
 
-  /** A visitor's upgrade relayed to the origin (ws:// or wss:// per the origin's scheme). */
+  /**
+   * A visitor's WebSocket upgrade relayed to the origin (ws:// or wss:// by the origin's scheme), on a connection of
+   * its own through the checking lookup. relayUpgrade (./upgrade.ts) judges the answer as for agents: only a 101
+   * makes a byte pipe. http-proxy-3's ws pass, used before, relayed other answers too, but with the origin's
+   * Connection and hop-by-hop fields (or a `keep-alive` of its own) on a connection it then closed.
+   */
   upgrade(url: string, f: Omit<ForwardRequest, 'res'>, socket: Duplex, head: Buffer): void {
     const origin = this.origin(url);
     const { req } = f;
     if (origin.refusedLiteral !== null) {
       this.reportRefusal(url, origin, origin.refusedLiteral);
-      return answerUpgrade(req, socket);
+      return sendEdgeError(responseOnSocket(req, socket), 'origin_error', req.headers.accept);
     }
-    const target = new URL(url);
-    const secure = target.protocol === 'https:';
-    req.url = origin.base + f.target;
-    req.headers = forwardedHeaders(req.headers, f);
-    const options = { target: `${secure ? 'wss' : 'ws'}://${target.host}`, agent: secure ? this.wsAgents.https : this.wsAgents.http };
-    this.wsProxy.ws(req, socket, head, options, (err) => {
-      if (err instanceof PrivateOriginError) this.reportRefusal(url, origin, err.address);
-      // Before the origin answered, the visitor can still get the page; after, the relay just ends.
-      if ((socket as Socket).bytesWritten === 0) answerUpgrade(req, socket);
-      else socket.destroy();
+    const { secure, hostname, port } = origin.upgradeTarget;
+    const out = (secure ? https : http).request({
+      agent: secure ? this.wsAgents.https : this.wsAgents.http,
+      host: hostname,
+      port,
+      method: 'GET',
+      path: origin.base + f.target,
+      headers: upgradeRequestHeaders(f, origin.host),
+    });
+    relayUpgrade(out, {
+      req,
+      socket,
+      head,
+      failure: 'origin_error',
+      teardown: () => out.socket?.destroy(),
+      onError: (err) => {
+        if (err instanceof PrivateOriginError) this.reportRefusal(url, origin, err.address);
+      },
     });
   }
 
   async close(): Promise<void> {
-    this.wsProxy.close();
     this.wsAgents.http.destroy();
     this.wsAgents.https.destroy();
     await Promise.all([...this.origins.values()].map((o) => o.pool.close()));
     this.origins.clear();
   }
-}
-
-/** The origin_error page on an upgrade's raw socket, which no origin has written to. */
-function answerUpgrade(req: IncomingMessage, socket: Duplex): void {
-  const res = new ServerResponse(req);
-  res.assignSocket(socket as Socket);
-  res.shouldKeepAlive = false;
-  res.on('finish', () => socket.end());
-  sendEdgeError(res, 'origin_error', req.headers.accept);
 }

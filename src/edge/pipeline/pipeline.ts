@@ -7,6 +7,7 @@ import { captureExchange, type CaptureSink } from '../capture.ts';
 import type { EdgeConfig } from '../config.ts';
 import type { CompiledEndpoint } from '../compile.ts';
 import { forwardToAgent, forwardUpgrade } from '../forward/agent.ts';
+import { responseOnSocket, upgradeRefusal } from '../forward/upgrade.ts';
 import type { OriginPools } from '../forward/origin.ts';
 import { sendEdgeError } from '../http/pages.ts';
 import type { ForwardRequest } from '../http/proxy-headers.ts';
@@ -157,14 +158,16 @@ function forward(deps: PipelineDeps, ctx: RequestContext): void {
 
 /** A visitor's upgrade (WebSocket): the same lookup and stages, then raw bytes over a CONNECT stream. */
 export function handleUpgrade(deps: PipelineDeps, req: IncomingMessage, socket: Duplex, head: Buffer, secure: boolean): void {
+  // Node hands an upgrade's socket over with no error listener of its own; a visitor's reset must not throw.
+  socket.on('error', () => socket.destroy());
   // A response bound to the raw socket, so refusals and stages that answer (401, redirects) work as for requests.
-  const res = new ServerResponse(req);
-  res.assignSocket(socket as Socket);
-  res.shouldKeepAlive = false;
-  res.on('finish', () => socket.end());
+  const res = responseOnSocket(req, socket);
   const resolved = resolve(deps, req, res, secure, (code) => sendEdgeError(res, code, req.headers.accept));
   if (resolved === null) return;
   const { ctx, endpoint } = resolved;
+  // Refused before any stage runs or anything is forwarded (./forward/upgrade.ts says which upgrades are carried).
+  const refusal = upgradeRefusal(req);
+  if (refusal !== null) return sendEdgeError(res, 'upgrade_not_supported', req.headers.accept, refusal);
   const proceed = () => {
     const origin = originOf(ctx);
     if (origin) {
