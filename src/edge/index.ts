@@ -20,6 +20,7 @@ import { EdgeConfig } from './config.ts';
 import { CredentialUse } from './credential-use.ts';
 import { EdgeMetrics, FeedProgress } from './metrics.ts';
 import { OpsServer } from './ops.ts';
+import { createListeners } from './http/listeners.ts';
 import { handleRequest, handleUpgrade } from './pipeline/pipeline.ts';
 import type { StageDeps } from './pipeline/stage.ts';
 import { StageMemory } from './pipeline/stage-memory.ts';
@@ -121,22 +122,25 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
   stageDeps.authOutcome = (endpoint, stage, outcome) => metrics.authOutcome(endpoint, stage, outcome);
   // Answers given before any endpoint is known (unknown host) have no exchange to capture; counted here instead.
   const serve = countRefusals(traffic, (req, res, secure) => handleRequest(pipeline, req, res, secure));
-  const limits = { maxHeaderSize: settings.edge.maxHeaderBytes, headersTimeout: settings.edge.headersTimeoutMs, keepAliveTimeout: settings.edge.keepAliveTimeoutMs, requestTimeout: 0 };
-  const plain = http.createServer(limits, (req, res) => serve(req, res, false));
-  plain.on('upgrade', (req, socket, head) => {
-    if (req.url?.startsWith(TUNNEL_PATH) && tunnels.handleUpgrade(req, socket, head)) return;
-    handleUpgrade(pipeline, req, socket, head, false);
-  });
   const selector = new CertificateSelector(config, deps.secrets, await platformCertificate({ certFile: settings.tlsCertFile, keyFile: settings.tlsKeyFile }, settings.baseDomain), log);
-  const secure = https.createServer({ ...limits, SNICallback: selector.sniCallback }, (req, res) => serve(req, res, true));
+  // The public listeners, with the checks that belong to a connection (src/edge/http/listeners.ts): refused
+  // framing, oversized or slow heads, stalled bodies. Their own answers are counted like the pipeline's refusals.
+  const { plain, secure, close: stopListenerChecks } = createListeners(
+    settings.edge,
+    {
+      request: serve,
+      upgrade: (req, socket, head, isSecure) => {
+        if (req.url?.startsWith(TUNNEL_PATH) && tunnels.handleUpgrade(req, socket, head)) return;
+        handleUpgrade(pipeline, req, socket, head, isSecure);
+      },
+      onRefusal: (status, code) => traffic.refused(status, code),
+      onSlowClient: (kind) => metrics.slowClientClosed(kind),
+    },
+    { SNICallback: selector.sniCallback },
+  );
   // Names of endpoints with mTLS on are handed to a TLS setup that asks for a client certificate (src/edge/tls.ts);
   // a client that has not sent its ClientHello within the headers timeout could not send its head in time either.
   selector.routeConnections(secure, { helloTimeoutMs: settings.edge.headersTimeoutMs });
-  secure.on('upgrade', (req, socket, head) => {
-    if (req.url?.startsWith(TUNNEL_PATH) && tunnels.handleUpgrade(req, socket, head)) return;
-    handleUpgrade(pipeline, req, socket, head, true);
-  });
-  for (const server of [plain, secure]) server.on('clientError', (_err, socket) => socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n'));
 
   // Dedicated TCP/UDP ports follow the config; each bind or close is reported in the next heartbeat.
   const ports = new DedicatedPorts({ config, registry, host: settings.bindHost, logger: log, onChange: () => beat() });
@@ -208,6 +212,7 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
       clearInterval(heartbeat);
       plain.close();
       secure.close();
+      stopListenerChecks();
       // Dedicated ports stop accepting now; their connections drain alongside the tunnels that carry them.
       const portsClosed = ports.close(2_000);
       stopStandingWatch();

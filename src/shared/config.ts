@@ -64,6 +64,8 @@ export const ConfigSchema = Type.Object(
         maxHeaderBytes: Type.Integer({ minimum: 1024, maximum: 1048576 }),
         headersTimeoutMs: Type.Integer({ minimum: 1000 }),
         keepAliveTimeoutMs: Type.Integer({ minimum: 100 }),
+        // A request body that delivers no byte for this long closes its connection (408 when no response started).
+        requestBodyIdleTimeoutMs: Type.Integer({ minimum: 1000 }),
         cacheSize: Type.Integer({ minimum: 10 }),
         // Per-endpoint series on the ops port's /metrics: only the most recently active endpoints get them, so a
         // scrape stays bounded however many endpoints an edge serves (node-wide totals count every request).
@@ -139,6 +141,7 @@ export const ENV_SETTINGS = {
   EDGE_EPHEMERAL_IDLE_SECONDS: 'janitor.ephemeralIdleSeconds',
   EDGE_HEADERS_TIMEOUT_MS: 'edge.headersTimeoutMs',
   EDGE_KEEPALIVE_TIMEOUT_MS: 'edge.keepAliveTimeoutMs',
+  EDGE_REQUEST_BODY_IDLE_TIMEOUT_MS: 'edge.requestBodyIdleTimeoutMs',
   DATABASE_URL: 'databaseUrl',
   EDGE_DATABASE_SCHEMA: 'databaseSchema',
   REDIS_URL: 'redisUrl',

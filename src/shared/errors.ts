@@ -64,6 +64,8 @@ export const ERROR_CODES = {
   origin_error: [502, 'The origin could not be reached or failed to answer'],
   endpoint_disabled: [503, 'The endpoint is disabled'],
   upgrade_not_supported: [501, 'The edge carries WebSocket upgrades only'],
+  request_timeout: [408, 'The request did not arrive in time'],
+  request_header_too_large: [431, 'The request header fields are too large'],
   client_certificate_required: [403, 'This endpoint requires a client certificate'],
   client_certificate_invalid: [403, 'The client certificate is not trusted by this endpoint'],
   misdirected_request: [421, 'This connection was not set up for this hostname'],
