@@ -4,7 +4,8 @@
 // Work is proportional to what changed: a change compiles and re-indexes one endpoint and emits one event; a reset
 // (start, resync) builds the new indexes in slices beside the ones serving and swaps them in whole, so requests
 // never wait long behind config work and never see a mix of two versions (ARCHITECTURE.md "Build, then swap").
-// An endpoint config is compiled when it arrives: one that fails leaves the previous one in force and is reported.
+// An endpoint config is compiled when it arrives: one that fails leaves the previous one in force and is reported,
+// unless a security stage failed (then the new config is in force, closed: every request answers 503).
 import { EventEmitter } from 'node:events';
 import { createReadStream } from 'node:fs';
 import { mkdir, open, rename } from 'node:fs/promises';
@@ -239,24 +240,30 @@ export class EdgeConfig extends EventEmitter<EdgeConfigEvents> {
 
   /**
    * Compiles an endpoint's new config. One that fails is recorded (and logged, once: it is never compiled again)
-   * and the config in force stays; a new endpoint with nothing in force gets a stand-in that answers 503.
+   * and the config in force stays; a new endpoint with nothing in force gets a stand-in that answers 503. When the
+   * failure is a security stage's (mTLS, auth, JWT, webhook), the new config goes in force compiled closed instead
+   * (503 auth_unavailable on every request, compile.ts): the previous one would serve without the new check.
    */
   private admit(errors: Map<string, EndpointCompileError>, uuid: string, version: number, next: EndpointConfig, previous: EndpointConfig | null, log: boolean): Admitted {
+    let compiled: CompiledEndpoint;
     try {
-      const compiled = compileEndpoint(next, this.stageDeps, this.stages);
-      errors.delete(uuid);
-      return { config: next, compiled };
+      compiled = compileEndpoint(next, this.stageDeps, this.stages);
     } catch (err) {
-      const failure = { endpoint: uuid, version, error: errorText(err) };
-      // Deleted first so the map's order stays the order of failures (compileErrors reads the last ones).
-      errors.delete(uuid);
-      errors.set(uuid, failure);
-      if (log) {
-        this.options.logger.error({ err, endpoint: uuid, version, keeping: previous ? 'previous config' : 'nothing (answers 503)' }, 'endpoint config failed to compile');
-      }
+      this.recordFailure(errors, uuid, version, errorText(err), err, previous ? 'previous config' : 'nothing (answers 503)', log);
       if (previous) return { config: previous, compiled: null };
       return { config: this.standIn(next), compiled: null };
     }
+    if (compiled.failure !== undefined) {
+      this.recordFailure(errors, uuid, version, compiled.failure, undefined, 'nothing: a security stage failed, so the endpoint answers 503 auth_unavailable', log);
+    } else errors.delete(uuid);
+    return { config: next, compiled };
+  }
+
+  private recordFailure(errors: Map<string, EndpointCompileError>, uuid: string, version: number, error: string, err: unknown, keeping: string, log: boolean): void {
+    // Deleted first so the map's order stays the order of failures (compileErrors reads the last ones).
+    errors.delete(uuid);
+    errors.set(uuid, { endpoint: uuid, version, error });
+    if (log) this.options.logger.error({ err: err ?? error, endpoint: uuid, version, keeping }, 'endpoint config failed to compile');
   }
 
   private standIn(config: EndpointConfig): EndpointConfig {
@@ -341,7 +348,7 @@ export class EdgeConfig extends EventEmitter<EdgeConfigEvents> {
       if (change.data === null) state.errors.delete(change.key);
       else {
         next = this.admit(state.errors, change.key, change.version, change.data as EndpointConfig, previous, failures < FAILURES_LOGGED_PER_RESET);
-        if (next.compiled === null) failures++;
+        if (next.compiled === null || next.compiled.failure !== undefined) failures++;
       }
       if (next?.config === previous) continue; // failed to compile: the previous config stays in force
       index(state, change.key, previous, next?.config ?? null);

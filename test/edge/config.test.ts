@@ -333,6 +333,79 @@ describe('EdgeConfig compile failures', () => {
     assert.equal(config.compileErrors().compile_error_count, 1);
   });
 
+  it('Compile failures of security stages fail open: a tightening whose auth, jwt, webhook or mtls part fails answers 503 auth_unavailable, reported', async (t) => {
+    const origin = http.createServer((req, res) => res.end(`origin ${req.url}`));
+    await new Promise<void>((r) => origin.listen(0, '127.0.0.1', r));
+    t.after(() => new Promise<void>((r) => origin.close(() => r())));
+    const originUrl = `http://127.0.0.1:${(origin.address() as AddressInfo).port}`;
+    assert.deepEqual(STAGES.filter((f) => f.failClosed === true).map((f) => f.id), ['mtls', 'auth', 'jwt', 'webhook'], 'the stages that fail closed');
+    const { logger: log, lines } = capturedLogger();
+    const outcomes: string[] = [];
+    // No EDGE_SECRET_KEY in these deps: token mode and webhook verification cannot compile, as on an edge that lacks it.
+    const config = new EdgeConfig({ logger: log, stageDeps: { publicHttpsPort: () => 443, authOutcome: (_e, stage, o) => void outcomes.push(`${stage}:${o}`) } });
+    const origins = new OriginPools({ allowPrivate: true });
+    t.after(() => origins.close());
+    config.on('endpoint', (_uuid, next, previous) => origins.track(previous, next));
+    const deps = { config, registry: new TunnelRegistry(), origins, capture: new TrafficRecorder() };
+    const edge = http.createServer((req, res) => handleRequest(deps, req, res, false));
+    await new Promise<void>((r) => edge.listen(0, '127.0.0.1', r));
+    t.after(() => {
+      edge.closeAllConnections();
+      return new Promise<void>((r) => edge.close(() => r()));
+    });
+    const edgePort = (edge.address() as AddressInfo).port;
+    const host = 's.edge.localhost';
+    const open = endpoint('s1', host, { origin_url: originUrl });
+    config.mirror.apply({ version: 1, topic: 'endpoint', key: 's1', data: open });
+    assert.equal((await visit(edgePort, host, '/x')).body, 'origin /x');
+
+    const auth = { mode: 'token' as const, realm: '', token_source: { kind: 'bearer' as const }, basic_users: [], tokens: [], session_ttl_seconds: null, credentials_version: 1 };
+    const jwt = { jwks_url: 'https://idp.example/jwks', issuer: null, audience: null, claim_headers: { role: 'X-Forwarded-For' } };
+    const webhook = { header: 'x-signature', algo: 'sha256' as const, secret_sealed: 'sealed', prefix: '' };
+    const tightenings: Array<[string, Partial<EndpointConfig>, RegExp]> = [
+      ['auth', { auth }, /^auth: .*EDGE_SECRET_KEY/],
+      ['jwt', { jwt }, /^jwt: claim_headers: .*x-forwarded-for/i],
+      ['webhook', { webhook }, /^webhook: .*EDGE_SECRET_KEY/],
+    ];
+    let version = 1;
+    for (const [stage, tightening, error] of tightenings) {
+      outcomes.length = 0;
+      config.mirror.apply({ version: ++version, topic: 'endpoint', key: 's1', data: { ...open, ...tightening } });
+      const served = config.lookup(host)!;
+      assert.match(served.failure ?? '', error, stage);
+      assert.deepEqual(served.stages.map((s) => s.name), [stage], `${stage}: one stage that refuses`);
+      const r = await visit(edgePort, host, '/x', { headers: { accept: 'application/json' } });
+      assert.equal(r.status, 503, `${stage}: ${r.body}`);
+      assert.equal(JSON.parse(r.body).code, 'auth_unavailable');
+      assert.match(JSON.parse(r.body).detail, new RegExp(`${stage} settings could not be applied`));
+      assert.deepEqual(outcomes, [`${stage}:unavailable`]);
+      assert.equal(config.endpoint('s1')?.[stage as 'auth'] !== undefined, true, `${stage}: the new config is the one in force`);
+      const reported = config.compileErrors().compile_errors[0];
+      assert.equal(reported.version, version);
+      assert.match(reported.error, error);
+      // Back to the open config in between, so each tightening starts from a working endpoint.
+      config.mirror.apply({ version: ++version, topic: 'endpoint', key: 's1', data: open });
+      assert.equal((await visit(edgePort, host, '/x')).body, 'origin /x', `${stage}: a config that compiles clears it`);
+      assert.equal(config.compileErrors().compile_error_count, 0);
+    }
+    assert.equal(lines.filter((l) => l.msg === 'endpoint config failed to compile').length, 3, 'each logged once');
+
+    // A security failure closes the endpoint even when another stage fails too; a failure of another stage alone
+    // keeps the last good config (availability).
+    config.mirror.apply({ version: ++version, topic: 'endpoint', key: 's1', data: { ...open, routing_rules: [BAD_RULE] } });
+    assert.equal((await visit(edgePort, host, '/x')).body, 'origin /x', 'routing failed: the last good config serves');
+    config.mirror.apply({ version: ++version, topic: 'endpoint', key: 's1', data: { ...open, routing_rules: [BAD_RULE], auth } });
+    assert.equal((await visit(edgePort, host, '/x')).status, 503);
+    // A new endpoint whose auth fails is closed the same way, not a stand-in: its agents may connect, visitors get 503.
+    config.mirror.apply({ version: ++version, topic: 'endpoint', key: 's2', data: endpoint('s2', 'new.edge.localhost', { auth }) });
+    assert.equal(config.endpoint('s2')?.status, 'active');
+    assert.equal((await visit(edgePort, 'new.edge.localhost', '/x')).status, 503);
+    // The same through a reset.
+    await config.mirror.reset({ version: ++version, entries: [{ topic: 'endpoint', key: 's1', version, data: { ...open, jwt } }] });
+    assert.equal((await visit(edgePort, host, '/x')).status, 503);
+    assert.match(config.compileErrors().compile_errors[0].error, /^jwt: /);
+  });
+
   it('reports at most 20 compile errors, newest first, with the total', async () => {
     const config = new EdgeConfig({ logger });
     const entries = Array.from({ length: 25 }, (_, i) => ({ topic: 'endpoint', key: `f${i}`, version: i + 1, data: endpoint(`f${i}`, `f${i}.edge.localhost`, { routing_rules: [BAD_RULE] }) }));

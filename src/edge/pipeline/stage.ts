@@ -109,5 +109,11 @@ export const DEFAULT_STAGE_DEPS: StageDeps = { publicHttpsPort: () => 443 };
  */
 export interface StageFactory {
   readonly id: string;
+  /**
+   * A security stage (client certificates, visitor auth, JWT, webhook verification): when it fails to compile, the
+   * endpoint answers 503 `auth_unavailable` until a config compiles (fail closed, src/edge/compile.ts), rather than
+   * keeping the previous config in force, which would leave a tightening (none → basic) silently unapplied.
+   */
+  readonly failClosed?: boolean;
   compile(endpoint: EndpointConfig, deps?: StageDeps): Stage | null;
 }

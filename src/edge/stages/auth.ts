@@ -364,6 +364,7 @@ function compileUnavailable(endpoint: EndpointConfig, auth: VisitorAuthConfig, d
 export function authStage(options: AuthStageOptions = {}): StageFactory {
   return {
     id: 'auth',
+    failClosed: true,
     compile(endpoint, deps = DEFAULT_STAGE_DEPS) {
       const auth = endpoint.auth;
       if (auth === undefined || auth.mode === 'none') return null;

@@ -329,6 +329,7 @@ function compileJwt(endpoint: EndpointConfig, jwt: JwtLayerConfig, deps: StageDe
 export function jwtStage(options: JwtStageOptions = {}): StageFactory {
   return {
     id: 'jwt',
+    failClosed: true,
     compile(endpoint, deps = DEFAULT_STAGE_DEPS) {
       const jwt = endpoint.jwt;
       return jwt === undefined || jwt === null ? null : compileJwt(endpoint, jwt, deps, options);

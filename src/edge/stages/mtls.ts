@@ -58,5 +58,6 @@ function compileMtls(endpoint: EndpointConfig): Stage {
 
 export const mtls: StageFactory = {
   id: 'mtls',
+  failClosed: true,
   compile: (endpoint) => (endpoint.mtls_mode === 'disabled' ? null : compileMtls(endpoint)),
 };

@@ -119,5 +119,6 @@ function compileWebhook(endpoint: EndpointConfig, config: WebhookVerificationCon
 
 export const webhook: StageFactory = {
   id: 'webhook',
+  failClosed: true,
   compile: (endpoint, deps = DEFAULT_STAGE_DEPS) => (endpoint.webhook ? compileWebhook(endpoint, endpoint.webhook, deps) : null),
 };
