@@ -211,6 +211,10 @@ describe('HTTP framing and slow clients at the edge', () => {
       assert.equal(headerOf(text, 'x-edge-error'), 'malformed_request');
       assert.equal(headerOf(text, 'connection')?.toLowerCase(), 'close');
     }
+    // An upgrade request framed that way is refused as well, before anything is forwarded.
+    const upgrade = await exchange(edgePort, `GET /ws HTTP/1.0\r\nHost: ${host}\r\n${WS_HEADERS}Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n`);
+    assert.deepEqual(statusLines(upgrade), ['HTTP/1.1 400 Bad Request'], upgrade);
+    assert.equal(headerOf(upgrade, 'x-edge-error'), 'malformed_request');
     // The same upgrade smuggled behind it is not served either.
     const text = await exchange(
       edgePort,

@@ -5,7 +5,7 @@ import https from 'node:https';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { ERROR_CODES, type ErrorCode } from '../../shared/errors.ts';
-import { closeConnection } from '../forward/upgrade.ts';
+import { closeConnection, responseOnSocket } from '../forward/upgrade.ts';
 import { sendEdgeError } from './pages.ts';
 
 /** What stalled when the edge closed a slow client's connection: its request head, or its request body. */
@@ -80,6 +80,12 @@ export function createListeners(limits: ListenerLimits, handlers: ListenerHandle
   };
   const onUpgrade = (secure: boolean) => (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     if (condemned.has(socket)) return closeConnection(socket);
+    const fault = framingFault(req);
+    if (fault !== null) {
+      socket.on('error', () => socket.destroy());
+      sendEdgeError(responseOnSocket(req, socket), 'malformed_request', req.headers.accept, fault);
+      return refused(ERROR_CODES.malformed_request[0], 'malformed_request');
+    }
     handlers.upgrade(req, socket, head, secure);
   };
 
