@@ -13,6 +13,7 @@ import { runStages } from '../../../src/edge/pipeline/pipeline.ts';
 import { StageMemory } from '../../../src/edge/pipeline/stage-memory.ts';
 import type { Stage, StageDeps } from '../../../src/edge/pipeline/stage.ts';
 import { authStage } from '../../../src/edge/stages/auth.ts';
+import { SessionCache } from '../../../src/edge/auth/oidc-login.ts';
 import { SecretBox } from '../../../src/shared/secrets.ts';
 import type { EndpointConfig, OAuthProviderConfig, VisitorAuthConfig } from '../../../src/shared/snapshot.ts';
 import { Browser, type Page } from '../../helpers/browser.ts';
@@ -497,3 +498,17 @@ describe('OAuth/OIDC login at the edge (auth stage)', () => {
   });
 });
 
+
+describe('the verified-session cache', () => {
+  it('holds at most its size, keeps what is used, and drops what is not', () => {
+    const cache = new SessionCache<number>(4);
+    for (let i = 0; i < 100; i++) {
+      cache.set(`s${i}`, i);
+      assert.ok(cache.size <= 4);
+      // s0 is used on every turn: it survives every generation change.
+      assert.equal(cache.get('s0'), 0);
+    }
+    assert.equal(cache.get('s1'), undefined, 'unused entries go');
+    assert.equal(cache.get('s99'), 99);
+  });
+});

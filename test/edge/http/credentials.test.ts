@@ -30,6 +30,9 @@ describe('visitor credentials', () => {
     assert.equal(withoutCookie('tok=1;tok=2; c=3', 'tok'), 'c=3');
     assert.equal(withoutCookie(['a=1', 'tok=x'], 'tok'), 'a=1');
     assert.equal(withoutCookie('tok=only', 'tok'), undefined);
+    // Several names at once (the login session's two cookies); a name that only starts the same is kept.
+    assert.equal(withoutCookie('__Host-edge_session=s; app=1; __Host-edge_login=l; __Host-edge_sessionx=k', ['__Host-edge_session', '__Host-edge_login']), 'app=1; __Host-edge_sessionx=k');
+    assert.equal(withoutCookie('__Host-edge_session=s', ['__Host-edge_session', '__Host-edge_login']), undefined);
     assert.equal(withoutCookie('token=keep; tok2=keep', 'tok'), 'token=keep; tok2=keep', 'names are compared whole');
     assert.equal(withoutCookie(undefined, 'tok'), undefined);
     assert.equal(withoutCookie('a=1;; ; b=2', 'tok'), 'a=1; b=2');
