@@ -48,6 +48,8 @@ export const DEFAULT_SESSION_TTL_SECONDS = 86_400;
 export const SESSION_CACHE_SIZE = 10_000;
 /** Sessions logged out on this edge remembered per endpoint until they expire. */
 const LOGGED_OUT_SIZE = 10_000;
+/** The longest session lifetime the API allows (366 days): the logged-out list's default entry lifetime. */
+const MAX_SESSION_TTL_MS = 31_622_400_000;
 /** How often a provider outage is logged per endpoint. */
 const LOG_EVERY_MS = 60_000;
 
@@ -149,9 +151,10 @@ export function compileOAuth(endpoint: EndpointConfig, auth: VisitorAuthConfig, 
   };
   const version = providersChecksum(providers, allowPrivate, timeoutMs);
   const state = deps.memory ? deps.memory.keep('auth:oauth', uuid, version, makeClients) : makeClients();
-  // Logouts on this edge, until the sessions expire: a copy of the cookie is refused here from then on.
-  const makeLoggedOut = () => new LRUCache<string, true>({ max: LOGGED_OUT_SIZE, ttl: ttlSeconds * 1000, ttlAutopurge: false });
-  const loggedOut = deps.memory ? deps.memory.keep('auth:logged-out', uuid, String(ttlSeconds), makeLoggedOut) : makeLoggedOut();
+  // Logouts on this edge, each until its session would have expired (set per entry): a copy of the cookie is
+  // refused here from then on. Kept whatever else changes, so a new lifetime does not revive logged-out sessions.
+  const makeLoggedOut = () => new LRUCache<string, true>({ max: LOGGED_OUT_SIZE, ttl: MAX_SESSION_TTL_MS });
+  const loggedOut = deps.memory ? deps.memory.keep('auth:logged-out', uuid, 'v1', makeLoggedOut) : makeLoggedOut();
   // Judged against this compile's providers and allow-lists: a new snapshot starts it afresh.
   const admitted = new SessionCache<Admitted>(options.sessionCacheSize ?? SESSION_CACHE_SIZE);
   const count = (outcome: AuthOutcome) => deps.authOutcome?.(uuid, 'auth', outcome);

@@ -366,6 +366,9 @@ describe('OAuth/OIDC login at the edge (auth stage)', () => {
     assert.ok(setCookieOf(out, LOGIN_COOKIE));
     assert.equal(b.cookie(APP, SESSION_COOKIE), undefined);
     assert.equal((await s.request({ headers: { ...json, cookie } })).status, 401);
+    // Regression: a recompile with another session lifetime must not forget the logout.
+    s.stage = authStage().compile({ ...endpoint, auth: oauthConfig([provider()], { session_ttl_seconds: 7200 }) }, deps)!;
+    assert.equal((await s.request({ headers: { ...json, cookie } })).status, 401, 'still logged out after a recompile');
     const elsewhere = await b.load(`https://${APP}/.edge/auth/logout?return_to=https%3A%2F%2Fevil.example%2F`, { follow: false });
     assert.equal(elsewhere.headers.location, '/');
     const posted = await b.load(`https://${APP}/.edge/auth/logout`, { method: 'POST', follow: false });
