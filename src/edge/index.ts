@@ -117,7 +117,7 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
   config.on('endpoint', (_uuid, next, previous) => origins.track(previous, next));
   // Finished exchanges: counters per endpoint and, where capture is on, the recent ones (src/edge/capture.ts).
   const traffic = new TrafficRecorder();
-  const pipeline = { config, registry, origins, capture: traffic };
+  const pipeline = { config, registry, origins, capture: traffic, logger: log };
   const metrics = new EdgeMetrics({ traffic, tunnels: () => registry.size, feed, endpointLimit: settings.edge.metricsEndpointLimit });
   stageDeps.authOutcome = (endpoint, stage, outcome) => metrics.authOutcome(endpoint, stage, outcome);
   // Answers given before any endpoint is known (unknown host) have no exchange to capture; counted here instead.

@@ -1,9 +1,20 @@
 // The pipeline's first and last steps end to end on a running node: HTTPS enforcement redirects plain HTTP before
 // anything is forwarded, and the capture hook sees every finished exchange, keeping details only with capture on.
+// Then the pipeline's own guards, on an edge built from its parts: a stage that throws or rejects answers 500 and
+// never ends the process; an upgrade request with a body is refused before any stage runs.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
+import { TrafficRecorder } from '../../src/edge/capture.ts';
+import { STAGES } from '../../src/edge/compile.ts';
+import { EdgeConfig } from '../../src/edge/config.ts';
+import { OriginPools } from '../../src/edge/forward/origin.ts';
+import { handleRequest, handleUpgrade, type PipelineDeps } from '../../src/edge/pipeline/pipeline.ts';
+import type { StageFactory } from '../../src/edge/pipeline/stage.ts';
+import { TunnelRegistry } from '../../src/edge/tunnels/registry.ts';
 import { publishEndpoint } from '../../src/store/endpoint-feed.ts';
 import type { EndpointConfig } from '../../src/shared/snapshot.ts';
 import { visit } from '../helpers/http.ts';
@@ -108,5 +119,115 @@ describe('pipeline: HTTPS enforcement and capture', () => {
     await visit(edge.httpsPort, ep.hostname, '/not-kept', { secure: true });
     assert.equal(edge.traffic.recent(ep.uuid).length, 2, 'no new details with capture off');
     assert.deepEqual(edge.traffic.counters(ep.uuid), { requests: 3, by_class: { '2xx': 2, '3xx': 1 }, edge_errors: {} });
+  });
+});
+
+/** Writes `head` on a raw socket and resolves with everything read until the edge closes the connection. */
+function rawExchange(port: number, head: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(port, '127.0.0.1', () => socket.write(head));
+    let text = '';
+    socket.setEncoding('latin1');
+    socket.on('data', (d) => (text += d));
+    socket.on('close', () => resolve(text));
+    socket.on('error', reject);
+  });
+}
+
+function endpoint(uuid: string, hostname: string, extra: Partial<EndpointConfig> = {}): EndpointConfig {
+  return {
+    id: 1, uuid, user_id: 1, account_id: 1, hostname, status: 'active', ephemeral: false, dedicated_tcp_port: null, dedicated_udp_port: null,
+    certificate_id: null, mtls_mode: 'disabled', mtls_ca_pem: null, capture_enabled: false, capture_level: null, enforce_https: false, paused: false,
+    origin_url: null, routing_rules: [], ...extra,
+  };
+}
+
+describe('pipeline guards', () => {
+  const logged: Array<Record<string, unknown>> = [];
+  const logger = pino({ level: 'error' }, new Writable({ write: (chunk, _e, done) => (logged.push(JSON.parse(String(chunk))), done()) }));
+  /** A stage that fails on hosts named for it: throw.*, reject.*, late.* (throws after an earlier stage awaited). */
+  const faulty: StageFactory = {
+    id: 'faulty',
+    compile: (config) => ({
+      name: 'faulty',
+      run(ctx) {
+        const kind = config.hostname.split('.')[0];
+        if (kind === 'throw') throw new Error('a stage bug, thrown');
+        if (kind === 'reject') return Promise.reject(new Error('a stage bug, rejected'));
+        if (kind === 'late') return Promise.resolve().then(() => { throw new Error('a stage bug, thrown after an await'); });
+        // Challenges like the one that once crashed the edge: a realm above U+00FF reaching setHeader.
+        if (kind === 'realm') ctx.res.setHeader('www-authenticate', 'Basic realm="Zone €"');
+        return 'next';
+      },
+    }),
+  };
+  let config: EdgeConfig;
+  let origins: OriginPools;
+  let edge: http.Server;
+  let port: number;
+  let origin: http.Server;
+  const originHits: string[] = [];
+
+  before(async () => {
+    origin = http.createServer((req, res) => {
+      originHits.push(`${req.method} ${req.url}`);
+      req.resume();
+      req.on('end', () => res.end('from origin'));
+    });
+    await new Promise<void>((r) => origin.listen(0, '127.0.0.1', r));
+    const originUrl = `http://127.0.0.1:${(origin.address() as AddressInfo).port}`;
+    config = new EdgeConfig({ logger, stages: [faulty, ...STAGES] });
+    origins = new OriginPools({ allowPrivate: true });
+    config.on('endpoint', (_uuid, next, previous) => origins.track(previous, next));
+    const deps: PipelineDeps = { config, registry: new TunnelRegistry(), origins, capture: new TrafficRecorder(), logger };
+    edge = http.createServer((req, res) => handleRequest(deps, req, res, false));
+    edge.on('upgrade', (req, socket, head) => handleUpgrade(deps, req, socket, head, false));
+    await new Promise<void>((r) => edge.listen(0, '127.0.0.1', r));
+    port = (edge.address() as AddressInfo).port;
+    const names = ['throw', 'reject', 'late', 'realm', 'fine'];
+    names.forEach((name, i) => config.mirror.apply({ version: i + 1, topic: 'endpoint', key: `u-${name}`, data: endpoint(`u-${name}`, `${name}.edge.localhost`, { origin_url: originUrl }) }));
+  });
+  after(async () => {
+    edge.closeAllConnections();
+    await new Promise<void>((r) => edge.close(() => r()));
+    origin.closeAllConnections();
+    await new Promise<void>((r) => origin.close(() => r()));
+    await origins.close();
+  });
+
+  it('a stage that throws crashes the edge: a synchronous throw, a rejection, or a throw after an await answers 500 internal, logged, and the edge serves on', async () => {
+    for (const kind of ['throw', 'reject', 'late', 'realm']) {
+      logged.length = 0;
+      const r = await visit(port, `${kind}.edge.localhost`, '/x', { headers: { accept: 'application/json' } });
+      assert.equal(r.status, 500, `${kind}: ${r.body}`);
+      assert.equal(JSON.parse(r.body).code, 'internal', kind);
+      assert.equal(logged.length, 1, `${kind}: logged once`);
+      assert.equal(logged[0].msg, 'the pipeline failed on a request; answering 500');
+      assert.equal(logged[0].endpoint, `u-${kind}`);
+      // The same through an upgrade: refused on its raw socket, never thrown out of the 'upgrade' listener.
+      const upgrade = await rawExchange(port, `GET /ws HTTP/1.1\r\nHost: ${kind}.edge.localhost\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n`);
+      assert.match(upgrade, /^HTTP\/1\.1 500 /, `${kind} upgrade`);
+    }
+    assert.deepEqual(originHits, [], 'nothing was forwarded');
+    assert.equal((await visit(port, 'fine.edge.localhost', '/still')).body, 'from origin', 'the process serves on');
+  });
+
+  it('webhook verification bypassed with an upgrade: an upgrade request with a body is 400 malformed_request before any stage runs', async () => {
+    const ws = 'Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n';
+    const before = originHits.length;
+    for (const [name, framing] of [
+      ['Content-Length', 'Content-Length: 34\r\n\r\n{"action":"deleted","forged":true}'],
+      ['chunked', 'Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n'],
+      ['chunked, empty', 'Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n'],
+    ]) {
+      // The "throw" host: its faulty stage would answer 500 if any stage ran.
+      const text = await rawExchange(port, `GET /hook HTTP/1.1\r\nHost: throw.edge.localhost\r\nAccept: application/json\r\n${ws}${framing}`);
+      assert.match(text, /^HTTP\/1\.1 400 /, `${name}: ${text.split('\r\n')[0]}`);
+      assert.match(text, /x-edge-error: malformed_request/i, name);
+      assert.match(text, /carries no body/, name);
+    }
+    assert.equal(originHits.length, before, 'nothing reached the origin');
+    // Content-Length: 0 is no body: judged like any upgrade (here: the faulty stage's 500).
+    assert.match(await rawExchange(port, `GET /hook HTTP/1.1\r\nHost: throw.edge.localhost\r\n${ws}Content-Length: 0\r\n\r\n`), /^HTTP\/1\.1 500 /);
   });
 });

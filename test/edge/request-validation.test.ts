@@ -179,6 +179,15 @@ describe('request validation', () => {
     for (const [target, expected] of cases) assert.equal((await served(target, [`Host: ${host}`])).url, expected, target);
   });
 
+  it('`;` path parameters: a dot segment with parameters is 400 (Tomcat and Spring would serve /public/..;/admin as /admin), other parameters reach the service as written', async () => {
+    for (const target of ['/public/..;/admin', '/public/%2e%2e;/admin', '/public/..%3B/admin', '/public/.;/admin', '/public\\..;\\admin']) {
+      await refused(target, [`Host: ${host}`], 400, 'malformed_request');
+    }
+    const reply = await raw(port, `GET /public/..;/admin HTTP/1.1\r\nHost: ${host}\r\nAccept: application/json`);
+    assert.match(JSON.parse(reply.body).detail, /segment with ";" parameters/);
+    assert.equal((await served('/cars;color=red/x', [`Host: ${host}`])).url, '/cars;color=red/x');
+  });
+
   it('a fragment in the request target is 400: the service would cut the path where the edge did not', async () => {
     await refused('/admin#/../public', [`Host: ${host}`], 400, 'malformed_request');
     await refused('/public?x#y', [`Host: ${host}`], 400, 'malformed_request');

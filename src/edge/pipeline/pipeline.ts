@@ -3,6 +3,7 @@
 import { ServerResponse, type IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
+import type { Logger } from '../../shared/log.ts';
 import { captureExchange, type CaptureSink } from '../capture.ts';
 import type { EdgeConfig } from '../config.ts';
 import type { CompiledEndpoint } from '../compile.ts';
@@ -22,6 +23,8 @@ export interface PipelineDeps {
   origins: OriginPools;
   /** Receives every finished exchange of a known endpoint (counters always, details where capture is on). */
   capture: CaptureSink;
+  /** Where a stage that failed is reported (its request answered 500). */
+  logger?: Logger;
 }
 
 /**
@@ -83,7 +86,7 @@ function resolve(deps: PipelineDeps, req: IncomingMessage, res: ServerResponse, 
   if (endpoint === null) return void refuse('endpoint_not_found'), null;
   if (endpoint.config.status === 'disabled' || endpoint.config.status === 'error') return void refuse('endpoint_disabled'), null;
   const path = normalizePath(target.path);
-  if (path === null) return void refuse('malformed_request', 'the path has a malformed percent escape'), null;
+  if (path === null) return void refuse('malformed_request', 'the path has a malformed percent escape, or a "." or ".." segment with ";" parameters'), null;
   const query = target.query;
   const ctx: RequestContext = {
     req,
@@ -130,6 +133,45 @@ function refuseNoAgent(ctx: RequestContext): void {
   sendEdgeError(ctx.res, 'no_agent', ctx.req.headers.accept, which);
 }
 
+/**
+ * A stage (or what follows it) threw or rejected: a bug, or a stored value it could not handle. The request is
+ * answered 500 `internal` (or cut, when an answer had begun or the socket went to a forwarder) and the failure
+ * logged; the process goes on serving. Uncaught, the exception would end the process and every visitor's request.
+ */
+function stageFailed(deps: PipelineDeps, ctx: RequestContext, err: unknown): void {
+  deps.logger?.error({ err, endpoint: ctx.endpoint.uuid, method: ctx.method, path: ctx.path }, 'the pipeline failed on a request; answering 500');
+  if (ctx.res.socket === null && !ctx.res.headersSent) ctx.req.socket.destroy();
+  else sendEdgeError(ctx.res, 'internal', ctx.req.headers.accept);
+}
+
+/**
+ * Runs the endpoint's stages, then `proceed` (forward) when they all say next. Nothing a stage does can escape: a
+ * synchronous throw is caught here (a try/catch around a call costs nothing in V8), a rejection in the promise's
+ * handler; the synchronous path allocates nothing more than before.
+ */
+function judge(deps: PipelineDeps, ctx: RequestContext, stages: readonly Stage[], proceed: (deps: PipelineDeps, ctx: RequestContext) => void): void {
+  let verdict: Verdict | Promise<Verdict>;
+  try {
+    verdict = runStages(stages, ctx);
+    if (typeof verdict === 'string') {
+      if (verdict === 'next') proceed(deps, ctx);
+      return;
+    }
+  } catch (err) {
+    return stageFailed(deps, ctx, err);
+  }
+  verdict.then(
+    (v) => {
+      try {
+        if (v === 'next') proceed(deps, ctx);
+      } catch (err) {
+        stageFailed(deps, ctx, err);
+      }
+    },
+    (err: unknown) => stageFailed(deps, ctx, err),
+  );
+}
+
 /** Handles one visitor request end to end. */
 export function handleRequest(deps: PipelineDeps, req: IncomingMessage, res: ServerResponse, secure: boolean): void {
   const resolved = resolve(deps, req, res, secure, (code, detail) => sendEdgeError(res, code, req.headers.accept, detail));
@@ -137,15 +179,7 @@ export function handleRequest(deps: PipelineDeps, req: IncomingMessage, res: Ser
   const { ctx, endpoint } = resolved;
   // Armed first, so answers from stages (redirects, refusals) are counted and captured like forwarded ones.
   captureExchange(deps.capture, ctx);
-  const verdict = runStages(endpoint.stages, ctx);
-  if (typeof verdict === 'string') {
-    if (verdict === 'next') forward(deps, ctx);
-    return;
-  }
-  verdict.then(
-    (v) => v === 'next' && forward(deps, ctx),
-    () => sendEdgeError(res, 'internal', req.headers.accept),
-  );
+  judge(deps, ctx, endpoint.stages, forward);
 }
 
 function forward(deps: PipelineDeps, ctx: RequestContext): void {
@@ -168,6 +202,12 @@ export function handleUpgrade(deps: PipelineDeps, req: IncomingMessage, socket: 
   // Refused before any stage runs or anything is forwarded (./forward/upgrade.ts says which upgrades are carried).
   const refusal = upgradeRefusal(req);
   if (refusal !== null) return sendEdgeError(res, 'upgrade_not_supported', req.headers.accept, refusal);
+  // RFC 6455 §4.1 (a GET) and RFC 9110 §7.8: an upgrade request carries no body. One that does is refused before any
+  // stage runs: Node hands the bytes after the head over as the new protocol's (`head`), so a stage that reads the
+  // body (webhook verification) would judge an empty one while the real one went to the service behind the 101.
+  if (req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0) {
+    return sendEdgeError(res, 'malformed_request', req.headers.accept, 'an upgrade request carries no body (Content-Length or Transfer-Encoding)');
+  }
   const proceed = () => {
     const origin = originOf(ctx);
     if (origin) {
@@ -179,13 +219,5 @@ export function handleUpgrade(deps: PipelineDeps, req: IncomingMessage, socket: 
     res.detachSocket(socket as Socket);
     forwardUpgrade(session, forwardRequest(ctx), socket, head);
   };
-  const verdict = runStages(endpoint.stages, ctx);
-  if (typeof verdict === 'string') {
-    if (verdict === 'next') proceed();
-    return;
-  }
-  verdict.then(
-    (v) => v === 'next' && proceed(),
-    () => sendEdgeError(res, 'internal', req.headers.accept),
-  );
+  judge(deps, ctx, endpoint.stages, proceed);
 }
