@@ -6,6 +6,7 @@ import tls from 'node:tls';
 import http2, { type IncomingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
 import type { Logger } from '../shared/log.ts';
 import { DatagramDecoder, encodeDatagram } from '../shared/tunnel/datagram.ts';
+import { resetSocket } from '../shared/tunnel/reset.ts';
 import { AGENT_ERROR_HEADER } from './forward-http.ts';
 import type { Target } from './target.ts';
 
@@ -75,10 +76,7 @@ function forwardBytes(stream: ServerHttp2Stream, { target, logger, verifyTls }: 
   stream.once('close', () => {
     if (socket.destroyed) return;
     // RFC 9113 §8.5: a reset stream is answered with a TCP RST, so the local peer sees an abort, not a clean end.
-    // Except while the FIN of an END_STREAM that came just before is still queued: libuv refuses to reset a socket
-    // with a shutdown pending (uv_tcp_close_reset: EINVAL), Node has already let go of the handle by then, and the
-    // socket never closed (the process then spun at exit). The edge had ended its side cleanly: a close it is.
-    if (stream.rstCode !== NGHTTP2_NO_ERROR && !(socket.writableEnded && !socket.writableFinished)) socket.resetAndDestroy();
+    if (stream.rstCode !== NGHTTP2_NO_ERROR) resetSocket(socket);
     else socket.destroy();
   });
 }

@@ -6,6 +6,7 @@ import http2, { type ClientHttp2Stream, type IncomingHttpHeaders } from 'node:ht
 import type { Logger } from '../shared/log.ts';
 import type { EndpointConfig } from '../shared/snapshot.ts';
 import { DatagramDecoder, encodeDatagram } from '../shared/tunnel/datagram.ts';
+import { resetSocket } from '../shared/tunnel/reset.ts';
 import type { EdgeConfig } from './config.ts';
 import type { AgentSession, TunnelRegistry } from './tunnels/registry.ts';
 
@@ -257,7 +258,7 @@ class TcpListener extends PortListener {
       clearTimeout(timer);
       if (socket.destroyed) return;
       // RFC 9113 §8.5: a reset stream is answered with a TCP RST, so the visitor sees an abort, not a clean end.
-      if (!established || stream.rstCode !== NGHTTP2_NO_ERROR) socket.resetAndDestroy();
+      if (!established || stream.rstCode !== NGHTTP2_NO_ERROR) resetSocket(socket);
       else socket.destroySoon(); // flush what the agent sent, then close
     });
   }
