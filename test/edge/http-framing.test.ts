@@ -310,20 +310,20 @@ describe('HTTP framing and slow clients at the edge', () => {
       const socket = net.connect(edgePort, '127.0.0.1');
       socket.setEncoding('latin1');
       await once(socket, 'connect');
-      const parts = ['a', 'b', 'c', 'd', 'e'];
+      const parts = [...'abcdefghij'];
       socket.write(`POST /trickle HTTP/1.1\r\nHost: ${host}\r\nContent-Length: ${parts.length}\r\nConnection: close\r\n\r\n`);
       // A client pacing its writes: each gap is well inside the idle timeout, all of them together are not.
       const pacing = setInterval(() => {
         const next = parts.shift();
         if (next !== undefined) socket.write(next);
         else clearInterval(pacing);
-      }, 300);
+      }, 150);
       let text = '';
       socket.on('data', (d: string) => (text += d));
       await once(socket, 'close');
       clearInterval(pacing);
       assert.deepEqual(statusLines(text), ['HTTP/1.1 200 OK'], text);
-      assert.ok(text.endsWith('got 5'), text);
+      assert.ok(text.endsWith('got 10'), text);
     });
   });
 
