@@ -132,7 +132,9 @@ export async function startNode(config: Config, logger: Logger): Promise<NodeHan
       closers.push(() => publisher.stop());
       const readiness: Record<string, () => Promise<boolean>> = {};
       if (redis) readiness.redis = async () => (await redis!.ping()) === 'PONG';
-      const control = await startControl({ config, db, logger, secrets, presence, readiness });
+      // Redirect URIs name the port the edge sends visitors to: the configured public one, or this node's bound listener.
+      const publicHttpsPort = () => config.publicHttpsPort || handle.edge?.httpsPort || config.httpsPort;
+      const control = await startControl({ config, db, logger, secrets, presence, readiness, publicHttpsPort });
       handle.control = control;
       closers.push(() => control.close());
       logger.info({ port: control.port, host: config.bindHost }, 'control API listening');

@@ -27,6 +27,11 @@ export interface ControlDeps {
   presence: PresenceStore;
   /** Extra readiness probes (Redis, when configured): each resolves true when its dependency answers. */
   readiness: Record<string, () => Promise<boolean>>;
+  /**
+   * The HTTPS port visitors reach the edges on (shown in redirect URIs to register at identity providers):
+   * EDGE_PUBLIC_HTTPS_PORT, else this node's edge listener once bound; by default the configured HTTPS port.
+   */
+  publicHttpsPort?: () => number;
 }
 
 export type ControlApp = FastifyInstance<any, any, any, any, TypeBoxTypeProvider>;

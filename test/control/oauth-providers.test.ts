@@ -212,7 +212,8 @@ describe('OAuth providers API', () => {
     assert.deepEqual(p.allowed_emails, ['alice@example.com'], 'lower-cased, once');
     assert.deepEqual(p.allowed_domains, ['example.org']);
     assert.equal(p.authorization_url, null);
-    assert.equal(p.redirect_uri, `https://${hostname}/.edge/auth/callback`);
+    // The edge's public HTTPS port (here the test node's bound listener) is part of it unless it is 443.
+    assert.equal(p.redirect_uri, `https://${hostname}:${t.node.edge!.httpsPort}/.edge/auth/callback`);
     assert.ok(!res.text.includes(SECRET));
 
     assert.deepEqual(await list(uuid), [p]);

@@ -113,7 +113,8 @@ describe('OAuth/OIDC login through the program', () => {
         { kind: 'oidc', name: 'Test OP', issuer: op.issuer, client_id: 'edge-e2e', client_secret: CLIENT_SECRET, ...(role === 'listed' ? { allowed_emails: ['alice@example.com'] } : {}) },
         201,
       );
-      assert.equal(provider.redirect_uri, `https://${e.hostname}/.edge/auth/callback`);
+      // Exactly what the edge sends as redirect_uri, so it is what a user registers at the provider.
+      assert.equal(provider.redirect_uri, url(e.hostname, '/.edge/auth/callback'));
       await api('PUT', `/v1/endpoints/${e.uuid}/settings`, { mode: 'oidc' });
       ep[role as keyof typeof ep] = { uuid: e.uuid, host: e.hostname, provider: provider.id };
     }

@@ -20,15 +20,11 @@ import {
 import { int64Param, type ControlApp, type ControlDeps } from '../http.ts';
 import { ErrorBody, ErrorResponses, iso } from '../views.ts';
 import { authEndpoint, invalid, preciseBody, publicHttpsUrl, ScopesBody } from './endpoint-settings.ts';
+import { CALLBACK_PATH, httpsLocation } from '../../shared/public-urls.ts';
 
 const KINDS = ['oidc', 'oauth2'] as const;
 const OAUTH2_URLS = ['authorization_url', 'token_url', 'userinfo_url'] as const;
 
-/**
- * Where the edge receives the provider's answer (issue 10: reserved on every host of an endpoint in an OAuth mode).
- * It is what the provider must have registered for the client, so the API shows it beside each provider.
- */
-const CALLBACK_PATH = '/.edge/auth/callback';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Validation and canonical form
@@ -163,7 +159,11 @@ const ProviderView = Type.Object(
   { description: 'OAuth/OIDC provider (never its client secret)' },
 );
 
-function providerView(p: OAuthProviderRow, hostname: string) {
+/**
+ * Where the edge receives the provider's answer, exactly as the edge sends it as redirect_uri (with the public HTTPS
+ * port when it is not 443): the provider must have it registered for the client, so the API shows it.
+ */
+function providerView(p: OAuthProviderRow, hostname: string, httpsPort: number) {
   return {
     id: p.id,
     kind: p.kind,
@@ -177,7 +177,7 @@ function providerView(p: OAuthProviderRow, hostname: string) {
     token_url: p.token_url,
     userinfo_url: p.userinfo_url,
     enabled: p.enabled,
-    redirect_uri: `https://${hostname}${CALLBACK_PATH}`,
+    redirect_uri: httpsLocation(hostname, httpsPort, CALLBACK_PATH),
     created_at: iso(p.created_at),
     updated_at: iso(p.updated_at),
   };
@@ -202,7 +202,7 @@ const LOCKOUT_NOTE =
 // Routes
 // ---------------------------------------------------------------------------------------------------------------
 
-export function oauthProviderRoutes(app: ControlApp, { db, config, secrets }: ControlDeps): void {
+export function oauthProviderRoutes(app: ControlApp, { db, config, secrets, publicHttpsPort = () => config.publicHttpsPort || config.httpsPort }: ControlDeps): void {
   const TAGS = ['visitor-auth'];
   const allowPrivate = config.originAllowPrivate;
 
@@ -240,7 +240,7 @@ export function oauthProviderRoutes(app: ControlApp, { db, config, secrets }: Co
       return reply
         .status(201)
         .header('location', `/v1/endpoints/${endpoint.uuid}/oauth/providers/${created.id}`)
-        .send(providerView(created, endpoint.hostname));
+        .send(providerView(created, endpoint.hostname, publicHttpsPort()));
     },
   );
 
@@ -258,7 +258,7 @@ export function oauthProviderRoutes(app: ControlApp, { db, config, secrets }: Co
     async (req) => {
       req.caller.requirePermission('endpoints:read');
       const endpoint = await authEndpoint(db, req.caller, req.params.id, 'read');
-      return { items: (await store.listOAuthProviders(db, endpoint.id)).map((p) => providerView(p, endpoint.hostname)) };
+      return { items: (await store.listOAuthProviders(db, endpoint.id)).map((p) => providerView(p, endpoint.hostname, publicHttpsPort())) };
     },
   );
 
@@ -279,7 +279,7 @@ export function oauthProviderRoutes(app: ControlApp, { db, config, secrets }: Co
       const endpoint = await authEndpoint(db, req.caller, req.params.id, 'read');
       const provider = await store.findOAuthProvider(db, endpoint.id, providerId);
       if (!provider) throw notFound();
-      return providerView(provider, endpoint.hostname);
+      return providerView(provider, endpoint.hostname, publicHttpsPort());
     },
   );
 
@@ -312,7 +312,7 @@ export function oauthProviderRoutes(app: ControlApp, { db, config, secrets }: Co
         })
         .catch((err: unknown) => nameTaken(err, input.name));
       if (!updated) throw notFound();
-      return providerView(updated, endpoint.hostname);
+      return providerView(updated, endpoint.hostname, publicHttpsPort());
     },
   );
 

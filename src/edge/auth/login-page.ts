@@ -3,11 +3,10 @@
 import type { ServerResponse } from 'node:http';
 import { escapeHtml } from '../http/pages.ts';
 
-/** The edge's reserved paths on an endpoint in mode oauth/oidc (never forwarded). */
-export const AUTH_PREFIX = '/.edge/auth';
-export const LOGIN_PATH = `${AUTH_PREFIX}/login`;
-export const CALLBACK_PATH = `${AUTH_PREFIX}/callback`;
-export const LOGOUT_PATH = `${AUTH_PREFIX}/logout`;
+import { LOGIN_PATH } from '../../shared/public-urls.ts';
+
+// The reserved paths live in shared/, where the control API reads the callback to show as each provider's redirect URI.
+export { AUTH_PREFIX, CALLBACK_PATH, LOGIN_PATH, LOGOUT_PATH } from '../../shared/public-urls.ts';
 
 /** The login path for one provider (or for the choice, without one), returning to `returnTo` afterwards. */
 export function loginHref(returnTo: string, provider?: number): string {

@@ -1,6 +1,9 @@
 // The HTTPS enforcement stage: a plain-HTTP request to an endpoint with `enforce_https` is answered with a redirect
 // to the same host, path and query on the edge's public HTTPS port, before any credential could cross in clear.
 import { DEFAULT_STAGE_DEPS, type RequestContext, type Stage, type StageDeps, type StageFactory } from '../pipeline/stage.ts';
+import { httpsLocation } from '../../shared/public-urls.ts';
+
+export { httpsLocation };
 
 /**
  * GET and HEAD get 301, which every client follows; any other method gets 308, which keeps the method and body
@@ -11,11 +14,6 @@ function statusFor(method: string): 301 | 308 {
   return method === 'GET' || method === 'HEAD' ? 301 : 308;
 }
 
-/** The URL the visitor is sent to: the port is left out when it is HTTPS's default, 443. */
-export function httpsLocation(host: string, port: number, target: string): string {
-  const authority = port === 443 ? host : `${host}:${port}`;
-  return `https://${authority}${target}`;
-}
 
 function compileRedirect(deps: StageDeps): Stage {
   return {
