@@ -19,6 +19,7 @@ import { createLogger } from '../src/shared/log.ts';
 import { MemoryPresence } from '../src/shared/presence.ts';
 import { SecretBox } from '../src/shared/secrets.ts';
 import type { EndpointConfig } from '../src/shared/snapshot.ts';
+import { endpointConfig } from '../test/helpers/endpoint-config.ts';
 import { benchFile, TSX } from './lib/procs.ts';
 
 export interface ConfigApplyResult {
@@ -49,23 +50,13 @@ export interface ConfigApplyResult {
 
 /** Endpoints shaped like real ones: a fifth with a routing rule (a glob), a tenth with an origin URL shared by ten. */
 function endpoint(i: number): EndpointConfig {
-  return {
+  return endpointConfig({
     id: i + 1,
     uuid: `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`,
     user_id: 1 + (i % 1000),
     account_id: 1 + (i % 1000),
     hostname: `e${i}.bench.localhost`,
-    status: 'active',
-    ephemeral: false,
-    dedicated_tcp_port: null,
-    dedicated_udp_port: null,
-    certificate_id: null,
-    mtls_mode: 'disabled',
-    mtls_ca_pem: null,
-    capture_enabled: false,
-    capture_level: null,
     enforce_https: i % 7 === 0,
-    paused: false,
     origin_url: i % 10 === 0 ? `https://o${i % 1000}.example.com` : null,
     routing_rules:
       i % 5 === 0
@@ -82,7 +73,7 @@ function endpoint(i: number): EndpointConfig {
             },
           ]
         : [],
-  } as EndpointConfig;
+  });
 }
 
 /**

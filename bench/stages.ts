@@ -20,29 +20,11 @@ import { SESSION_CACHE_SIZE } from '../src/edge/auth/oidc-login.ts';
 import { SecretBox } from '../src/shared/secrets.ts';
 import type { EndpointConfig, VisitorAuthConfig } from '../src/shared/snapshot.ts';
 import { tokenDigest, visitorTokenKey } from '../src/shared/visitor-credentials.ts';
+import { endpointConfig } from '../test/helpers/endpoint-config.ts';
 import { makeKey, sign } from '../test/helpers/jwks-server.ts';
 import type { Row } from './proxy.ts';
 
-const ENDPOINT: EndpointConfig = {
-  id: 1,
-  uuid: '00000000-0000-4000-8000-000000000001',
-  user_id: 1,
-  account_id: 1,
-  hostname: 'bench.edge.localhost',
-  status: 'active',
-  ephemeral: false,
-  dedicated_tcp_port: null,
-  dedicated_udp_port: null,
-  certificate_id: null,
-  mtls_mode: 'disabled',
-  mtls_ca_pem: null,
-  capture_enabled: false,
-  capture_level: null,
-  enforce_https: false,
-  paused: false,
-  origin_url: null,
-  routing_rules: [],
-};
+const ENDPOINT = endpointConfig({ uuid: '00000000-0000-4000-8000-000000000001', hostname: 'bench.edge.localhost' });
 
 const authConfig = (over: Partial<VisitorAuthConfig>): VisitorAuthConfig => ({
   mode: 'none',

@@ -8,6 +8,7 @@ import { EdgeConfig } from '../../src/edge/config.ts';
 import { createLogger } from '../../src/shared/log.ts';
 import type { Plan } from '../../src/shared/plans.ts';
 import { TOPICS, type AccountConfig, type ApiKeyConfig, type EndpointConfig } from '../../src/shared/snapshot.ts';
+import { endpointConfig } from '../helpers/endpoint-config.ts';
 
 const plan = (regions: string[], protocols: Plan['protocols']) => ({ allowed_regions: regions, protocols }) as unknown as Plan;
 const PLANS = { pro: plan(['*'], ['http', 'tcp']), eu: plan(['eu-west'], ['http']) };
@@ -15,27 +16,7 @@ const PLANS = { pro: plan(['*'], ['http', 'tcp']), eu: plan(['eu-west'], ['http'
 const KEY: ApiKeyConfig = { key_id: 'k1', secret_hash: 'aGFzaA==', user_id: 7, account_id: 3, permissions: ['traffic:read', 'tunnels:connect'] };
 
 function endpoint(uuid: string, extra: Partial<EndpointConfig> = {}): EndpointConfig {
-  return {
-    id: 1,
-    uuid,
-    user_id: 7,
-    account_id: 3,
-    hostname: `${uuid}.edge.localhost`,
-    status: 'active',
-    ephemeral: false,
-    dedicated_tcp_port: null,
-    dedicated_udp_port: null,
-    certificate_id: null,
-    mtls_mode: 'disabled',
-    mtls_ca_pem: null,
-    capture_enabled: false,
-    capture_level: null,
-    enforce_https: false,
-    paused: false,
-    origin_url: null,
-    routing_rules: [],
-    ...extra,
-  };
+  return endpointConfig({ uuid, user_id: 7, account_id: 3, hostname: `${uuid}.edge.localhost`, ...extra });
 }
 
 /** A mirror holding the key, its account, and endpoints e1 (the account's) and e2 (another account's). */

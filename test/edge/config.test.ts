@@ -23,33 +23,14 @@ import { FeedSubscriber } from '../../src/shared/feed/subscriber.ts';
 import type { FeedEntry } from '../../src/shared/feed/types.ts';
 import { createLogger } from '../../src/shared/log.ts';
 import type { EndpointConfig, RoutingRuleConfig } from '../../src/shared/snapshot.ts';
+import { endpointConfig } from '../helpers/endpoint-config.ts';
 import { waitForVersion } from '../helpers/feed.ts';
 import { visit } from '../helpers/http.ts';
 
 const logger = createLogger('silent');
 
 function endpoint(uuid: string, hostname: string, extra: Partial<EndpointConfig> = {}): EndpointConfig {
-  return {
-    id: 1,
-    uuid,
-    user_id: 1,
-    account_id: 1,
-    hostname,
-    status: 'active',
-    ephemeral: false,
-    dedicated_tcp_port: null,
-    dedicated_udp_port: null,
-    certificate_id: null,
-    mtls_mode: 'disabled',
-    mtls_ca_pem: null,
-    capture_enabled: true,
-    capture_level: null,
-    enforce_https: false,
-    paused: false,
-    origin_url: null,
-    routing_rules: [],
-    ...extra,
-  };
+  return endpointConfig({ uuid, hostname, capture_enabled: true, ...extra });
 }
 
 describe('EdgeConfig', () => {

@@ -17,6 +17,7 @@ import type { StageFactory } from '../../src/edge/pipeline/stage.ts';
 import { TunnelRegistry } from '../../src/edge/tunnels/registry.ts';
 import { publishEndpoint } from '../../src/store/endpoint-feed.ts';
 import type { EndpointConfig } from '../../src/shared/snapshot.ts';
+import { endpointConfig } from '../helpers/endpoint-config.ts';
 import { visit } from '../helpers/http.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
 
@@ -135,11 +136,7 @@ function rawExchange(port: number, head: string): Promise<string> {
 }
 
 function endpoint(uuid: string, hostname: string, extra: Partial<EndpointConfig> = {}): EndpointConfig {
-  return {
-    id: 1, uuid, user_id: 1, account_id: 1, hostname, status: 'active', ephemeral: false, dedicated_tcp_port: null, dedicated_udp_port: null,
-    certificate_id: null, mtls_mode: 'disabled', mtls_ca_pem: null, capture_enabled: false, capture_level: null, enforce_https: false, paused: false,
-    origin_url: null, routing_rules: [], ...extra,
-  };
+  return endpointConfig({ uuid, hostname, ...extra });
 }
 
 describe('pipeline guards', () => {

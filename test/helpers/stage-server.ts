@@ -96,26 +96,4 @@ export async function serveStage(stage: Stage, endpoint: EndpointConfig, options
 }
 
 /** An endpoint config with visitor auth off, to be spread with what a test needs. */
-export function baseEndpoint(over: Partial<EndpointConfig> = {}): EndpointConfig {
-  return {
-    id: 1,
-    uuid: '0b7d4c8e-2a61-4f3b-9f0e-6d1c2b3a4e5f',
-    user_id: 1,
-    account_id: 1,
-    hostname: 'app.edge.test',
-    status: 'active',
-    ephemeral: false,
-    dedicated_tcp_port: null,
-    dedicated_udp_port: null,
-    certificate_id: null,
-    mtls_mode: 'disabled',
-    mtls_ca_pem: null,
-    capture_enabled: false,
-    capture_level: null,
-    enforce_https: false,
-    paused: false,
-    origin_url: null,
-    routing_rules: [],
-    ...over,
-  };
-}
+export { endpointConfig as baseEndpoint } from './endpoint-config.ts';
