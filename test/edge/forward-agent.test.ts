@@ -6,10 +6,12 @@ import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import http from 'node:http';
 import net from 'node:net';
+import { WebSocket } from 'ws';
 import { startAgent } from '../../src/agent/agent.ts';
 import { forwardToAgent } from '../../src/edge/forward/agent.ts';
 import { TunnelRegistry } from '../../src/edge/tunnels/registry.ts';
 import { TunnelServer } from '../../src/edge/tunnels/tunnel-server.ts';
+import { PROTOCOL_VERSION, TUNNEL_PATH } from '../../src/shared/tunnel/protocol.ts';
 import { eventually } from '../helpers/eventually.ts';
 
 const HOST = 'app.edge.test';
@@ -84,25 +86,97 @@ async function startLocal(t: TestContext) {
   };
 }
 
-/** An edge whose every request goes to the endpoint's agent through forwardToAgent, and that agent. */
-async function startEdge(t: TestContext, localPort: number) {
+/** An edge whose every request goes to the endpoint's agent through forwardToAgent (no agent yet: 503). */
+async function startBareEdge(t: TestContext) {
   const endpoint = { uuid: randomUUID(), hostname: HOST, public_url: `http://${HOST}` };
   const registry = new TunnelRegistry();
   const tunnels = new TunnelServer({ authorize: async () => ({ ok: true, endpoint }), registry, region: 'local', node: 'edge-test' });
   const server = http.createServer((req, res) => {
     const session = registry.pick(endpoint.uuid);
-    assert.ok(session);
+    if (session === null) return void res.writeHead(503).end();
     void forwardToAgent(session, { req, res, method: req.method ?? 'GET', target: req.url ?? '/', clientIp: '198.51.100.9', secure: false, host: HOST, authority: req.headers.host ?? HOST, extra: {} });
   });
   tunnels.attach(server);
   const port = await listen(server);
-  const agent = await startAgent({ edgeUrl: `http://127.0.0.1:${port}`, apiKey: 'key', endpoint: endpoint.uuid, protocol: 'http', target: localPort });
   t.after(async () => {
-    await agent.stop(1_000);
     await tunnels.close(1_000);
     await closeServer(server);
   });
+  return { port, endpoint, registry };
+}
+
+/** An edge whose every request goes to the endpoint's agent through forwardToAgent, and that agent. */
+async function startEdge(t: TestContext, localPort: number) {
+  const { port, endpoint } = await startBareEdge(t);
+  const agent = await startAgent({ edgeUrl: `http://127.0.0.1:${port}`, apiKey: 'key', endpoint: endpoint.uuid, protocol: 'http', target: localPort });
+  // Registered before the edge's own teardown, so it runs after it... and stops first (t.after runs in reverse).
+  t.after(() => agent.stop(1_000));
   return port;
+}
+
+/** One HTTP/2 frame (RFC 9113 §4.1). */
+function h2Frame(type: number, flags: number, stream: number, payload: Buffer = Buffer.alloc(0)): Buffer {
+  const head = Buffer.alloc(9);
+  head.writeUIntBE(payload.length, 0, 3);
+  head[3] = type;
+  head[4] = flags;
+  head.writeUInt32BE(stream, 5);
+  return Buffer.concat([head, payload]);
+}
+
+/**
+ * A hostile agent: the tunnel handshake, then raw HTTP/2 frames, so it can send what Node's HTTP/2 server refuses to
+ * (any digits in `:status`). It answers the edge's SETTINGS and PINGs, and every request with a HEADERS frame whose
+ * `:status` is the next of `statuses` (HPACK: literal without indexing, name index 8, `:status`), then, for a 2xx, a
+ * DATA frame `ok` ending the stream; other answers leave the stream open, as a body still to come would. Records
+ * the streams the edge reset (RST_STREAM).
+ */
+async function startRawAgent(t: TestContext, port: number, endpoint: string, statuses: string[]) {
+  const ws = new WebSocket(`ws://127.0.0.1:${port}${TUNNEL_PATH}`);
+  t.after(() => ws.terminate());
+  const reset: number[] = [];
+  let welcomed = false;
+  let preface = false;
+  let buffered = Buffer.alloc(0);
+  const welcome = new Promise<void>((resolve, reject) => {
+    ws.on('error', reject);
+    // One listener from the start: the edge's HTTP/2 preface may come in the same read as the welcome.
+    ws.on('message', (data: Buffer, isBinary) => {
+      if (!welcomed) {
+        assert.equal(isBinary, false);
+        assert.equal(JSON.parse(String(data)).type, 'welcome');
+        welcomed = true;
+        ws.send(h2Frame(4, 0, 0)); // the server's SETTINGS, empty
+        return resolve();
+      }
+      buffered = Buffer.concat([buffered, data]);
+      if (!preface) {
+        if (buffered.length < 24) return;
+        buffered = buffered.subarray(24);
+        preface = true;
+      }
+      while (buffered.length >= 9) {
+        const length = buffered.readUIntBE(0, 3);
+        if (buffered.length < 9 + length) break;
+        const [type, flags] = [buffered[3], buffered[4]];
+        const stream = buffered.readUInt32BE(5) & 0x7fffffff;
+        const payload = buffered.subarray(9, 9 + length);
+        buffered = buffered.subarray(9 + length);
+        if (type === 4 && (flags & 1) === 0) ws.send(h2Frame(4, 1, 0));
+        else if (type === 6 && (flags & 1) === 0) ws.send(h2Frame(6, 1, 0, payload));
+        else if (type === 3) reset.push(stream);
+        else if (type === 1) {
+          const status = Buffer.from(statuses.shift() ?? '200');
+          ws.send(h2Frame(1, 0x4 /* END_HEADERS */, stream, Buffer.concat([Buffer.from([0x08, status.length]), status])));
+          if (status[0] === 0x32 /* 2 */) ws.send(h2Frame(0, 0x1 /* END_STREAM */, stream, Buffer.from('ok')));
+        }
+      }
+    });
+  });
+  await once(ws, 'open');
+  ws.send(JSON.stringify({ type: 'hello', version: PROTOCOL_VERSION, api_key: 'key', endpoint, protocol: 'http', agent_id: 'raw-h2', tags: [], client: 'raw-h2-test' }));
+  await welcome;
+  return { reset };
 }
 
 interface Reply {
@@ -195,6 +269,27 @@ describe('forwardToAgent', () => {
     socket.destroy();
     await eventually(async () => (local.seen[0].outcome !== 'pending' ? true : undefined));
     assert.equal(local.seen[0].outcome, 'aborted');
+  });
+
+  it('an agent :status below 100 crashes the edge: an answer with no final status is 502 agent_error and its stream reset', async (t) => {
+    const { port, endpoint, registry } = await startBareEdge(t);
+    const agent = await startRawAgent(t, port, endpoint.uuid, ['099', '200', '600', '999', '000', '201']);
+    await eventually(async () => (registry.pick(endpoint.uuid) !== null ? true : undefined));
+    const bad = await visit(port, 'GET', '/a', { accept: 'application/json' });
+    assert.equal(bad.status, 502, bad.body);
+    assert.equal(JSON.parse(bad.body).code, 'agent_error');
+    assert.match(JSON.parse(bad.body).detail, /:status 99 is not a final status/);
+    const good = await visit(port, 'GET', '/b');
+    assert.deepEqual([good.status, good.body], [200, 'ok'], 'the edge serves on, on the same tunnel');
+    for (const path of ['/c', '/d', '/e']) {
+      const reply = await visit(port, 'GET', path, { accept: 'application/json' });
+      assert.equal(reply.status, 502, `${path}: ${reply.body}`);
+    }
+    assert.equal((await visit(port, 'GET', '/f')).status, 201);
+    // The refused answers' streams were reset, so the agent stops sending on them (1, 5, 7, 9: the edge's streams
+    // are odd, one per request, in order).
+    await eventually(async () => (agent.reset.length === 4 ? true : undefined));
+    assert.deepEqual(agent.reset, [1, 5, 7, 9]);
   });
 
   it('a visitor leaving in the middle of a download stops the local response', async (t) => {

@@ -3,7 +3,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { WebSocket, WebSocketServer } from 'ws';
@@ -507,5 +507,50 @@ describe('origin endpoints', () => {
         await lenient.close();
       }
     });
+  });
+});
+
+describe('origin answers the edge cannot relay', () => {
+  /** An origin that answers every request (or upgrade) with `HTTP/1.1 <status> Odd` and a 2-byte body, raw. */
+  async function rawOrigin(status: string) {
+    const server = net.createServer((socket) => {
+      socket.on('error', () => {});
+      socket.once('data', () => socket.end(`HTTP/1.1 ${status} Odd\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok`));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, close: () => new Promise<void>((r) => server.close(() => r())) };
+  }
+
+  it('an origin status outside 200-599 (600, 999, 099) is 502 origin_error, for requests and upgrades, and the edge serves on', async (t) => {
+    const origins = new OriginPools({ allowPrivate: true });
+    t.after(() => origins.close());
+    let origin = '';
+    const edge = http.createServer((req, res) =>
+      origins.forward(origin, { req, res, method: req.method!, target: req.url!, clientIp: '198.51.100.1', secure: false, host: 'o.edge.test', authority: 'o.edge.test', extra: {} }),
+    );
+    edge.on('upgrade', (req, socket, head) =>
+      origins.upgrade(origin, { req, method: 'GET', target: req.url!, clientIp: '198.51.100.1', secure: false, host: 'o.edge.test', authority: 'o.edge.test', extra: {} }, socket, head),
+    );
+    await new Promise<void>((r) => edge.listen(0, '127.0.0.1', r));
+    t.after(() => {
+      edge.closeAllConnections();
+      return new Promise<void>((r) => edge.close(() => r()));
+    });
+    const port = (edge.address() as AddressInfo).port;
+    for (const status of ['600', '999', '099', '200']) {
+      const o = await rawOrigin(status);
+      t.after(() => o.close());
+      origin = o.url;
+      const reply = await request(port, 'o.edge.test', '/x', { headers: { accept: 'application/json' } });
+      const upgrade = await refusedUpgrade(port, 'o.edge.test', '/ws');
+      if (status === '200') {
+        assert.deepEqual([reply.status, reply.body], [200, 'ok'], 'a final status passes');
+        assert.equal(upgrade.status, 200, 'relayed as one response, not a switch');
+        continue;
+      }
+      assert.equal(reply.status, 502, `${status}: ${reply.body}`);
+      assert.equal(reply.headers['x-edge-error'], 'origin_error', status);
+      assert.deepEqual(upgrade, { status: 502, code: 'origin_error' }, `${status} upgrade`);
+    }
   });
 });

@@ -9,6 +9,7 @@ import { cancelStream } from '../../shared/tunnel/reset.ts';
 import type { AgentSession } from '../tunnels/registry.ts';
 import { sendEdgeError } from '../http/pages.ts';
 import { tunnelRequestHeaders, type ForwardRequest } from '../http/proxy-headers.ts';
+import { finalStatus } from './status.ts';
 import { relayUpgrade, responseOnSocket, upgradeRequestHeaders } from './upgrade.ts';
 
 
@@ -30,7 +31,19 @@ export function forwardToAgent(session: AgentSession, f: ForwardRequest): Promis
     }
     let gone = false;
     stream.on('response', (headers) => {
-      res.writeHead(headers[':status'] as number, http1ResponseFields(headers));
+      const status = finalStatus(headers[':status']);
+      try {
+        if (status === null) throw new Error(`:status ${String(headers[':status'])} is not a final status (200-599)`);
+        res.writeHead(status, http1ResponseFields(headers));
+      } catch (err) {
+        // An answer the edge cannot relay (a bad status, a field Node refuses): writeHead threw before writing, so
+        // the visitor gets a 502, and the stream is reset so the agent stops sending. Thrown on, it would end the
+        // process: nothing catches in a stream listener.
+        gone = true;
+        sendEdgeError(res, 'agent_error', req.headers.accept, `the agent's answer could not be relayed: ${(err as Error).message}`);
+        cancelStream(stream);
+        return;
+      }
       stream.pipe(res);
     });
     stream.on('trailers', (trailers) => res.addTrailers(toHttp1ResponseHeaders(trailers) as Record<string, string>));

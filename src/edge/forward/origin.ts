@@ -18,6 +18,7 @@ import type { EndpointConfig } from '../../shared/snapshot.ts';
 import { endToEndHeaders } from '../../shared/tunnel/headers.ts';
 import { sendEdgeError } from '../http/pages.ts';
 import { originRequestHeaders, type ForwardRequest } from '../http/proxy-headers.ts';
+import { finalStatus } from './status.ts';
 import { relayUpgrade, responseOnSocket, upgradeRequestHeaders } from './upgrade.ts';
 
 
@@ -195,7 +196,11 @@ export class OriginPools {
         { path: origin.base + f.target, method: f.method as never, headers, body: f.body ?? (hasBody ? req : null), opaque: res },
         ({ statusCode, headers: resHeaders, opaque }) => {
           const out = opaque as ServerResponse;
-          out.writeHead(statusCode, endToEndHeaders(resHeaders as Record<string, string | string[]>) as Record<string, string | string[]>);
+          // A status writeHead would throw on (or relay meaninglessly, 6xx-9xx): undici turns the throw into the
+          // stream's rejection, answered 502 below, and aborts the origin's response.
+          const status = finalStatus(statusCode);
+          if (status === null) throw new Error(`the origin answered status ${statusCode}, not a final status (200-599)`);
+          out.writeHead(status, endToEndHeaders(resHeaders as Record<string, string | string[]>) as Record<string, string | string[]>);
           return out;
         },
       )

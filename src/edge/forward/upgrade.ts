@@ -7,6 +7,7 @@ import type { ErrorCode } from '../../shared/errors.ts';
 import { endToEndHeaders } from '../../shared/tunnel/headers.ts';
 import { sendEdgeError } from '../http/pages.ts';
 import { originRequestHeaders, type ForwardRequest } from '../http/proxy-headers.ts';
+import { finalStatus } from './status.ts';
 
 /**
  * Why the edge will not carry an upgrade request, or null when it will. Only WebSocket (RFC 6455), asked the way
@@ -120,11 +121,19 @@ export function relayUpgrade(out: ClientRequest, relay: UpgradeRelay): void {
     socket.pipe(upstream);
   });
   out.on('response', (res: IncomingMessage) => {
-    // Node reports a 101 without Upgrade/Connection fields as an ordinary response: not a switch, and no answer.
-    if (res.statusCode === undefined || res.statusCode < 200) return fail();
-    answered = true;
+    // Node reports a 101 without Upgrade/Connection fields as an ordinary response: not a switch, and no answer;
+    // nor is a status writeHead would throw on, from this listener, where nothing would catch it (./status.ts).
+    const status = finalStatus(res.statusCode);
+    if (status === null) return fail();
     const page = responseOnSocket(req, socket);
-    page.writeHead(res.statusCode, res.statusMessage, endToEndHeaders(res.headers) as Record<string, string | string[]>);
+    try {
+      page.writeHead(status, res.statusMessage, endToEndHeaders(res.headers) as Record<string, string | string[]>);
+    } catch (err) {
+      // Nothing was written: the socket goes back for fail()'s page.
+      page.detachSocket(socket as Socket);
+      return fail(err as Error);
+    }
+    answered = true;
     // A body cut short must not look complete: the visitor's connection is cut instead of ended.
     res.on('close', () => {
       if (!res.complete) page.destroy();
