@@ -4,11 +4,9 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
+import { createEndpoint, edgeEndpoint as edgeEndpointOf, expectBody, type User } from '../helpers/endpoint-api.ts';
 import { SecretBox } from '../../src/shared/secrets.ts';
-import type { EndpointConfig } from '../../src/shared/snapshot.ts';
 import { tokenDigest, visitorTokenKey } from '../../src/shared/visitor-credentials.ts';
-
-type User = Awaited<ReturnType<TestNode['createUser']>>;
 
 const SECRET_KEY = `api-keys-test-${randomBytes(16).toString('hex')}`;
 const digestOf = (token: string) => tokenDigest(visitorTokenKey(new SecretBox(SECRET_KEY)), token);
@@ -23,50 +21,18 @@ describe('endpoint API keys', () => {
   after(() => t.close());
 
   const sql = async <R = any>(text: string, params: unknown[] = []) => (await t.node.db!.query<R>(text, params)).rows;
-  async function newEndpoint(user: User = owner, headers?: Record<string, string>): Promise<string> {
-    const res = await t.api('POST', '/v1/endpoints', { key: user.api_key, body: {}, headers });
-    assert.equal(res.status, 201, res.text);
-    return res.body.uuid;
-  }
+  const newEndpoint = async (user: User = owner, headers?: Record<string, string>) => (await createEndpoint(t, user, headers)).uuid;
   const keys = (id: string) => `/v1/endpoints/${id}/api-keys`;
   const create = (id: string, body: unknown, user: User = owner, headers?: Record<string, string>) => t.api('POST', keys(id), { key: user.api_key, body, headers });
-  const createOk = async (id: string, body: unknown = { name: 'robot' }) => {
-    const res = await create(id, body);
-    assert.equal(res.status, 201, res.text);
-    return res.body;
-  };
-  const list = async (id: string, user: User = owner, headers?: Record<string, string>) => {
-    const res = await t.api('GET', keys(id), { key: user.api_key, headers });
-    assert.equal(res.status, 200, res.text);
-    return res.body.items as any[];
-  };
+  const createOk = (id: string, body: unknown = { name: 'robot' }) => expectBody(201, create(id, body));
+  const list = async (id: string, user: User = owner, headers?: Record<string, string>) =>
+    (await expectBody(200, t.api('GET', keys(id), { key: user.api_key, headers }))).items as any[];
   const state = async (id: string, user: User = owner, headers?: Record<string, string>) => ({
     keys: await list(id, user, headers),
     rows: await sql('SELECT v.* FROM endpoint_visitor_tokens v JOIN endpoints e ON e.id = v.endpoint_id WHERE e.uuid = $1 ORDER BY v.id', [id]),
     feed: (await sql('SELECT version FROM feed_state'))[0].version,
   });
-
-  async function edgeEndpoint(id: string): Promise<EndpointConfig> {
-    const publisher = t.node.publisher!;
-    const subscriber = t.node.edgeFeed!.subscriber;
-    await publisher.kick();
-    const target = publisher.publishedVersion;
-    if (subscriber.version < target) {
-      await new Promise<void>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`edge stuck at ${subscriber.version}, want ${target}`)), 5000);
-        const onApplied = (v: number) => {
-          if (v < target) return;
-          clearTimeout(timer);
-          subscriber.off('applied', onApplied);
-          resolve();
-        };
-        subscriber.on('applied', onApplied);
-      });
-    }
-    const config = t.node.edge!.config.endpoint(id);
-    assert.ok(config, `edge has endpoint ${id}`);
-    return config;
-  }
+  const edgeEndpoint = (id: string) => edgeEndpointOf(t, id);
 
   it('creates a key: 201, Location, the token once; lists and gets it without the secret; stores only a keyed digest', async () => {
     const id = await newEndpoint();

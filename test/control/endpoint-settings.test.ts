@@ -5,12 +5,10 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import bcrypt from 'bcrypt';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
+import { createEndpoint, edgeEndpoint as edgeEndpointOf, expectBody, type User } from '../helpers/endpoint-api.ts';
 import { SecretBox } from '../../src/shared/secrets.ts';
-import type { EndpointConfig } from '../../src/shared/snapshot.ts';
 import { tokenDigest, visitorTokenKey } from '../../src/shared/visitor-credentials.ts';
 import { parseClaimHeaders, parseJwksUrl, publicHttpsUrl } from '../../src/control/routes/endpoint-settings.ts';
-
-type User = Awaited<ReturnType<TestNode['createUser']>>;
 
 const SECRET_KEY = `settings-test-${randomBytes(16).toString('hex')}`;
 const box = new SecretBox(SECRET_KEY);
@@ -53,23 +51,11 @@ describe('visitor auth settings API', () => {
   after(() => t.close());
 
   const sql = async <R = any>(text: string, params: unknown[] = []) => (await t.node.db!.query<R>(text, params)).rows;
-  async function newEndpoint(user: User = owner, headers?: Record<string, string>): Promise<string> {
-    const res = await t.api('POST', '/v1/endpoints', { key: user.api_key, body: {}, headers });
-    assert.equal(res.status, 201, res.text);
-    return res.body.uuid;
-  }
+  const newEndpoint = async (user: User = owner, headers?: Record<string, string>) => (await createEndpoint(t, user, headers)).uuid;
   const settings = (id: string) => `/v1/endpoints/${id}/settings`;
-  const get = async (id: string, user: User = owner, headers?: Record<string, string>) => {
-    const res = await t.api('GET', settings(id), { key: user.api_key, headers });
-    assert.equal(res.status, 200, res.text);
-    return res.body;
-  };
+  const get = (id: string, user: User = owner, headers?: Record<string, string>) => expectBody(200, t.api('GET', settings(id), { key: user.api_key, headers }));
   const put = (id: string, body: unknown, path = '', user: User = owner) => t.api('PUT', settings(id) + path, { key: user.api_key, body });
-  const putOk = async (id: string, body: unknown, path = '') => {
-    const res = await put(id, body, path);
-    assert.equal(res.status, 200, res.text);
-    return res.body;
-  };
+  const putOk = (id: string, body: unknown, path = '') => expectBody(200, put(id, body, path));
   /** What a refused write must not have changed: the API's view, the stored rows and the feed version. */
   const state = async (id: string, user: User = owner, headers?: Record<string, string>) => ({
     settings: await get(id, user, headers),
@@ -85,29 +71,7 @@ describe('visitor auth settings API', () => {
     ),
     feed: (await sql('SELECT version FROM feed_state'))[0].version,
   });
-
-  /** The endpoint as the in-process edge holds it, once everything committed so far has been published and applied. */
-  async function edgeEndpoint(id: string): Promise<EndpointConfig> {
-    const publisher = t.node.publisher!;
-    const subscriber = t.node.edgeFeed!.subscriber;
-    await publisher.kick();
-    const target = publisher.publishedVersion;
-    if (subscriber.version < target) {
-      await new Promise<void>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`edge stuck at ${subscriber.version}, want ${target}`)), 5000);
-        const onApplied = (v: number) => {
-          if (v < target) return;
-          clearTimeout(timer);
-          subscriber.off('applied', onApplied);
-          resolve();
-        };
-        subscriber.on('applied', onApplied);
-      });
-    }
-    const config = t.node.edge!.config.endpoint(id);
-    assert.ok(config, `edge has endpoint ${id}`);
-    return config;
-  }
+  const edgeEndpoint = (id: string) => edgeEndpointOf(t, id);
 
   const PASSWORD = 'correct horse battery staple';
   const TOKEN = 'tok_' + 'a'.repeat(28);

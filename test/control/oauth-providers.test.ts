@@ -4,13 +4,11 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
+import { createEndpoint, edgeEndpoint as edgeEndpointOf, expectBody, type User } from '../helpers/endpoint-api.ts';
 import { SecretBox } from '../../src/shared/secrets.ts';
-import type { EndpointConfig } from '../../src/shared/snapshot.ts';
 import { allowedRedirect } from '../../src/control/routes/endpoint-settings.ts';
 import { allowedDomain, parseIssuer, providerInput } from '../../src/control/routes/oauth-providers.ts';
 import { MAX_OAUTH_PROVIDERS } from '../../src/store/oauth-providers.ts';
-
-type User = Awaited<ReturnType<TestNode['createUser']>>;
 
 const SECRET_KEY = `oauth-test-${randomBytes(16).toString('hex')}`;
 const box = new SecretBox(SECRET_KEY);
@@ -93,11 +91,7 @@ describe('OAuth providers API', () => {
   after(() => t.close());
 
   const sql = async <R = any>(text: string, params: unknown[] = []) => (await t.node.db!.query<R>(text, params)).rows;
-  async function newEndpoint(user: User = owner, headers?: Record<string, string>): Promise<{ uuid: string; hostname: string }> {
-    const res = await t.api('POST', '/v1/endpoints', { key: user.api_key, body: {}, headers });
-    assert.equal(res.status, 201, res.text);
-    return { uuid: res.body.uuid, hostname: res.body.hostname };
-  }
+  const newEndpoint = (user: User = owner, headers?: Record<string, string>) => createEndpoint(t, user, headers);
   const providers = (id: string) => `/v1/endpoints/${id}/oauth/providers`;
   const SECRET = 'client-secret-' + randomBytes(12).toString('hex');
   const oidc = (over: Record<string, unknown> = {}) => ({
@@ -121,28 +115,14 @@ describe('OAuth providers API', () => {
     ...over,
   });
   const create = (id: string, body: unknown, user: User = owner, headers?: Record<string, string>) => t.api('POST', providers(id), { key: user.api_key, body, headers });
-  const createOk = async (id: string, body: unknown = oidc()) => {
-    const res = await create(id, body);
-    assert.equal(res.status, 201, res.text);
-    return res.body;
-  };
-  const list = async (id: string, user: User = owner, headers?: Record<string, string>) => {
-    const res = await t.api('GET', providers(id), { key: user.api_key, headers });
-    assert.equal(res.status, 200, res.text);
-    return res.body.items as any[];
-  };
+  const createOk = (id: string, body: unknown = oidc()) => expectBody(201, create(id, body));
+  const list = async (id: string, user: User = owner, headers?: Record<string, string>) =>
+    (await expectBody(200, t.api('GET', providers(id), { key: user.api_key, headers }))).items as any[];
   const toggle = (id: string, pid: number | string, body: unknown, user: User = owner) => t.api('PUT', `${providers(id)}/${pid}/toggle`, { key: user.api_key, body });
   const settings = (id: string, body: unknown) => t.api('PUT', `/v1/endpoints/${id}/settings`, { key: owner.api_key, body });
-  const settingsOk = async (id: string, body: unknown) => {
-    const res = await settings(id, body);
-    assert.equal(res.status, 200, res.text);
-    return res.body;
-  };
-  const getSettings = async (id: string, user: User = owner, headers?: Record<string, string>) => {
-    const res = await t.api('GET', `/v1/endpoints/${id}/settings`, { key: user.api_key, headers });
-    assert.equal(res.status, 200, res.text);
-    return res.body;
-  };
+  const settingsOk = (id: string, body: unknown) => expectBody(200, settings(id, body));
+  const getSettings = (id: string, user: User = owner, headers?: Record<string, string>) =>
+    expectBody(200, t.api('GET', `/v1/endpoints/${id}/settings`, { key: user.api_key, headers }));
   /** What a refused write must not have changed: the API's views, the stored rows and the feed version. */
   const state = async (id: string, user: User = owner, headers?: Record<string, string>) => ({
     providers: await list(id, user, headers),
@@ -156,28 +136,7 @@ describe('OAuth providers API', () => {
     feed: (await sql('SELECT version FROM feed_state'))[0].version,
   });
 
-  /** The endpoint as the in-process edge holds it, once everything committed so far has been published and applied. */
-  async function edgeEndpoint(id: string): Promise<EndpointConfig> {
-    const publisher = t.node.publisher!;
-    const subscriber = t.node.edgeFeed!.subscriber;
-    await publisher.kick();
-    const target = publisher.publishedVersion;
-    if (subscriber.version < target) {
-      await new Promise<void>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`edge stuck at ${subscriber.version}, want ${target}`)), 5000);
-        const onApplied = (v: number) => {
-          if (v < target) return;
-          clearTimeout(timer);
-          subscriber.off('applied', onApplied);
-          resolve();
-        };
-        subscriber.on('applied', onApplied);
-      });
-    }
-    const config = t.node.edge!.config.endpoint(id);
-    assert.ok(config, `edge has endpoint ${id}`);
-    return config;
-  }
+  const edgeEndpoint = (id: string) => edgeEndpointOf(t, id);
 
   // ---- providers --------------------------------------------------------------------------------------------
 

@@ -3,9 +3,8 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
+import { createEndpoint, edgeCaughtUp, expectBody, type User } from '../helpers/endpoint-api.ts';
 import type { EndpointConfig } from '../../src/shared/snapshot.ts';
-
-type User = Awaited<ReturnType<TestNode['createUser']>>;
 
 describe('routing rules API', () => {
   let t: TestNode;
@@ -20,19 +19,11 @@ describe('routing rules API', () => {
   after(() => t.close());
 
   const sql = async <R = any>(text: string, params: unknown[] = []) => (await t.node.db!.query<R>(text, params)).rows;
-  async function newEndpoint(user: User): Promise<string> {
-    const res = await t.api('POST', '/v1/endpoints', { key: user.api_key, body: {} });
-    assert.equal(res.status, 201, res.text);
-    return res.body.uuid;
-  }
+  const newEndpoint = async (user: User) => (await createEndpoint(t, user)).uuid;
   const base = (id: string) => `/v1/endpoints/${id}/routing-rules`;
   const create = (user: Pick<User, 'api_key'>, id: string, body: unknown, headers?: Record<string, string>) =>
     t.api('POST', base(id), { key: user.api_key, body, headers });
-  const list = async (user: Pick<User, 'api_key'>, id: string) => {
-    const res = await t.api('GET', base(id), { key: user.api_key });
-    assert.equal(res.status, 200, res.text);
-    return res.body.items as any[];
-  };
+  const list = async (user: Pick<User, 'api_key'>, id: string) => (await expectBody(200, t.api('GET', base(id), { key: user.api_key }))).items as any[];
   const rule = (over: Record<string, unknown> = {}) => ({
     name: 'api',
     priority: 10,
@@ -40,11 +31,7 @@ describe('routing rules API', () => {
     conditions: [{ condition_type: 'path', condition_key: 'prefix', pattern: '/api' }],
     ...over,
   });
-  const createOk = async (id: string, body: unknown, user: User = owner) => {
-    const res = await create(user, id, body);
-    assert.equal(res.status, 201, res.text);
-    return res.body;
-  };
+  const createOk = (id: string, body: unknown, user: User = owner) => expectBody(201, create(user, id, body));
   /** What a write must not have touched: the API's view, the rows, and the feed version. */
   const state = async (id: string) => ({
     rules: await list(owner, id),
@@ -54,22 +41,7 @@ describe('routing rules API', () => {
 
   /** The endpoint as the in-process edge holds it, once everything committed so far has been published and applied. */
   async function edgeEndpoint(id: string): Promise<EndpointConfig | undefined> {
-    const publisher = t.node.publisher!;
-    const subscriber = t.node.edgeFeed!.subscriber;
-    await publisher.kick();
-    const target = publisher.publishedVersion;
-    if (subscriber.version < target) {
-      await new Promise<void>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`edge stuck at ${subscriber.version}, want ${target}`)), 5000);
-        const onApplied = (v: number) => {
-          if (v < target) return;
-          clearTimeout(timer);
-          subscriber.off('applied', onApplied);
-          resolve();
-        };
-        subscriber.on('applied', onApplied);
-      });
-    }
+    await edgeCaughtUp(t);
     return t.node.edgeFeed!.mirror.get('endpoint', id)?.data as EndpointConfig | undefined;
   }
 

@@ -1,0 +1,38 @@
+// Shared setup of the control API's per-endpoint tests (settings, API keys, OAuth providers, routing rules): a user's
+// new endpoint, a call whose status is asserted, and the endpoint as the node's own edge holds it once caught up.
+import assert from 'node:assert/strict';
+import type { EndpointConfig } from '../../src/shared/snapshot.ts';
+import { waitForVersion } from './feed.ts';
+import type { ApiResponse, TestNode } from './node.ts';
+
+export type User = Awaited<ReturnType<TestNode['createUser']>>;
+
+/** The body of an answer whose status must be `status`; a wrong one fails with the answer's text. */
+export async function expectBody<T = any>(status: number, pending: Promise<ApiResponse<T>>): Promise<T> {
+  const res = await pending;
+  assert.equal(res.status, status, res.text);
+  return res.body;
+}
+
+/** POST /v1/endpoints with an empty body as `user` (201 asserted); the created endpoint as the API answered it. */
+export function createEndpoint(t: TestNode, user: User, headers?: Record<string, string>): Promise<{ uuid: string; hostname: string; [field: string]: any }> {
+  return expectBody(201, t.api('POST', '/v1/endpoints', { key: user.api_key, body: {}, headers }));
+}
+
+/**
+ * Resolves once the node's edge has applied every change committed so far: the publisher is kicked rather than left
+ * to its poll, so a test reads the edge's view right after a write without a sleep.
+ */
+export async function edgeCaughtUp(t: TestNode): Promise<void> {
+  const publisher = t.node.publisher!;
+  await publisher.kick();
+  await waitForVersion(t.node.edgeFeed!.subscriber, publisher.publishedVersion);
+}
+
+/** The endpoint's config as the node's edge holds it once caught up; asserted present. */
+export async function edgeEndpoint(t: TestNode, id: string): Promise<EndpointConfig> {
+  await edgeCaughtUp(t);
+  const config = t.node.edge!.config.endpoint(id);
+  assert.ok(config, `edge has endpoint ${id}`);
+  return config;
+}
