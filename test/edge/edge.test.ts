@@ -8,9 +8,10 @@ import https from 'node:https';
 import net from 'node:net';
 import { createHash, randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
-import { WebSocket, WebSocketServer } from 'ws';
+import { WebSocket } from 'ws';
 import { startAgent, TunnelRefusedError, type Agent } from '../../src/agent/agent.ts';
 import { visit as request, wsRoundTrip } from '../helpers/http.ts';
+import { startLocalService, type LocalService } from '../helpers/local-service.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
 
 interface Seen {
@@ -20,26 +21,15 @@ interface Seen {
 }
 
 /** A local service that echoes what it received, and a WebSocket echo on the same port. */
-async function startService(): Promise<{ port: number; seen: Seen[]; close(): Promise<void> }> {
-  const seen: Seen[] = [];
-  const server = http.createServer((req, res) => {
-    seen.push({ method: req.method!, url: req.url!, headers: req.headers });
-    res.setHeader('content-type', 'application/json');
-    res.end(JSON.stringify({ method: req.method, url: req.url }));
-  });
-  const wss = new WebSocketServer({ server });
-  wss.on('connection', (ws) => ws.on('message', (m) => ws.send(`echo:${m}`)));
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return {
-    port: (server.address() as AddressInfo).port,
-    seen,
-    close: () =>
-      new Promise<void>((r) => {
-        wss.close();
-        server.closeAllConnections();
-        server.close(() => r());
-      }),
-  };
+function startService(): Promise<LocalService<Seen>> {
+  return startLocalService<Seen>(
+    (req, res, record) => {
+      record({ method: req.method!, url: req.url!, headers: req.headers });
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify({ method: req.method, url: req.url }));
+    },
+    (ws) => ws.on('message', (m) => ws.send(`echo:${m}`)),
+  );
 }
 
 describe('edge data plane', () => {

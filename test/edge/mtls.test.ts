@@ -8,12 +8,13 @@ import http from 'node:http';
 import https from 'node:https';
 import net, { type AddressInfo } from 'node:net';
 import tls from 'node:tls';
-import { WebSocket, WebSocketServer } from 'ws';
+import { WebSocket } from 'ws';
 import { startAgent, type Agent } from '../../src/agent/agent.ts';
 import type { EndpointConfig } from '../../src/shared/snapshot.ts';
 import { createCa, createLeaf, expiredWindow, type Issued, type Leaf } from '../helpers/certs.ts';
 import { eventually } from '../helpers/eventually.ts';
 import { visit } from '../helpers/http.ts';
+import { startLocalService, type LocalService } from '../helpers/local-service.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
 
 const SECRET = 'mtls-test-secret-key-0123456789abcdef';
@@ -25,25 +26,14 @@ interface Seen {
 }
 
 /** A local service that records every request and answers 200, with a WebSocket echo on the same port. */
-async function startService(): Promise<{ port: number; seen: Seen[]; close(): Promise<void> }> {
-  const seen: Seen[] = [];
-  const server = http.createServer((req, res) => {
-    seen.push({ host: req.headers.host, headers: req.headers, rawHeaders: req.rawHeaders });
-    res.end('served');
-  });
-  const wss = new WebSocketServer({ server });
-  wss.on('connection', (ws) => ws.on('message', (m) => ws.send(`echo:${m}`)));
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return {
-    port: (server.address() as AddressInfo).port,
-    seen,
-    close: () =>
-      new Promise<void>((r) => {
-        wss.close();
-        server.closeAllConnections();
-        server.close(() => r());
-      }),
-  };
+function startService(): Promise<LocalService<Seen>> {
+  return startLocalService<Seen>(
+    (req, res, record) => {
+      record({ host: req.headers.host, headers: req.headers, rawHeaders: req.rawHeaders });
+      res.end('served');
+    },
+    (ws) => ws.on('message', (m) => ws.send(`echo:${m}`)),
+  );
 }
 
 interface TlsReply {

@@ -5,13 +5,13 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { WebSocket, WebSocketServer } from 'ws';
+import { WebSocket } from 'ws';
 import { startAgent, type Agent } from '../../src/agent/agent.ts';
 import { LOGIN_COOKIE, SESSION_COOKIE } from '../../src/edge/auth/session.ts';
 import { Browser, type Page } from '../helpers/browser.ts';
 import { waitForVersion } from '../helpers/feed.ts';
 import { visit } from '../helpers/http.ts';
+import { startLocalService } from '../helpers/local-service.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
 import { startTestProvider, type TestProvider } from '../helpers/oidc-provider.ts';
 
@@ -21,30 +21,19 @@ interface Seen {
 }
 
 /** The agents' local service: answers every request with what it received; echoes WebSocket messages with the upgrade's headers. */
-async function startService() {
-  const seen: Seen[] = [];
-  const server = http.createServer((req, res) => {
-    req.resume();
-    req.on('end', () => {
-      const entry: Seen = { url: req.url!, headers: req.headers };
-      seen.push(entry);
-      res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify(entry));
-    });
-  });
-  const wss = new WebSocketServer({ server });
-  wss.on('connection', (ws, req) => ws.on('message', (m) => ws.send(JSON.stringify({ message: String(m), headers: req.headers }))));
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return {
-    port: (server.address() as AddressInfo).port,
-    seen,
-    close: () =>
-      new Promise<void>((r) => {
-        wss.close();
-        server.closeAllConnections();
-        server.close(() => r());
-      }),
-  };
+function startService() {
+  return startLocalService<Seen>(
+    (req, res, record) => {
+      req.resume();
+      req.on('end', () => {
+        const entry: Seen = { url: req.url!, headers: req.headers };
+        record(entry);
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify(entry));
+      });
+    },
+    (ws, req) => ws.on('message', (m) => ws.send(JSON.stringify({ message: String(m), headers: req.headers }))),
+  );
 }
 
 /** A WebSocket through the edge's HTTPS listener: the first echo, or the status the upgrade was refused with. */

@@ -15,36 +15,22 @@ import { publishEndpoint } from '../../src/store/endpoint-feed.ts';
 import { lookupVia, startDnsServer, type DnsServer } from '../helpers/dns-server.ts';
 import { eventually } from '../helpers/eventually.ts';
 import { visit as request, wsRoundTrip } from '../helpers/http.ts';
+import { startLocalService, type LocalService } from '../helpers/local-service.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
 
-interface NamedServer {
-  port: number;
-  /** Every request it received: method, URL and Host. */
-  seen: Array<{ method: string; url: string; host?: string }>;
-  close(): Promise<void>;
-}
+/** Every request a named server received: method, URL and Host. */
+type NamedServer = LocalService<{ method: string; url: string; host?: string }>;
 
 /** An HTTP server on 127.0.0.1 that answers `<name> <method> <url>`, with a WebSocket echo `<name>:<url>:<message>`. */
-async function startNamedServer(name: string): Promise<NamedServer> {
-  const seen: NamedServer['seen'] = [];
-  const server = http.createServer((req, res) => {
-    seen.push({ method: req.method!, url: req.url!, host: req.headers.host });
-    req.resume();
-    req.on('end', () => res.end(`${name} ${req.method} ${req.url}`));
-  });
-  const wss = new WebSocketServer({ server });
-  wss.on('connection', (ws, req) => ws.on('message', (m) => ws.send(`${name}:${req.url}:${m}`)));
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return {
-    port: (server.address() as AddressInfo).port,
-    seen,
-    close: () =>
-      new Promise<void>((r) => {
-        wss.close();
-        server.closeAllConnections();
-        server.close(() => r());
-      }),
-  };
+function startNamedServer(name: string): Promise<NamedServer> {
+  return startLocalService(
+    (req, res, record) => {
+      record({ method: req.method!, url: req.url!, host: req.headers.host });
+      req.resume();
+      req.on('end', () => res.end(`${name} ${req.method} ${req.url}`));
+    },
+    (ws, req) => ws.on('message', (m) => ws.send(`${name}:${req.url}:${m}`)),
+  );
 }
 
 /**

@@ -6,12 +6,12 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import net from 'node:net';
-import type { AddressInfo } from 'node:net';
-import { WebSocket, WebSocketServer } from 'ws';
+import { WebSocket } from 'ws';
 import { startAgent, type Agent } from '../../src/agent/agent.ts';
 import { eventually } from '../helpers/eventually.ts';
 import { waitForVersion } from '../helpers/feed.ts';
 import { visit, type Reply } from '../helpers/http.ts';
+import { startLocalService } from '../helpers/local-service.ts';
 import { makeKey, sign, startJwksServer, type JwksServer, type TestKey } from '../helpers/jwks-server.ts';
 import { sample } from '../helpers/metrics.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
@@ -26,34 +26,23 @@ interface Seen {
 }
 
 /** A local service that answers every request with what it received, and echoes WebSocket messages with the upgrade's headers. */
-async function startService() {
-  const seen: Seen[] = [];
-  const server = http.createServer((req, res) => {
-    let body = '';
-    req.setEncoding('utf8');
-    req.on('data', (d) => (body += d));
-    req.on('end', () => {
-      const entry: Seen = { method: req.method!, url: req.url!, headers: req.headers, names: req.rawHeaders.filter((_, i) => i % 2 === 0), body };
-      seen.push(entry);
-      const text = JSON.stringify(entry);
-      // A length, not chunks, so a raw-socket reader can take the body as is.
-      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
-      res.end(text);
-    });
-  });
-  const wss = new WebSocketServer({ server });
-  wss.on('connection', (ws, req) => ws.on('message', (m) => ws.send(JSON.stringify({ message: String(m), headers: req.headers }))));
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return {
-    port: (server.address() as AddressInfo).port,
-    seen,
-    close: () =>
-      new Promise<void>((r) => {
-        wss.close();
-        server.closeAllConnections();
-        server.close(() => r());
-      }),
-  };
+function startService() {
+  return startLocalService<Seen>(
+    (req, res, record) => {
+      let body = '';
+      req.setEncoding('utf8');
+      req.on('data', (d) => (body += d));
+      req.on('end', () => {
+        const entry: Seen = { method: req.method!, url: req.url!, headers: req.headers, names: req.rawHeaders.filter((_, i) => i % 2 === 0), body };
+        record(entry);
+        const text = JSON.stringify(entry);
+        // A length, not chunks, so a raw-socket reader can take the body as is.
+        res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+        res.end(text);
+      });
+    },
+    (ws, req) => ws.on('message', (m) => ws.send(JSON.stringify({ message: String(m), headers: req.headers }))),
+  );
 }
 
 /** A request on a raw socket (names sent exactly as written: underscores, repeats in other cases); the whole answer. */
