@@ -9,7 +9,7 @@ import { WebSocket } from 'ws';
 import { startAgent, type Agent } from '../../src/agent/agent.ts';
 import { LOGIN_COOKIE, SESSION_COOKIE } from '../../src/edge/auth/session.ts';
 import { Browser, type Page } from '../helpers/browser.ts';
-import { waitForVersion } from '../helpers/feed.ts';
+import { edgeCaughtUp } from '../helpers/endpoint-api.ts';
 import { visit } from '../helpers/http.ts';
 import { startLocalService } from '../helpers/local-service.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
@@ -69,11 +69,7 @@ describe('OAuth/OIDC login through the program', () => {
   /** Endpoints by role: `main` and `other` admit anyone the provider vouches for; `listed` only alice. */
   const ep: Record<'main' | 'other' | 'listed', { uuid: string; host: string; provider: number }> = {} as never;
 
-  async function applied(): Promise<void> {
-    const publisher = t.node.publisher!;
-    await publisher.kick();
-    await waitForVersion(t.node.edgeFeed!.subscriber, publisher.publishedVersion);
-  }
+  const applied = () => edgeCaughtUp(t);
   const api = async (method: string, path: string, body?: unknown, expect = 200) => {
     const res = await t.api(method, path, { key: user.api_key, body });
     assert.equal(res.status, expect, `${method} ${path}: ${res.text}`);

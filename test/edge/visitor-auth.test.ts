@@ -8,11 +8,11 @@ import http from 'node:http';
 import net from 'node:net';
 import { WebSocket } from 'ws';
 import { startAgent, type Agent } from '../../src/agent/agent.ts';
+import { edgeCaughtUp } from '../helpers/endpoint-api.ts';
 import { eventually } from '../helpers/eventually.ts';
-import { waitForVersion } from '../helpers/feed.ts';
 import { visit, type Reply } from '../helpers/http.ts';
-import { startLocalService } from '../helpers/local-service.ts';
 import { makeKey, sign, startJwksServer, type JwksServer, type TestKey } from '../helpers/jwks-server.ts';
+import { startLocalService } from '../helpers/local-service.ts';
 import { sample } from '../helpers/metrics.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
 
@@ -111,11 +111,7 @@ describe('visitor auth at the edge', () => {
   });
 
   /** Resolves once the edge serves everything the control API has committed so far. */
-  async function applied(): Promise<void> {
-    const publisher = t.node.publisher!;
-    await publisher.kick();
-    await waitForVersion(t.node.edgeFeed!.subscriber, publisher.publishedVersion);
-  }
+  const applied = () => edgeCaughtUp(t);
   const api = async (method: string, path: string, body?: unknown, expect = 200) => {
     const res = await t.api(method, path, { key: user.api_key, body });
     assert.equal(res.status, expect, `${method} ${path}: ${res.text}`);

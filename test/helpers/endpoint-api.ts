@@ -1,5 +1,5 @@
-// Shared setup of the control API's per-endpoint tests (settings, API keys, OAuth providers, routing rules): a user's
-// new endpoint, a call whose status is asserted, and the endpoint as the node's own edge holds it once caught up.
+// Shared setup of tests that configure endpoints through the control API of a test node: a user's new endpoint, a call
+// whose status is asserted, and waiting until the node's own edge has applied what was written (or reading it there).
 import assert from 'node:assert/strict';
 import type { EndpointConfig } from '../../src/shared/snapshot.ts';
 import { waitForVersion } from './feed.ts';
