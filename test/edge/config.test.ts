@@ -9,8 +9,6 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
-import { pino } from 'pino';
 import { TrafficRecorder } from '../../src/edge/capture.ts';
 import { STAGES } from '../../src/edge/compile.ts';
 import { EdgeConfig } from '../../src/edge/config.ts';
@@ -26,6 +24,7 @@ import type { EndpointConfig, RoutingRuleConfig } from '../../src/shared/snapsho
 import { endpointConfig } from '../helpers/endpoint-config.ts';
 import { waitForVersion } from '../helpers/feed.ts';
 import { visit } from '../helpers/http.ts';
+import { capturedLogger } from '../helpers/logger.ts';
 
 const logger = createLogger('silent');
 
@@ -119,18 +118,6 @@ const BAD_RULE: RoutingRuleConfig = {
   target_origin_url: null,
   conditions: [{ condition_type: 'source_ip', condition_key: '', pattern: 'not-an-ip' }],
 };
-
-/** A logger whose JSON lines the test reads. */
-function capturedLogger() {
-  const lines: Array<Record<string, unknown>> = [];
-  const stream = new Writable({
-    write(chunk, _encoding, done) {
-      lines.push(JSON.parse(String(chunk)));
-      done();
-    },
-  });
-  return { logger: pino({ level: 'warn' }, stream), lines };
-}
 
 describe('EdgeConfig at scale', () => {
   it('a reset of n endpoints compiles each once and emits one event each; a later reset only what differs', async () => {

@@ -4,8 +4,6 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
-import { Writable } from 'node:stream';
-import { pino } from 'pino';
 import { WebSocket, WebSocketServer } from 'ws';
 import { startAgent, type Agent } from '../../src/agent/agent.ts';
 import { OriginPools, type OriginPoolsOptions } from '../../src/edge/forward/origin.ts';
@@ -16,6 +14,7 @@ import { lookupVia, startDnsServer, type DnsServer } from '../helpers/dns-server
 import { eventually } from '../helpers/eventually.ts';
 import { visit as request, wsRoundTrip } from '../helpers/http.ts';
 import { startLocalService, type LocalService } from '../helpers/local-service.ts';
+import { capturedLogger } from '../helpers/logger.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
 
 /** Every request a named server received: method, URL and Host. */
@@ -64,18 +63,6 @@ function refusedUpgrade(edgePort: number, host: string, path: string): Promise<{
     });
     ws.on('error', reject);
   });
-}
-
-/** A logger whose JSON lines the test reads. */
-function capturedLogger() {
-  const lines: Array<Record<string, unknown>> = [];
-  const stream = new Writable({
-    write(chunk, _encoding, done) {
-      lines.push(JSON.parse(String(chunk)));
-      done();
-    },
-  });
-  return { logger: pino({ level: 'warn' }, stream), lines };
 }
 
 describe('origin endpoints', () => {

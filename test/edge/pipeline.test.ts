@@ -6,8 +6,6 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
-import { Writable } from 'node:stream';
-import { pino } from 'pino';
 import { TrafficRecorder } from '../../src/edge/capture.ts';
 import { STAGES } from '../../src/edge/compile.ts';
 import { EdgeConfig } from '../../src/edge/config.ts';
@@ -19,6 +17,7 @@ import { publishEndpoint } from '../../src/store/endpoint-feed.ts';
 import type { EndpointConfig } from '../../src/shared/snapshot.ts';
 import { endpointConfig } from '../helpers/endpoint-config.ts';
 import { visit } from '../helpers/http.ts';
+import { capturedLogger } from '../helpers/logger.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
 
 describe('pipeline: HTTPS enforcement and capture', () => {
@@ -140,8 +139,7 @@ function endpoint(uuid: string, hostname: string, extra: Partial<EndpointConfig>
 }
 
 describe('pipeline guards', () => {
-  const logged: Array<Record<string, unknown>> = [];
-  const logger = pino({ level: 'error' }, new Writable({ write: (chunk, _e, done) => (logged.push(JSON.parse(String(chunk))), done()) }));
+  const { logger, lines: logged } = capturedLogger('error');
   /** A stage that fails on hosts named for it: throw.*, reject.*, late.* (throws after an earlier stage awaited). */
   const faulty: StageFactory = {
     id: 'faulty',

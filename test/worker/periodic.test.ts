@@ -1,24 +1,12 @@
 // A worker job on a timer: passes never overlap, a failed pass is logged and skipped, and the next one still runs.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { Writable } from 'node:stream';
-import { pino } from 'pino';
 import { PeriodicJob } from '../../src/worker/periodic.ts';
-
-function capturingLogger() {
-  const lines: Array<Record<string, unknown>> = [];
-  const sink = new Writable({
-    write(chunk, _enc, done) {
-      lines.push(JSON.parse(String(chunk)));
-      done();
-    },
-  });
-  return { logger: pino({ level: 'info' }, sink), lines };
-}
+import { capturedLogger } from '../helpers/logger.ts';
 
 describe('PeriodicJob', () => {
   it('runs passes one at a time, in call order', async () => {
-    const { logger } = capturingLogger();
+    const { logger } = capturedLogger('info');
     const events: string[] = [];
     let n = 0;
     let release!: () => void;
@@ -39,7 +27,7 @@ describe('PeriodicJob', () => {
   });
 
   it('logs a failed pass as skipped and keeps going; reports what a pass returns', async () => {
-    const { logger, lines } = capturingLogger();
+    const { logger, lines } = capturedLogger('info');
     let n = 0;
     const job = new PeriodicJob('test job', 60_000, logger, async () => {
       if (++n === 1) throw new Error('store down');
