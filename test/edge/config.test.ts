@@ -2,7 +2,7 @@
 // cached miss), and the saved copy brings a restarted edge back to the version it had applied. At scale: work in
 // proportion to what changed, resets in slices that serve the previous state until they swap, compile failures
 // compiled and logged once with the previous config kept, origin pools released as endpoints stop naming them.
-import { after, describe, it } from 'node:test';
+import { after, describe, it, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import http from 'node:http';
@@ -30,6 +30,32 @@ const logger = createLogger('silent');
 
 function endpoint(uuid: string, hostname: string, extra: Partial<EndpointConfig> = {}): EndpointConfig {
   return endpointConfig({ uuid, hostname, capture_enabled: true, ...extra });
+}
+
+/** A plain origin on loopback that answers `origin <path>`, closed when the test ends; its URL. */
+async function startOrigin(t: TestContext): Promise<string> {
+  const origin = http.createServer((req, res) => res.end(`origin ${req.url}`));
+  await new Promise<void>((r) => origin.listen(0, '127.0.0.1', r));
+  t.after(() => new Promise<void>((r) => origin.close(() => r())));
+  return `http://127.0.0.1:${(origin.address() as AddressInfo).port}`;
+}
+
+/**
+ * The pipeline in front of `config` on a listener of its own, with origin pools that follow its endpoints as the edge
+ * wires them (pools and listener closed when the test ends): its port, and the pools to inspect.
+ */
+async function startPipeline(t: TestContext, config: EdgeConfig): Promise<{ port: number; origins: OriginPools }> {
+  const origins = new OriginPools({ allowPrivate: true });
+  t.after(() => origins.close());
+  config.on('endpoint', (_uuid, next, previous) => origins.track(previous, next));
+  const deps = { config, registry: new TunnelRegistry(), origins, capture: new TrafficRecorder() };
+  const edge = http.createServer((req, res) => handleRequest(deps, req, res, false));
+  await new Promise<void>((r) => edge.listen(0, '127.0.0.1', r));
+  t.after(() => {
+    edge.closeAllConnections();
+    return new Promise<void>((r) => edge.close(() => r()));
+  });
+  return { port: (edge.address() as AddressInfo).port, origins };
 }
 
 describe('EdgeConfig', () => {
@@ -302,26 +328,13 @@ describe('EdgeConfig compile failures', () => {
   });
 
   it('Compile failures of security stages fail open: a tightening whose auth, jwt, webhook or mtls part fails answers 503 auth_unavailable, reported', async (t) => {
-    const origin = http.createServer((req, res) => res.end(`origin ${req.url}`));
-    await new Promise<void>((r) => origin.listen(0, '127.0.0.1', r));
-    t.after(() => new Promise<void>((r) => origin.close(() => r())));
-    const originUrl = `http://127.0.0.1:${(origin.address() as AddressInfo).port}`;
+    const originUrl = await startOrigin(t);
     assert.deepEqual(STAGES.filter((f) => f.failClosed === true).map((f) => f.id), ['mtls', 'auth', 'jwt', 'webhook'], 'the stages that fail closed');
     const { logger: log, lines } = capturedLogger();
     const outcomes: string[] = [];
     // No EDGE_SECRET_KEY in these deps: token mode and webhook verification cannot compile, as on an edge that lacks it.
     const config = new EdgeConfig({ logger: log, stageDeps: { publicHttpsPort: () => 443, authOutcome: (_e, stage, o) => void outcomes.push(`${stage}:${o}`) } });
-    const origins = new OriginPools({ allowPrivate: true });
-    t.after(() => origins.close());
-    config.on('endpoint', (_uuid, next, previous) => origins.track(previous, next));
-    const deps = { config, registry: new TunnelRegistry(), origins, capture: new TrafficRecorder() };
-    const edge = http.createServer((req, res) => handleRequest(deps, req, res, false));
-    await new Promise<void>((r) => edge.listen(0, '127.0.0.1', r));
-    t.after(() => {
-      edge.closeAllConnections();
-      return new Promise<void>((r) => edge.close(() => r()));
-    });
-    const edgePort = (edge.address() as AddressInfo).port;
+    const { port: edgePort } = await startPipeline(t, config);
     const host = 's.edge.localhost';
     const open = endpoint('s1', host, { origin_url: originUrl });
     config.mirror.apply({ version: 1, topic: 'endpoint', key: 's1', data: open });
@@ -465,25 +478,11 @@ describe('EdgeConfig state file', () => {
 
 describe('origin pools follow endpoint changes', () => {
   it('Regression: closes the pool of an origin no endpoint names any more, one change at a time, and keeps shared ones', async (t) => {
-    const origin = http.createServer((req, res) => res.end(`origin ${req.url}`));
-    await new Promise<void>((r) => origin.listen(0, '127.0.0.1', r));
-    t.after(() => new Promise<void>((r) => origin.close(() => r())));
-    const port = (origin.address() as AddressInfo).port;
-    const shared = `http://127.0.0.1:${port}`;
-    const own = `http://127.0.0.1:${port}/own`;
+    const shared = await startOrigin(t);
+    const own = `${shared}/own`;
 
     const config = new EdgeConfig({ logger });
-    const origins = new OriginPools({ allowPrivate: true });
-    t.after(() => origins.close());
-    config.on('endpoint', (_uuid, next, previous) => origins.track(previous, next));
-    const deps = { config, registry: new TunnelRegistry(), origins, capture: new TrafficRecorder() };
-    const edge = http.createServer((req, res) => handleRequest(deps, req, res, false));
-    await new Promise<void>((r) => edge.listen(0, '127.0.0.1', r));
-    t.after(() => {
-      edge.closeAllConnections();
-      return new Promise<void>((r) => edge.close(() => r()));
-    });
-    const edgePort = (edge.address() as AddressInfo).port;
+    const { port: edgePort, origins } = await startPipeline(t, config);
 
     await config.mirror.reset({
       version: 2,
