@@ -4,7 +4,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
-import { createEndpoint, edgeEndpoint as edgeEndpointOf, expectBody, type User } from '../helpers/endpoint-api.ts';
+import { createEndpoint, edgeEndpoint as edgeEndpointOf, expectBody, orgWithMember, type User } from '../helpers/endpoint-api.ts';
 import { SecretBox } from '../../src/shared/secrets.ts';
 import { tokenDigest, visitorTokenKey } from '../../src/shared/visitor-credentials.ts';
 
@@ -179,9 +179,7 @@ describe('endpoint API keys', () => {
 
     const orgOwner = await t.createUser('business');
     const reader = await t.createUser('business');
-    const org = await t.api('POST', '/v1/organizations', { key: orgOwner.api_key, body: { name: 'Org' } });
-    const headers = { 'x-account-id': String(org.body.id) };
-    assert.equal((await t.api('POST', `/v1/organizations/${org.body.id}/members`, { key: orgOwner.api_key, body: { email: reader.email, permissions: ['endpoints:read'] } })).status, 201);
+    const { headers } = await orgWithMember(t, orgOwner, reader, ['endpoints:read']);
     const orgEndpoint = await newEndpoint(orgOwner, headers);
     const orgKey = await create(orgEndpoint, { name: 'k' }, orgOwner, headers);
     assert.equal(orgKey.status, 201);

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import bcrypt from 'bcrypt';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
-import { createEndpoint, edgeEndpoint as edgeEndpointOf, expectBody, type User } from '../helpers/endpoint-api.ts';
+import { createEndpoint, edgeEndpoint as edgeEndpointOf, expectBody, orgWithMember, type User } from '../helpers/endpoint-api.ts';
 import { SecretBox } from '../../src/shared/secrets.ts';
 import { tokenDigest, visitorTokenKey } from '../../src/shared/visitor-credentials.ts';
 import { parseClaimHeaders, parseJwksUrl, publicHttpsUrl } from '../../src/control/routes/endpoint-settings.ts';
@@ -558,11 +558,7 @@ describe('visitor auth settings API', () => {
   it('needs endpoints:read to read and endpoints:update to write, in the active account', async () => {
     const orgOwner = await t.createUser('business');
     const reader = await t.createUser('business');
-    const org = await t.api('POST', '/v1/organizations', { key: orgOwner.api_key, body: { name: 'Org' } });
-    assert.equal(org.status, 201, org.text);
-    const headers = { 'x-account-id': String(org.body.id) };
-    const add = await t.api('POST', `/v1/organizations/${org.body.id}/members`, { key: orgOwner.api_key, body: { email: reader.email, permissions: ['endpoints:read'] } });
-    assert.equal(add.status, 201, add.text);
+    const { headers } = await orgWithMember(t, orgOwner, reader, ['endpoints:read']);
     const id = await newEndpoint(orgOwner, headers);
     const before = await state(id, orgOwner, headers);
 

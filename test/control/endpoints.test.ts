@@ -5,9 +5,8 @@ import assert from 'node:assert/strict';
 import { canonicalSubdomain, generateSubdomain, hostnameFor } from '../../src/control/subdomains.ts';
 import { WORDS } from '../../src/control/words.ts';
 import { escapeLike } from '../../src/store/endpoints.ts';
+import { orgWithMember as orgWithMemberOf, type User } from '../helpers/endpoint-api.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
-
-type User = Awaited<ReturnType<TestNode['createUser']>>;
 
 const GENERATED = /^[a-z]+-[a-z]+-[a-z]+$/;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -91,13 +90,7 @@ describe('endpoint lifecycle', () => {
   };
 
   /** An organization owned by `owner` with `member` holding `permissions`; returns the header selecting it. */
-  async function orgWithMember(owner: User, member: User, permissions: string[]) {
-    const org = await t.api('POST', '/v1/organizations', { key: owner.api_key, body: { name: 'Org' } });
-    assert.equal(org.status, 201);
-    const add = await t.api('POST', `/v1/organizations/${org.body.id}/members`, { key: owner.api_key, body: { email: member.email, permissions } });
-    assert.equal(add.status, 201);
-    return { id: org.body.id as number, headers: { 'x-account-id': String(org.body.id) } };
-  }
+  const orgWithMember = (owner: User, member: User, permissions: string[]) => orgWithMemberOf(t, owner, member, permissions);
 
   // ---- create -----------------------------------------------------------------------------------------------------
 

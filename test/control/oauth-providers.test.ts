@@ -4,7 +4,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
-import { createEndpoint, edgeEndpoint as edgeEndpointOf, expectBody, type User } from '../helpers/endpoint-api.ts';
+import { createEndpoint, edgeEndpoint as edgeEndpointOf, expectBody, orgWithMember, type User } from '../helpers/endpoint-api.ts';
 import { SecretBox } from '../../src/shared/secrets.ts';
 import { allowedRedirect } from '../../src/control/routes/endpoint-settings.ts';
 import { allowedDomain, parseIssuer, providerInput } from '../../src/control/routes/oauth-providers.ts';
@@ -623,11 +623,7 @@ describe('OAuth providers API', () => {
   it('needs endpoints:read to read and endpoints:update to write, in the active account', async () => {
     const orgOwner = await t.createUser('business');
     const reader = await t.createUser('business');
-    const org = await t.api('POST', '/v1/organizations', { key: orgOwner.api_key, body: { name: 'Org' } });
-    assert.equal(org.status, 201, org.text);
-    const headers = { 'x-account-id': String(org.body.id) };
-    const add = await t.api('POST', `/v1/organizations/${org.body.id}/members`, { key: orgOwner.api_key, body: { email: reader.email, permissions: ['endpoints:read'] } });
-    assert.equal(add.status, 201, add.text);
+    const { headers } = await orgWithMember(t, orgOwner, reader, ['endpoints:read']);
     const { uuid } = await newEndpoint(orgOwner, headers);
     const created = await create(uuid, oidc(), orgOwner, headers);
     assert.equal(created.status, 201, created.text);

@@ -3,7 +3,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
-import { createEndpoint, edgeCaughtUp, expectBody, type User } from '../helpers/endpoint-api.ts';
+import { createEndpoint, edgeCaughtUp, expectBody, orgWithMember, type User } from '../helpers/endpoint-api.ts';
 import type { EndpointConfig } from '../../src/shared/snapshot.ts';
 
 describe('routing rules API', () => {
@@ -534,11 +534,7 @@ describe('routing rules API', () => {
   it('needs endpoints:read to read and endpoints:update to write in an organization', async () => {
     const orgOwner = await t.createUser('pro');
     const reader = await t.createUser('pro');
-    const org = await t.api('POST', '/v1/organizations', { key: orgOwner.api_key, body: { name: 'Org' } });
-    assert.equal(org.status, 201, org.text);
-    const headers = { 'x-account-id': String(org.body.id) };
-    const add = await t.api('POST', `/v1/organizations/${org.body.id}/members`, { key: orgOwner.api_key, body: { email: reader.email, permissions: ['endpoints:read'] } });
-    assert.equal(add.status, 201, add.text);
+    const { headers } = await orgWithMember(t, orgOwner, reader, ['endpoints:read']);
     // Organizations are created on the owner's plan (pro), which includes routing rules.
     const ep = await t.api('POST', '/v1/endpoints', { key: orgOwner.api_key, body: {}, headers });
     assert.equal(ep.status, 201, ep.text);

@@ -9,7 +9,7 @@ import { WebSocket } from 'ws';
 import { startAgent, type Agent } from '../../src/agent/agent.ts';
 import { LOGIN_COOKIE, SESSION_COOKIE } from '../../src/edge/auth/session.ts';
 import { Browser, type Page } from '../helpers/browser.ts';
-import { edgeCaughtUp } from '../helpers/endpoint-api.ts';
+import { edgeCaughtUp, expectBody, type User } from '../helpers/endpoint-api.ts';
 import { visit } from '../helpers/http.ts';
 import { startLocalService } from '../helpers/local-service.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
@@ -60,7 +60,7 @@ const seenBy = (page: Page) => JSON.parse(page.body) as Seen;
 
 describe('OAuth/OIDC login through the program', () => {
   let t: TestNode;
-  let user: Awaited<ReturnType<TestNode['createUser']>>;
+  let user: User;
   let service: Awaited<ReturnType<typeof startService>>;
   let op: TestProvider;
   let httpsPort: number;
@@ -70,11 +70,7 @@ describe('OAuth/OIDC login through the program', () => {
   const ep: Record<'main' | 'other' | 'listed', { uuid: string; host: string; provider: number }> = {} as never;
 
   const applied = () => edgeCaughtUp(t);
-  const api = async (method: string, path: string, body?: unknown, expect = 200) => {
-    const res = await t.api(method, path, { key: user.api_key, body });
-    assert.equal(res.status, expect, `${method} ${path}: ${res.text}`);
-    return res.body;
-  };
+  const api = (method: string, path: string, body?: unknown, expect = 200) => expectBody(expect, t.api(method, path, { key: user.api_key, body }), `${method} ${path}`);
   const url = (host: string, path: string) => `https://${host}:${httpsPort}${path}`;
 
   before(async () => {

@@ -8,7 +8,7 @@ import http from 'node:http';
 import net from 'node:net';
 import { WebSocket } from 'ws';
 import { startAgent, type Agent } from '../../src/agent/agent.ts';
-import { edgeCaughtUp } from '../helpers/endpoint-api.ts';
+import { edgeCaughtUp, expectBody, type User } from '../helpers/endpoint-api.ts';
 import { eventually } from '../helpers/eventually.ts';
 import { visit, type Reply } from '../helpers/http.ts';
 import { makeKey, sign, startJwksServer, type JwksServer, type TestKey } from '../helpers/jwks-server.ts';
@@ -80,7 +80,7 @@ const json = { accept: 'application/json' };
 
 describe('visitor auth at the edge', () => {
   let t: TestNode;
-  let user: Awaited<ReturnType<TestNode['createUser']>>;
+  let user: User;
   let service: Awaited<ReturnType<typeof startService>>;
   let jwks: JwksServer;
   let key1: TestKey;
@@ -112,11 +112,7 @@ describe('visitor auth at the edge', () => {
 
   /** Resolves once the edge serves everything the control API has committed so far. */
   const applied = () => edgeCaughtUp(t);
-  const api = async (method: string, path: string, body?: unknown, expect = 200) => {
-    const res = await t.api(method, path, { key: user.api_key, body });
-    assert.equal(res.status, expect, `${method} ${path}: ${res.text}`);
-    return res.body;
-  };
+  const api = (method: string, path: string, body?: unknown, expect = 200) => expectBody(expect, t.api(method, path, { key: user.api_key, body }), `${method} ${path}`);
   /** A new endpoint served by a new agent in front of the service. */
   async function agentEndpoint(): Promise<{ uuid: string; host: string }> {
     const e = await api('POST', '/v1/endpoints', {}, 201);

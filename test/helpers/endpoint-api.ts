@@ -7,16 +7,23 @@ import type { ApiResponse, TestNode } from './node.ts';
 
 export type User = Awaited<ReturnType<TestNode['createUser']>>;
 
-/** The body of an answer whose status must be `status`; a wrong one fails with the answer's text. */
-export async function expectBody<T = any>(status: number, pending: Promise<ApiResponse<T>>): Promise<T> {
+/** The body of an answer whose status must be `status`; a wrong one fails with the answer's text, after `what` if named. */
+export async function expectBody<T = any>(status: number, pending: Promise<ApiResponse<T>>, what?: string): Promise<T> {
   const res = await pending;
-  assert.equal(res.status, status, res.text);
+  assert.equal(res.status, status, what === undefined ? res.text : `${what}: ${res.text}`);
   return res.body;
 }
 
 /** POST /v1/endpoints with an empty body as `user` (201 asserted); the created endpoint as the API answered it. */
 export function createEndpoint(t: TestNode, user: User, headers?: Record<string, string>): Promise<{ uuid: string; hostname: string; [field: string]: any }> {
   return expectBody(201, t.api('POST', '/v1/endpoints', { key: user.api_key, body: {}, headers }));
+}
+
+/** An organization of `owner`'s with `member` in it holding `permissions` (both 201s asserted): its id, and the headers that act in it. */
+export async function orgWithMember(t: TestNode, owner: User, member: User, permissions: string[]): Promise<{ id: number; headers: Record<string, string> }> {
+  const org = await expectBody(201, t.api('POST', '/v1/organizations', { key: owner.api_key, body: { name: 'Org' } }));
+  await expectBody(201, t.api('POST', `/v1/organizations/${org.id}/members`, { key: owner.api_key, body: { email: member.email, permissions } }));
+  return { id: org.id as number, headers: { 'x-account-id': String(org.id) } };
 }
 
 /**
