@@ -7,7 +7,10 @@ import { once } from 'node:events';
 import http, { type IncomingMessage } from 'node:http';
 import net, { type AddressInfo } from 'node:net';
 import { startAgent, type Agent } from '../../src/agent/agent.ts';
-import { forwardedHeaders, originRequestHeaders, tunnelRequestHeaders, type ForwardFacts } from '../../src/edge/http/proxy-headers.ts';
+import { originRequestHeaders, tunnelRequestHeaders, type ForwardFacts } from '../../src/edge/http/proxy-headers.ts';
+import { withoutCookie } from '../../src/edge/http/credentials.ts';
+import { upgradeRequestHeaders } from '../../src/edge/forward/upgrade.ts';
+import { isEdgeOwnedLower } from '../../src/shared/edge-headers.ts';
 import { headerKey } from '../../src/shared/edge-headers.ts';
 import { toHttp2RequestHeaders } from '../../src/shared/tunnel/headers.ts';
 import { eventually } from '../helpers/eventually.ts';
@@ -46,6 +49,35 @@ async function parser(t: TestContext, options: http.ServerOptions = {}): Promise
       });
     },
   };
+}
+
+/**
+ * The multi-copy header pass the edge ran before the one-pass builders, kept here as the oracle they are checked
+ * against: the parsed fields copied, the owned and stage-set ones (in any `_` spelling) and consumed ones dropped,
+ * the consumed cookie cut, then the edge's own fields.
+ */
+function forwardedHeaders(headers: http.IncomingHttpHeaders, facts: ForwardFacts): http.IncomingHttpHeaders {
+  const out: http.IncomingHttpHeaders = { ...headers };
+  const stageKeys = new Set(Object.keys(facts.extra).map(headerKey));
+  for (const name of Object.keys(out)) {
+    if (isEdgeOwnedLower(name) || stageKeys.has(headerKey(name)) || facts.drop?.includes(headerKey(name))) delete out[name];
+  }
+  if (facts.dropCookie !== undefined) {
+    const rest = withoutCookie(headers.cookie, facts.dropCookie);
+    if (rest === undefined) delete out.cookie;
+    else out.cookie = rest;
+  }
+  out.host = facts.authority;
+  out['x-forwarded-for'] = facts.clientIp;
+  out['x-forwarded-proto'] = facts.secure ? 'https' : 'http';
+  if (facts.host) out['x-forwarded-host'] = facts.host;
+  for (const [name, value] of Object.entries(facts.extra)) out[name] = value;
+  return out;
+}
+
+/** The fields of the upgrade request the edge sends an agent (its Host is the validated authority). */
+function upgradeHeaders(req: IncomingMessage, facts: ForwardFacts): Record<string, string | string[]> {
+  return upgradeRequestHeaders({ ...facts, req, method: 'GET', target: '/' }, facts.authority);
 }
 
 /** What the edge sent before: forwardedHeaders, then toHttp2RequestHeaders (which runs endToEndHeaders). */
@@ -187,7 +219,7 @@ describe('tunnelRequestHeaders', () => {
     for (const head of ['GET / HTTP/1.1\r\nHost: app.edge.test:80@evil.example', 'GET / HTTP/1.1\r\nHost: first.test\r\nHost: second.test', 'GET / HTTP/1.0\r\nAccept: */*']) {
       const req = await p.parse(head);
       assert.equal(tunnelRequestHeaders(req, FACTS, 'GET', '/')[':authority'], 'app.edge.test:8080', head);
-      assert.equal(forwardedHeaders(req.headers, FACTS).host, 'app.edge.test:8080', head);
+      assert.equal(upgradeHeaders(req, FACTS).host, 'app.edge.test:8080', head);
     }
   });
 
@@ -269,7 +301,7 @@ describe('underscore spellings of the edge-owned fields, and other client-addres
     const blocks = {
       tunnel: tunnelRequestHeaders(req, facts, 'GET', '/'),
       origin: originRequestHeaders(req, facts, 'origin.test'),
-      upgrade: forwardedHeaders(req.headers, facts),
+      upgrade: upgradeHeaders(req, facts),
     };
     for (const [which, h] of Object.entries(blocks)) {
       assert.deepEqual(spoofedNames(h, ['x-edge-user']), [], which);
@@ -291,7 +323,7 @@ describe('underscore spellings of the edge-owned fields, and other client-addres
     assert.equal(h['x-claim-sub'], undefined);
     assert.equal(h['x_claim-sub'], undefined);
     assert.equal(h['x-claim'], 'kept');
-    assert.equal(forwardedHeaders(req.headers, facts)['x-claim-sub'], undefined);
+    assert.equal(upgradeHeaders(req, facts)['x-claim-sub'], undefined);
   });
 
   describe('through a real agent and a real origin', () => {
@@ -374,7 +406,7 @@ describe('fields auth stages consumed or own (ForwardFacts.drop, dropCookie, bod
       assert.equal(out['transfer-encoding'], undefined);
       assert.equal(out['x-keep'], 'yes');
     }
-    const upgrade = forwardedHeaders(req.headers, facts);
+    const upgrade = upgradeHeaders(req, facts);
     assert.equal(upgrade.authorization, undefined);
     assert.equal(upgrade['x-api-token'], undefined);
     assert.equal(upgrade.x_api_token, undefined);
@@ -388,7 +420,7 @@ describe('fields auth stages consumed or own (ForwardFacts.drop, dropCookie, bod
     const only: ForwardFacts = { ...FACTS, dropCookie: 'edge_token' };
     assert.equal((tunnelRequestHeaders(req, only, 'GET', '/') as Record<string, unknown>).cookie, undefined);
     assert.equal(originRequestHeaders(req, only, 'origin.test').cookie, undefined);
-    assert.equal(forwardedHeaders(req.headers, only).cookie, undefined);
+    assert.equal(upgradeHeaders(req, only).cookie, undefined);
   });
 
   it('changes nothing when no stage consumed anything', async (t) => {

@@ -1,6 +1,6 @@
 // The forwarding headers the edge vouches for: visitor-sent copies are removed first, then the edge sets its own
 // from the connection (ARCHITECTURE.md: the client address comes from the socket unless a trusted proxy says so).
-import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { OutgoingHttpHeaders } from 'node:http2';
 import { headerKey, isEdgeOwnedLower } from '../../shared/edge-headers.ts';
 import { addEndToEndFields, isConnectionSpecific, type HeaderMap } from '../../shared/tunnel/headers.ts';
@@ -33,28 +33,6 @@ export interface ForwardRequest extends ForwardFacts {
   method: string;
   /** Normalised path plus "?query": the exact target the pipeline judged. */
   target: string;
-}
-
-/**
- * A visitor's parsed fields (lower-case names) as an upgrade forwards them: without the visitor's copies of what the
- * edge owns or its stages set, with the validated Host and the edge's forwarding fields.
- */
-export function forwardedHeaders(headers: IncomingHttpHeaders, facts: ForwardFacts): IncomingHttpHeaders {
-  const out: IncomingHttpHeaders = { ...headers };
-  const stageField = stageFieldMatcher(facts.extra);
-  const dropped = facts.drop;
-  for (const name of Object.keys(out)) if (isEdgeOwnedLower(name) || stageField?.(name) || (dropped !== undefined && dropped.includes(headerKey(name)))) delete out[name];
-  if (facts.dropCookie !== undefined) {
-    const rest = withoutCookie(headers.cookie, facts.dropCookie);
-    if (rest === undefined) delete out.cookie;
-    else out.cookie = rest;
-  }
-  out.host = facts.authority;
-  out['x-forwarded-for'] = facts.clientIp;
-  out['x-forwarded-proto'] = facts.secure ? 'https' : 'http';
-  if (facts.host) out['x-forwarded-host'] = facts.host;
-  for (const [name, value] of Object.entries(facts.extra)) out[name] = value;
-  return out;
 }
 
 /**
