@@ -4,7 +4,7 @@ import Fastify, { LogController, type FastifyError, type FastifyInstance, type F
 import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
-import { ValueErrorType } from '@sinclair/typebox/errors';
+import { ValueErrorType, type ValueError } from '@sinclair/typebox/errors';
 import { Value } from '@sinclair/typebox/value';
 import type { TSchema } from '@sinclair/typebox';
 import { Registry, collectDefaultMetrics, Counter, Histogram } from 'prom-client';
@@ -62,13 +62,30 @@ interface ValidationIssue {
   type: ValueErrorType;
 }
 
+/**
+ * The error a union reports as "Expected union value", replaced by the first error of its non-null branch, so a bad
+ * value under a nullable field is reported by its own path and reason (`basic_users.0.role` unknown,
+ * `session_ttl_seconds` below 1) rather than as the union's.
+ */
+function specific(error: ValueError): ValueError {
+  if (error.type !== ValueErrorType.Union) return error;
+  for (const branch of error.errors) {
+    const first = branch.First();
+    if (first && !(first.type === ValueErrorType.Null && first.path === error.path)) return specific(first);
+  }
+  return error;
+}
+
 /** TypeBox compiled checkers: bodies are checked as sent (strict types); query and path strings are converted first. */
 function validatorCompiler({ schema, httpPart }: { schema: TSchema; httpPart?: string }) {
   const check = TypeCompiler.Compile(schema);
   return (value: unknown) => {
     const input = httpPart === 'body' ? value : Value.Convert(schema, value);
     if (check.Check(input)) return { value: input };
-    const error: ValidationIssue[] = [...check.Errors(input)].slice(0, 5).map((e) => ({ message: e.message, instancePath: e.path, type: e.type }));
+    const error: ValidationIssue[] = [...check.Errors(input)].slice(0, 5).map((e) => {
+      const issue = specific(e);
+      return { message: issue.message, instancePath: issue.path, type: issue.type };
+    });
     return { error: error as never };
   };
 }

@@ -9,7 +9,7 @@ import * as store from '../../store/visitor-auth.ts';
 import { MAX_LIVE_API_KEYS, type VisitorTokenRow } from '../../store/visitor-auth.ts';
 import { int64Param, type ControlApp, type ControlDeps } from '../http.ts';
 import { ErrorBody, ErrorResponses, iso } from '../views.ts';
-import { authEndpoint, futureInstant, invalid, preciseBody } from './endpoint-settings.ts';
+import { authEndpoint, futureInstant, invalid } from './endpoint-settings.ts';
 
 /**
  * `evk_` and 256 random bits, base64url: an RFC 6750 b64token, so it works as a Bearer token, a header or a cookie
@@ -63,7 +63,6 @@ export function endpointApiKeyRoutes(app: ControlApp, { db, secrets }: ControlDe
   app.post(
     '/v1/endpoints/:id/api-keys',
     {
-      preValidation: preciseBody(CreateBody),
       schema: {
         summary: 'Create an endpoint API key (a token-mode visitor token)',
         description:

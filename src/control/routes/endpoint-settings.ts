@@ -2,9 +2,9 @@
 // mode with its credentials, the JWT layer and webhook verification. Validated here; secrets leave only hashed or sealed.
 import { Type, type TSchema } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
-import { ValueErrorType, type ValueError } from '@sinclair/typebox/errors';
+import { ValueErrorType } from '@sinclair/typebox/errors';
 import bcrypt from 'bcrypt';
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyReply } from 'fastify';
 import { hostRefusal } from '../../shared/address-policy.ts';
 import { fail } from '../../shared/errors.ts';
 import { Nullable, parseInt64, Strict, Timestamp } from '../../shared/schema.ts';
@@ -27,7 +27,7 @@ import * as store from '../../store/visitor-auth.ts';
 import { MAX_BASIC_USERS, MAX_SETTINGS_TOKENS, type AuthState, type BasicUserInput, type ModeConfigs, type SettingsTokenInput } from '../../store/visitor-auth.ts';
 import type { Caller } from '../caller.ts';
 import { endpointForCaller } from '../endpoint-access.ts';
-import { parseJsonBody, toEdgeError, type ControlApp, type ControlDeps } from '../http.ts';
+import { parseJsonBody, type ControlApp, type ControlDeps } from '../http.ts';
 import { ErrorBody, ErrorResponses, iso } from '../views.ts';
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -486,33 +486,6 @@ const WebhookBody = Strict({
   ),
 });
 
-/** The error a union reports as "Expected union value", replaced by the first error of its non-null branch. */
-function specific(error: ValueError): ValueError {
-  if (error.type !== ValueErrorType.Union) return error;
-  for (const branch of error.errors) {
-    const first = branch.First();
-    if (first && !(first.type === ValueErrorType.Null && first.path === error.path)) return specific(first);
-  }
-  return error;
-}
-
-/**
- * A preValidation hook checking the body against `schema` first, so that a bad value under a nullable field
- * (a union to the validator, whose only message is "Expected union value") is reported by its own path and reason:
- * `basic_users.0.role` unknown, `session_ttl_seconds` below 1. A valid body then passes the route's own validation.
- */
-export function preciseBody(schema: TSchema) {
-  const check = TypeCompiler.Compile(schema);
-  return async (req: FastifyRequest): Promise<void> => {
-    if (req.body === undefined || check.Check(req.body)) return;
-    const validation = [...check.Errors(req.body)].slice(0, 5).map((e) => {
-      const error = specific(e);
-      return { message: error.message, instancePath: error.path, type: error.type };
-    });
-    throw toEdgeError(Object.assign(new Error('Invalid request body'), { validation, validationContext: 'body' }));
-  };
-}
-
 const EndpointParams = Type.Object({ id: Type.String({ description: 'The endpoint uuid' }) });
 const Errors409 = { ...ErrorResponses, 409: ErrorBody };
 
@@ -547,7 +520,6 @@ export function endpointSettingsRoutes(app: ControlApp, { db, config, secrets }:
   app.put(
     '/v1/endpoints/:id/settings',
     {
-      preValidation: preciseBody(SettingsBody),
       schema: {
         summary: 'Configure visitor authentication',
         description:
@@ -635,7 +607,6 @@ export function endpointSettingsRoutes(app: ControlApp, { db, config, secrets }:
   app.put(
     '/v1/endpoints/:id/settings/jwt',
     {
-      preValidation: preciseBody(JwtBody),
       schema: {
         summary: 'Configure the JWT layer',
         description:
@@ -676,7 +647,6 @@ export function endpointSettingsRoutes(app: ControlApp, { db, config, secrets }:
   app.put(
     '/v1/endpoints/:id/settings/webhook',
     {
-      preValidation: preciseBody(WebhookBody),
       schema: {
         summary: 'Configure inbound webhook verification',
         description:

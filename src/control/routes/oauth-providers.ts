@@ -19,7 +19,7 @@ import {
 } from '../../store/oauth-providers.ts';
 import { int64Param, type ControlApp, type ControlDeps } from '../http.ts';
 import { ErrorBody, ErrorResponses, iso } from '../views.ts';
-import { authEndpoint, invalid, preciseBody, publicHttpsUrl, ScopesBody } from './endpoint-settings.ts';
+import { authEndpoint, invalid, publicHttpsUrl, ScopesBody } from './endpoint-settings.ts';
 import { CALLBACK_PATH, httpsLocation } from '../../shared/public-urls.ts';
 
 const KINDS = ['oidc', 'oauth2'] as const;
@@ -209,7 +209,6 @@ export function oauthProviderRoutes(app: ControlApp, { db, config, secrets, publ
   app.post(
     '/v1/endpoints/:id/oauth/providers',
     {
-      preValidation: preciseBody(CreateBody),
       schema: {
         summary: 'Add an OAuth/OIDC provider',
         description:
@@ -286,7 +285,6 @@ export function oauthProviderRoutes(app: ControlApp, { db, config, secrets, publ
   app.put(
     '/v1/endpoints/:id/oauth/providers/:provider_id',
     {
-      preValidation: preciseBody(ReplaceBody),
       schema: {
         summary: 'Replace an OAuth/OIDC provider',
         description:
@@ -319,7 +317,6 @@ export function oauthProviderRoutes(app: ControlApp, { db, config, secrets, publ
   app.put(
     '/v1/endpoints/:id/oauth/providers/:provider_id/toggle',
     {
-      preValidation: preciseBody(ToggleBody),
       schema: {
         summary: 'Enable or disable an OAuth/OIDC provider',
         description:
