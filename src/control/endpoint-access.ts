@@ -12,11 +12,16 @@ export function canSee(caller: Caller, endpoint: Pick<EndpointRow, 'account_id'>
   return caller.isAdmin || endpoint.account_id === caller.account.id;
 }
 
-/** Loads the endpoint named by a path uuid; 400 for a malformed uuid, 404 when missing or not the caller's. */
-export async function endpointForCaller(db: Queryable, caller: Caller, uuid: string, opts: { forUpdate?: boolean } = {}): Promise<EndpointRow> {
+/**
+ * Loads the endpoint named by a path uuid; 400 for a malformed uuid, 404 when missing or not the caller's.
+ * `writable`: the endpoint is about to change its settings, so it is row-locked and a paused endpoint (over plan
+ * limits, read-only) is 409 quota_paused.
+ */
+export async function endpointForCaller(db: Queryable, caller: Caller, uuid: string, opts: { forUpdate?: boolean; writable?: boolean } = {}): Promise<EndpointRow> {
   if (!isUuid(uuid)) throw fail.invalid_id('Invalid endpoint id', 'the endpoint id must be a UUID');
-  const endpoint = await findEndpointByUuid(db, uuid.toLowerCase(), opts);
+  const endpoint = await findEndpointByUuid(db, uuid.toLowerCase(), { forUpdate: opts.forUpdate || opts.writable });
   if (!endpoint || !canSee(caller, endpoint)) throw fail.not_found('Endpoint not found');
+  if (opts.writable && endpoint.paused_at) throw fail.quota_paused();
   return endpoint;
 }
 

@@ -9,7 +9,8 @@ import * as store from '../../store/visitor-auth.ts';
 import { MAX_LIVE_API_KEYS, type VisitorTokenRow } from '../../store/visitor-auth.ts';
 import { int64Param, type ControlApp, type ControlDeps } from '../http.ts';
 import { ErrorBody, ErrorResponses, iso } from '../views.ts';
-import { authEndpoint, futureInstant, invalid } from './endpoint-settings.ts';
+import { futureInstant, invalid } from './endpoint-settings.ts';
+import { endpointForCaller } from '../endpoint-access.ts';
 
 /**
  * `evk_` and 256 random bits, base64url: an RFC 6750 b64token, so it works as a Bearer token, a header or a cookie
@@ -80,7 +81,7 @@ export function endpointApiKeyRoutes(app: ControlApp, { db, secrets }: ControlDe
       const expiresAt = req.body.expires_at == null ? null : futureInstant('expires_at', req.body.expires_at);
       const token = generateVisitorApiKey();
       const { endpoint, key } = await db.transaction(async (tx) => {
-        const endpoint = await authEndpoint(tx, req.caller, req.params.id, 'write');
+        const endpoint = await endpointForCaller(tx, req.caller, req.params.id, { writable: true });
         const live = await store.countLiveTokens(tx, endpoint.id);
         if (live.api_key >= MAX_LIVE_API_KEYS) throw invalid('api-keys', `an endpoint has at most ${MAX_LIVE_API_KEYS} live API keys`, { limit: MAX_LIVE_API_KEYS });
         const key = await store.insertEndpointApiKey(tx, endpoint.id, { label: req.body.name, digest: tokenDigest(tokenKey, token), expiresAt });
@@ -106,7 +107,7 @@ export function endpointApiKeyRoutes(app: ControlApp, { db, secrets }: ControlDe
     },
     async (req) => {
       req.caller.requirePermission('endpoints:read');
-      const endpoint = await authEndpoint(db, req.caller, req.params.id, 'read');
+      const endpoint = await endpointForCaller(db, req.caller, req.params.id);
       return { items: (await store.listVisitorTokens(db, endpoint.id, 'api_key')).map(apiKeyView) };
     },
   );
@@ -125,7 +126,7 @@ export function endpointApiKeyRoutes(app: ControlApp, { db, secrets }: ControlDe
     async (req) => {
       req.caller.requirePermission('endpoints:read');
       const keyId = int64Param(req.params.key_id, 'key_id');
-      const endpoint = await authEndpoint(db, req.caller, req.params.id, 'read');
+      const endpoint = await endpointForCaller(db, req.caller, req.params.id);
       const key = await store.findEndpointApiKey(db, endpoint.id, keyId);
       if (!key) throw notFound();
       return apiKeyView(key);
@@ -150,7 +151,7 @@ export function endpointApiKeyRoutes(app: ControlApp, { db, secrets }: ControlDe
       req.caller.requirePermission('endpoints:update');
       const keyId = int64Param(req.params.key_id, 'key_id');
       const revoked = await db.transaction(async (tx) => {
-        const endpoint = await authEndpoint(tx, req.caller, req.params.id, 'write');
+        const endpoint = await endpointForCaller(tx, req.caller, req.params.id, { writable: true });
         return store.revokeEndpointApiKey(tx, endpoint.id, keyId);
       });
       if (!revoked) throw notFound();

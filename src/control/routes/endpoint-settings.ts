@@ -34,17 +34,6 @@ import { ErrorBody, ErrorResponses, iso } from '../views.ts';
 // Access, shared with the endpoint API keys.
 // ---------------------------------------------------------------------------------------------------------------
 
-/**
- * The endpoint of the path once the caller may act on it: `endpoints:read` for reads, `endpoints:update` for writes
- * (SPEC.md "Authentication" §2), then 400/404 (another account's endpoint is a 404). A write locks the endpoint's row,
- * which orders every auth write to it, and refuses a paused endpoint (read-only over plan limits).
- */
-export async function authEndpoint(q: Queryable, caller: Caller, uuid: string, access: 'read' | 'write'): Promise<EndpointRow> {
-  const endpoint = await endpointForCaller(q, caller, uuid, { forUpdate: access === 'write' });
-  if (access === 'write' && endpoint.paused_at) throw fail.quota_paused();
-  return endpoint;
-}
-
 /** A 400 naming the field, in the shape the schema validator's errors have. */
 export function invalid(field: string, reason: string, extra: Record<string, unknown> = {}) {
   return fail.invalid_request(`Invalid ${field}: ${reason}`, { field, reason, ...extra });
@@ -512,7 +501,7 @@ export function endpointSettingsRoutes(app: ControlApp, { db, config, secrets }:
     },
     async (req) => {
       req.caller.requirePermission('endpoints:read');
-      const endpoint = await authEndpoint(db, req.caller, req.params.id, 'read');
+      const endpoint = await endpointForCaller(db, req.caller, req.params.id);
       return settingsView(endpoint.id, await store.loadAuthState(db, endpoint.id));
     },
   );
@@ -550,14 +539,14 @@ export function endpointSettingsRoutes(app: ControlApp, { db, config, secrets }:
       let basicUsers: BasicUserInput[] | undefined;
       if (body.basic_users === null) basicUsers = [];
       else if (body.basic_users !== undefined) {
-        const seen = await authEndpoint(db, req.caller, req.params.id, 'read');
+        const seen = await endpointForCaller(db, req.caller, req.params.id);
         const stored = new Map((await store.listBasicUsers(db, seen.id)).map((u) => [u.username, u.password_hash]));
         basicUsers = await hashBasicUsers(body.basic_users, stored);
       }
 
       try {
         return await db.transaction(async (tx) => {
-          const endpoint = await authEndpoint(tx, req.caller, req.params.id, 'write');
+          const endpoint = await endpointForCaller(tx, req.caller, req.params.id, { writable: true });
           const current = await store.loadAuthState(tx, endpoint.id);
           // Here, not before the lock: absolute OAuth return targets are judged against the endpoint's hostname.
           const sentConfig = body.config === undefined || body.config === null ? body.config : modeConfig(mode, body.config, endpoint.hostname);
@@ -627,7 +616,7 @@ export function endpointSettingsRoutes(app: ControlApp, { db, config, secrets }:
       const jwksUrl = body.jwks_url === undefined ? undefined : body.jwks_url === '' ? null : parseJwksUrl(body.jwks_url, config.originAllowPrivate);
       const claimHeaders = body.claim_headers === undefined ? undefined : parseClaimHeaders(body.claim_headers);
       await db.transaction(async (tx) => {
-        const endpoint = await authEndpoint(tx, req.caller, req.params.id, 'write');
+        const endpoint = await endpointForCaller(tx, req.caller, req.params.id, { writable: true });
         const stored = await store.findJwtSettings(tx, endpoint.id);
         const next = {
           enabled: body.enabled,
@@ -671,7 +660,7 @@ export function endpointSettingsRoutes(app: ControlApp, { db, config, secrets }:
       }
       const secretSealed = body.secret === undefined ? undefined : secrets.seal(body.secret);
       return db.transaction(async (tx) => {
-        const endpoint = await authEndpoint(tx, req.caller, req.params.id, 'write');
+        const endpoint = await endpointForCaller(tx, req.caller, req.params.id, { writable: true });
         const stored = await store.findWebhookVerification(tx, endpoint.id);
         const next = {
           enabled: body.enabled,

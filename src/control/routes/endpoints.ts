@@ -502,8 +502,7 @@ export function endpointRoutes(app: ControlApp, { db, config }: ControlDeps): vo
       req.caller.requirePermission('endpoints:update');
       const capture = { enabled: level === 'off' ? false : (req.body.capture_enabled ?? false), level: level === '' ? null : (level as CaptureLevel) };
       await db.transaction(async (tx) => {
-        const endpoint = await endpointForCaller(tx, req.caller, req.params.id, { forUpdate: true });
-        if (endpoint.paused_at) throw fail.quota_paused();
+        const endpoint = await endpointForCaller(tx, req.caller, req.params.id, { writable: true });
         await store.setCapture(tx, endpoint.id, capture);
       });
       // SPEC.md: 200 with an empty body. send() without a payload skips the serializer, which would write "null".

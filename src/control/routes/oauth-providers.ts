@@ -19,8 +19,9 @@ import {
 } from '../../store/oauth-providers.ts';
 import { int64Param, type ControlApp, type ControlDeps } from '../http.ts';
 import { ErrorBody, ErrorResponses, iso } from '../views.ts';
-import { authEndpoint, invalid, publicHttpsUrl, ScopesBody } from './endpoint-settings.ts';
+import { invalid, publicHttpsUrl, ScopesBody } from './endpoint-settings.ts';
 import { CALLBACK_PATH, httpsLocation } from '../../shared/public-urls.ts';
+import { endpointForCaller } from '../endpoint-access.ts';
 
 const KINDS = ['oidc', 'oauth2'] as const;
 const OAUTH2_URLS = ['authorization_url', 'token_url', 'userinfo_url'] as const;
@@ -228,7 +229,7 @@ export function oauthProviderRoutes(app: ControlApp, { db, config, secrets, publ
       const secretSealed = secrets.seal(req.body.client_secret);
       const { endpoint, created } = await db
         .transaction(async (tx) => {
-          const endpoint = await authEndpoint(tx, req.caller, req.params.id, 'write');
+          const endpoint = await endpointForCaller(tx, req.caller, req.params.id, { writable: true });
           const count = await store.countOAuthProviders(tx, endpoint.id);
           if (count >= MAX_OAUTH_PROVIDERS) {
             throw invalid('oauth/providers', `an endpoint has at most ${MAX_OAUTH_PROVIDERS} OAuth providers`, { limit: MAX_OAUTH_PROVIDERS, count });
@@ -256,7 +257,7 @@ export function oauthProviderRoutes(app: ControlApp, { db, config, secrets, publ
     },
     async (req) => {
       req.caller.requirePermission('endpoints:read');
-      const endpoint = await authEndpoint(db, req.caller, req.params.id, 'read');
+      const endpoint = await endpointForCaller(db, req.caller, req.params.id);
       return { items: (await store.listOAuthProviders(db, endpoint.id)).map((p) => providerView(p, endpoint.hostname, publicHttpsPort())) };
     },
   );
@@ -275,7 +276,7 @@ export function oauthProviderRoutes(app: ControlApp, { db, config, secrets, publ
     async (req) => {
       req.caller.requirePermission('endpoints:read');
       const providerId = int64Param(req.params.provider_id, 'provider_id');
-      const endpoint = await authEndpoint(db, req.caller, req.params.id, 'read');
+      const endpoint = await endpointForCaller(db, req.caller, req.params.id);
       const provider = await store.findOAuthProvider(db, endpoint.id, providerId);
       if (!provider) throw notFound();
       return providerView(provider, endpoint.hostname, publicHttpsPort());
@@ -305,7 +306,7 @@ export function oauthProviderRoutes(app: ControlApp, { db, config, secrets, publ
       const secretSealed = req.body.client_secret === undefined ? undefined : secrets.seal(req.body.client_secret);
       const { endpoint, updated } = await db
         .transaction(async (tx) => {
-          const endpoint = await authEndpoint(tx, req.caller, req.params.id, 'write');
+          const endpoint = await endpointForCaller(tx, req.caller, req.params.id, { writable: true });
           return { endpoint, updated: await store.replaceOAuthProvider(tx, endpoint.id, providerId, input, secretSealed) };
         })
         .catch((err: unknown) => nameTaken(err, input.name));
@@ -333,7 +334,7 @@ export function oauthProviderRoutes(app: ControlApp, { db, config, secrets, publ
       req.caller.requirePermission('endpoints:update');
       const providerId = int64Param(req.params.provider_id, 'provider_id');
       const found = await db.transaction(async (tx) => {
-        const endpoint = await authEndpoint(tx, req.caller, req.params.id, 'write');
+        const endpoint = await endpointForCaller(tx, req.caller, req.params.id, { writable: true });
         // No body at all is a body without `enabled`: SPEC.md reads that as false.
         return store.setOAuthProviderEnabled(tx, endpoint.id, providerId, req.body?.enabled === true);
       });
@@ -359,7 +360,7 @@ export function oauthProviderRoutes(app: ControlApp, { db, config, secrets, publ
       req.caller.requirePermission('endpoints:update');
       const providerId = int64Param(req.params.provider_id, 'provider_id');
       const deleted = await db.transaction(async (tx) => {
-        const endpoint = await authEndpoint(tx, req.caller, req.params.id, 'write');
+        const endpoint = await endpointForCaller(tx, req.caller, req.params.id, { writable: true });
         return store.deleteOAuthProvider(tx, endpoint.id, providerId);
       });
       if (!deleted) throw notFound();
