@@ -74,6 +74,16 @@ export interface EndpointConfig {
   jwt?: JwtLayerConfig | null;
   /** Inbound webhook verification, present only while enabled (PUT …/settings/webhook); absent or null: off. */
   webhook?: WebhookVerificationConfig | null;
+  /**
+   * Per-endpoint RBAC (SPEC.md "RBAC (per endpoint)", docs/rbac.md). Absent or null in snapshots of endpoints that
+   * never had RBAC written; RBAC is on exactly when `roles` is not empty.
+   */
+  rbac?: RbacConfig | null;
+  /**
+   * Firewall rate-limit rules (SPEC.md "Firewall rate limits", docs/rate-limits.md): the `active` rules only, in
+   * evaluation order (ascending priority, then id). Absent or empty: the stage is not compiled.
+   */
+  rate_limits?: RateLimitRuleConfig[];
 }
 
 /** Write modes of PUT …/settings (docs/visitor-auth.md maps them to the modes GET reports). */
@@ -87,6 +97,8 @@ export type TokenSource = { kind: 'bearer' } | { kind: 'header'; name: string } 
 export interface BasicUserConfig {
   /** Stable id, reported back in the heartbeat's credential_use so last_used_at can be written. */
   id: string;
+  /** Set when this is an RBAC client's username and password (docs/rbac.md); absent for the settings' basic_users. */
+  client_id?: number;
   username: string;
   /** bcrypt ($2b$, cost ≥ 10). */
   password_hash: string;
@@ -96,6 +108,8 @@ export interface BasicUserConfig {
 export interface VisitorTokenConfig {
   /** Stable id, reported back in the heartbeat's credential_use. */
   id: string;
+  /** Set when this is an RBAC client's token (docs/rbac.md); absent for settings tokens and endpoint API keys. */
+  client_id?: number;
   /** The token's name (settings) or the API key's label; the edge sends it to the agent as X-Edge-Auth-User. */
   label: string;
   /** tokenDigest(visitorTokenKey, token) (src/shared/visitor-credentials.ts): keyed, so a dump is not a lookup table. */
@@ -198,4 +212,111 @@ export interface AccountConfig {
   id: number;
   plan: string;
   suspended: boolean;
+}
+
+/** RBAC client statuses (SPEC.md "RBAC client status"). Only `active` clients are granted anything. */
+export const RBAC_CLIENT_STATUSES = ['active', 'invited', 'disabled', 'revoked'] as const;
+export type RbacClientStatus = (typeof RBAC_CLIENT_STATUSES)[number];
+
+/** A role's permissions, canonical: methods upper-case, path patterns as the routing compiler canonicalises them. */
+export interface RbacPermissionsConfig {
+  allowed_methods: string[];
+  denied_methods: string[];
+  /** Path patterns: exact (`/admin`), prefix (`/api/*`), or glob (`/api/**\/export`) (docs/rbac.md). */
+  allowed_paths: string[];
+  denied_paths: string[];
+  /** Requests per second for a client whose request this role decides; 0: no limit. */
+  rate_limit_rps: number;
+  /** Set on the forwarded request when this role decides (lower-case names, never an edge-owned field). */
+  headers: Record<string, string>;
+}
+
+export interface RbacRoleConfig {
+  id: number;
+  name: string;
+  /** Higher wins when several of a client's roles have an opinion on a request. */
+  priority: number;
+  permissions: RbacPermissionsConfig;
+}
+
+/**
+ * An RBAC client as edges see it: who it is and which roles it holds. Its password hash and token digest travel in
+ * `auth.basic_users` / `auth.tokens` with `client_id` set (only in the mode that uses them), so the auth stage checks
+ * them like any other credential; OAuth/OIDC visitors are matched here by identity or verified e-mail.
+ */
+export interface RbacClientConfig {
+  id: number;
+  /** Lower-case; sent to the agent in X-Edge-Rbac-Client. */
+  identifier: string;
+  status: RbacClientStatus;
+  /** Lower-case; null when none. Matched against a login's verified e-mail. */
+  email: string | null;
+  /** Linked OAuth/OIDC identities: the endpoint's provider id (decimal string) and the provider's subject. */
+  identities: { provider: string; subject: string }[];
+  /** The roles the client holds (memberships), by id. */
+  role_ids: number[];
+}
+
+/** A pending invite, so the edge can render the registration form without asking the control plane. */
+export interface RbacInviteConfig {
+  /** The placeholder client. */
+  client_id: number;
+  /** tokenDigest(visitorTokenKey, invite_token) (src/shared/visitor-credentials.ts). */
+  digest: string;
+  /** RFC 3339. */
+  expires_at: string;
+}
+
+export interface RbacConfig {
+  /** Empty: RBAC is off for the endpoint. */
+  roles: RbacRoleConfig[];
+  clients: RbacClientConfig[];
+  invites: RbacInviteConfig[];
+  /** Self-registration (docs/rbac.md): off unless enabled; domains lower-case, empty = any verified e-mail. */
+  self_registration: { enabled: boolean; allowed_email_domains: string[] };
+}
+
+/** Rate-limit condition types (SPEC.md "Rate-limit rule"). */
+export const RATE_LIMIT_CONDITION_TYPES = [
+  'source_ip',
+  'country',
+  'asn',
+  'browser',
+  'user_agent',
+  'endpoint',
+  'path',
+  'method',
+  'header',
+  'cookie',
+  'protocol',
+  'port',
+] as const;
+export type RateLimitConditionType = (typeof RATE_LIMIT_CONDITION_TYPES)[number];
+
+/** Stored canonical by the control API (validated with the compiler the edge runs), so edges compile it as is. */
+export interface RateLimitConditionConfig {
+  uuid: string;
+  type: RateLimitConditionType;
+  operator: string;
+  /** "" for exists / not_exists. */
+  value: string;
+  /** Joins this condition to the next one; AND binds tighter than OR. */
+  logical_operator: 'AND' | 'OR';
+}
+
+export interface RateLimitRuleConfig {
+  uuid: string;
+  /** The legacy integer id. */
+  id: number;
+  name: string;
+  requests_per_window: number;
+  window_size_seconds: number;
+  action: 'block' | 'throttle';
+  priority: number;
+  /** `edge`: counted in memory on each edge; `cluster`: one count across edges in Redis. */
+  scope: 'edge' | 'cluster';
+  /** cluster scope with Redis unreachable: `open` counts locally, `closed` answers 503. */
+  fail_mode: 'open' | 'closed';
+  /** In position order. */
+  conditions: RateLimitConditionConfig[];
 }

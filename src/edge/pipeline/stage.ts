@@ -47,6 +47,11 @@ export interface RequestContext {
   /** The visitor's address, from the socket (or a trusted proxy's header). */
   readonly clientIp: string;
   readonly secure: boolean;
+  /**
+   * Set by the auth stage when it admits a visitor: who they proved to be. The rbac stage maps it to a client.
+   * Absent: mode none, or no stage authenticated the visitor.
+   */
+  visitor?: VisitorIdentity;
   /** Set by routing: the agents (or the origin) that may serve this request. */
   selector?: AgentSelector;
   /** Headers to set on the forwarded request (identity, claims), after the visitor's copies are stripped. */
@@ -62,6 +67,13 @@ export interface RequestContext {
   /** The request body, when a stage had to read it whole (webhook verification): forwarded instead of the stream. */
   body?: Buffer;
 }
+
+/** Who the auth stage admitted a visitor as (docs/rbac.md maps each kind to an RBAC client). */
+export type VisitorIdentity =
+  /** A basic-auth user or token; `clientId` set when the credential is an RBAC client's. */
+  | { kind: 'basic' | 'token'; name: string; clientId?: number }
+  /** An OAuth/OIDC login session: the endpoint's provider id (decimal), the subject, and the e-mail when verified. */
+  | { kind: 'session'; provider: string; subject: string; email: string | null };
 
 /** `next` continues the pipeline; `done` means the stage answered the request itself. */
 export type Verdict = 'next' | 'done';
