@@ -3,6 +3,7 @@
 import { Type } from '@sinclair/typebox';
 import { Nullable, Timestamp } from '../shared/schema.ts';
 import type { AccountRow } from '../store/accounts.ts';
+import type { RbacClientRow } from '../store/rbac.ts';
 
 export function iso(value: Date | string): string;
 export function iso(value: Date | string | null | undefined): string | null;
@@ -35,4 +36,48 @@ export const AccountView = Type.Object({
 
 export function accountView(a: Pick<AccountRow, 'id' | 'kind' | 'name' | 'plan' | 'suspended_at'>) {
   return { id: a.id, kind: a.kind, name: a.name, plan: a.plan, suspended: a.suspended_at !== null, suspended_at: iso(a.suspended_at) };
+}
+
+/**
+ * An RBAC client (SPEC.md "RBAC client"), for every route that shows one (overview, clients API). SPEC.md leaves
+ * open whether username, identities and metadata are read back; they are (docs/rbac.md): an admin needs to see
+ * which login a client has. Password hashes and token digests never leave the store.
+ */
+export const RbacClientView = Type.Object(
+  {
+    id: Type.Integer(),
+    identifier: Type.String({ description: 'Lower-case; unique per endpoint' }),
+    display_name: Type.String(),
+    email: Nullable(Type.String()),
+    username: Nullable(Type.String()),
+    status: Type.Union([Type.Literal('active'), Type.Literal('invited'), Type.Literal('disabled'), Type.Literal('revoked')]),
+    has_password: Type.Boolean(),
+    has_token: Type.Boolean(),
+    has_oauth: Type.Boolean({ description: 'At least one linked OAuth/OIDC identity' }),
+    identities: Type.Array(Type.Object({ provider: Type.String(), subject: Type.String() })),
+    registration_source: Type.Union([Type.Literal('admin'), Type.Literal('self'), Type.Literal('invite'), Type.Literal('sso')]),
+    metadata: Type.Record(Type.String(), Type.Unknown()),
+    created_at: Timestamp(),
+    updated_at: Timestamp(),
+  },
+  { description: 'RBAC client' },
+);
+
+export function rbacClientView(c: RbacClientRow) {
+  return {
+    id: c.id,
+    identifier: c.identifier,
+    display_name: c.display_name,
+    email: c.email,
+    username: c.username,
+    status: c.status,
+    has_password: c.has_password,
+    has_token: c.has_token,
+    has_oauth: c.has_oauth,
+    identities: c.identities,
+    registration_source: c.registration_source,
+    metadata: c.metadata,
+    created_at: iso(c.created_at),
+    updated_at: iso(c.updated_at),
+  };
 }
