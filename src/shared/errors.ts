@@ -74,6 +74,8 @@ export const ERROR_CODES = {
   invalid_token: [401, 'The bearer token (JWT) is not valid for this endpoint'],
   invalid_signature: [401, 'The webhook signature is missing or does not match'],
   too_many_auth_failures: [429, 'Too many failed sign-in attempts from this address'],
+  rate_limited: [429, 'Too many requests from this address; slow down'],
+  rate_limit_unavailable: [503, 'The rate limit could not be checked'],
   auth_unavailable: [503, 'Authentication is temporarily unavailable'],
   login_required: [401, 'Sign in to reach this endpoint'],
   login_failed: [400, 'The sign-in could not be completed'],
