@@ -52,6 +52,12 @@ export const ERROR_CODES = {
   conflict: [409, 'Conflict'],
   already_exists: [409, 'Already exists'],
   quota_paused: [409, 'Endpoint is paused over plan limits and is read-only'],
+  // RBAC registration (POST /v1/rbac/registrations, docs/rbac.md).
+  invalid_identity_assertion: [401, 'The identity assertion is not valid for this endpoint'],
+  self_registration_disabled: [403, 'Self-registration is not enabled on this endpoint'],
+  email_domain_not_allowed: [403, 'The e-mail domain may not self-register on this endpoint'],
+  invite_not_found: [404, 'The invite does not exist or was already used'],
+  invite_expired: [410, 'The invite has expired'],
   body_too_large: [413, 'Request body too large'],
   unsupported_media_type: [415, 'Content-Type must be application/json'],
   internal: [500, 'Internal server error'],
@@ -81,6 +87,15 @@ export const ERROR_CODES = {
   login_failed: [400, 'The sign-in could not be completed'],
   login_forbidden: [403, 'This account may not sign in to this endpoint'],
   method_not_allowed: [405, 'The method is not allowed on this path'],
+  rbac_not_a_client: [403, 'Only clients of this endpoint may reach it'],
+  rbac_client_inactive: [403, 'This client is not active on this endpoint'],
+  rbac_forbidden: [403, 'Your roles do not allow this request'],
+  rbac_rate_limited: [429, 'Too many requests for your role'],
+  // The edge's registration pages (/register?endpoint=…, docs/rbac.md "Invites and self-registration").
+  registration_invalid: [400, 'The registration form has errors'],
+  registration_form_invalid: [403, 'The registration form could not be verified; reload it and try again'],
+  registration_not_offered: [409, 'This endpoint does not take registrations with its sign-in method'],
+  registration_unavailable: [503, 'Registration is temporarily unavailable'],
 } as const satisfies Record<string, readonly [number, string]>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

@@ -1,0 +1,223 @@
+// An endpoint's RBAC policy compiled for the edge (docs/rbac.md "Enforcement at the edge"): roles into method sets and
+// path matchers once, clients into their roles by priority, so a decision is a few Set lookups and string compares.
+//
+// The decision for one client, method and path: walk the client's roles by priority (higher first, ties by role id
+// ascending); a role has a *deny* opinion when the method is one it denies or the path matches one of its denied
+// patterns, an *allow* opinion when both its method list and its path list admit the request (an empty list admits
+// whatever the other one names; a role with both lists empty grants nothing); the first role with an opinion decides,
+// and within that role a deny beats an allow. No role with an opinion: denied.
+import { claimHeaderRefusal } from '../../shared/visitor-credentials.ts';
+import { canonicalPathPattern } from '../../shared/match/condition.ts';
+import { compilePathGlob, compilePathPrefix } from '../../shared/match/glob.ts';
+import type { RbacClientConfig, RbacConfig, RbacRoleConfig } from '../../shared/snapshot.ts';
+import { normalizePath } from '../http/normalize-path.ts';
+
+/** A path under judgement, split into segments on first use and shared by every pattern of every role. */
+export class JudgedPath {
+  private split?: string[];
+  constructor(readonly path: string) {}
+  segments(): string[] {
+    return (this.split ??= this.path.split('/'));
+  }
+}
+
+type PathTest = (p: JudgedPath) => boolean;
+
+/**
+ * One permission path pattern, in the canonical forms of the routing compiler (src/shared/match): `/admin` exact,
+ * `/api/*` (a single trailing `*` after `/`) the prefix `/api` on segment boundaries (`/api`, `/api/`, `/api/x/y`; not
+ * `/apix`), anything else with `*` a segment glob (`*` within one segment, `**` as a segment for any depth). Paths are
+ * compared case-sensitively, as the normalised path the agent receives. Throws on a pattern that is not a path.
+ */
+export function compileRbacPathPattern(pattern: string): PathTest {
+  const canonical = canonicalPathPattern(pattern);
+  if (canonical.endsWith('/*') && canonical.indexOf('*') === canonical.length - 1) {
+    const prefix = compilePathPrefix(canonical.length === 2 ? '/' : canonical.slice(0, -2));
+    return (p) => prefix(p.path);
+  }
+  const glob = compilePathGlob(canonical);
+  if (glob.needsSegments) {
+    const match = glob.match;
+    return (p) => match(p.segments());
+  }
+  const match = glob.match;
+  return (p) => match(p.path);
+}
+
+function anyPath(patterns: readonly string[]): PathTest | null {
+  if (patterns.length === 0) return null;
+  const tests = patterns.map(compileRbacPathPattern);
+  if (tests.length === 1) return tests[0];
+  return (p) => {
+    for (const t of tests) if (t(p)) return true;
+    return false;
+  };
+}
+
+/** A method list: null when empty, 'any' when it holds `*`, else the upper-case names. */
+function methodSet(methods: readonly string[]): ReadonlySet<string> | 'any' | null {
+  if (methods.length === 0) return null;
+  if (methods.includes('*')) return 'any';
+  return new Set(methods.map((m) => m.toUpperCase()));
+}
+
+const FIELD_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
+
+/** A role ready to judge: its lists compiled, its headers checked once. */
+export interface CompiledRole {
+  readonly id: number;
+  readonly name: string;
+  readonly priority: number;
+  /** Requests per second for a client whose request this role decides; 0: no limit. */
+  readonly rps: number;
+  /** Set on the forwarded request when this role decides: the role's `headers` an upstream may receive. */
+  readonly headers: readonly (readonly [string, string])[];
+  /** 'deny', 'allow', or null (no opinion) for a method and path. */
+  opinion(method: string, path: JudgedPath): 'allow' | 'deny' | null;
+}
+
+export function compileRole(role: RbacRoleConfig): CompiledRole {
+  const p = role.permissions;
+  const deniedMethods = methodSet(p.denied_methods);
+  const deniedPath = anyPath(p.denied_paths);
+  const allowedMethods = methodSet(p.allowed_methods);
+  const allowedPath = anyPath(p.allowed_paths);
+  // Headers an upstream must not receive from a role (hop-by-hop, framing, credentials, the edge's own X-Edge-*,
+  // including X-Edge-Rbac-Client/-Roles) are refused by the control API with the same check; one that slipped in
+  // (an older control plane) is left out here rather than let it override what the edge vouches for.
+  const headers = Object.entries(p.headers ?? {})
+    .filter(([name, value]) => claimHeaderRefusal(name) === null && typeof value === 'string' && FIELD_VALUE.test(value))
+    .map(([name, value]) => [name.toLowerCase(), value] as const);
+  const deniesMethod = deniedMethods === null ? () => false : deniedMethods === 'any' ? () => true : (m: string) => deniedMethods.has(m);
+  // Empty method list: the path list alone decides; empty path list: the method list alone; both empty: nothing.
+  const allowsMethod = allowedMethods === null ? () => allowedPath !== null : allowedMethods === 'any' ? () => true : (m: string) => allowedMethods.has(m);
+  const allowsPath: PathTest = allowedPath ?? (() => allowedMethods !== null);
+  return Object.freeze({
+    id: role.id,
+    name: role.name,
+    priority: role.priority,
+    rps: p.rate_limit_rps > 0 ? p.rate_limit_rps : 0,
+    headers,
+    opinion(method: string, path: JudgedPath) {
+      if (deniesMethod(method) || (deniedPath !== null && deniedPath(path))) return 'deny';
+      if (allowsMethod(method) && allowsPath(path)) return 'allow';
+      return null;
+    },
+  });
+}
+
+/** Higher priority first; equal priorities by role id ascending, so the order never depends on the snapshot's. */
+export function byPriority(a: { priority: number; id: number }, b: { priority: number; id: number }): number {
+  return b.priority - a.priority || a.id - b.id;
+}
+
+export type Decision = { allowed: true; role: CompiledRole } | { allowed: false; role: CompiledRole | null };
+
+/**
+ * The path a server that strips path parameters reads (Tomcat, Jetty, Spring read `/admin;x/y` as `/admin/y`):
+ * every segment's `;…` removed, then normalised again (a segment that was only parameters leaves `//`). Null when
+ * the path has no `;`. `%3B` is data, not a separator, to those servers as to the edge.
+ */
+export function withoutPathParameters(path: string): string | null {
+  if (path.indexOf(';') === -1) return null;
+  const stripped = path
+    .split('/')
+    .map((s) => {
+      const at = s.indexOf(';');
+      return at === -1 ? s : s.slice(0, at);
+    })
+    .join('/');
+  return normalizePath(stripped) ?? '/';
+}
+
+/** A client ready to be judged: who it is, its roles by priority. */
+export interface CompiledClient {
+  readonly id: number;
+  readonly identifier: string;
+  readonly active: boolean;
+  readonly roles: readonly CompiledRole[];
+  /** The role names, by priority, comma-separated: X-Edge-Rbac-Roles. */
+  readonly roleNames: string;
+  /** What the client's rate limits derive from (its roles' ids and rates): a change resets its buckets. */
+  readonly rateVersion: string;
+}
+
+/** The first role with an opinion on one path; a deny in it beats an allow in it. */
+function decideOne(roles: readonly CompiledRole[], method: string, path: JudgedPath): Decision {
+  for (const role of roles) {
+    const o = role.opinion(method, path);
+    if (o === 'allow') return { allowed: true, role };
+    if (o === 'deny') return { allowed: false, role };
+  }
+  return { allowed: false, role: null };
+}
+
+/**
+ * The decision for a request: on the normalised path, and when the path carries `;` parameters also on the path
+ * without them; both must be allowed. The role deciding the normalised path is the one whose headers and rate apply.
+ */
+export function decide(client: CompiledClient, method: string, path: string): Decision {
+  const d = decideOne(client.roles, method, new JudgedPath(path));
+  if (!d.allowed) return d;
+  const bare = withoutPathParameters(path);
+  if (bare === null || bare === path) return d;
+  const b = decideOne(client.roles, method, new JudgedPath(bare));
+  return b.allowed ? d : b;
+}
+
+/** Whether RBAC is on: at least one role (docs/rbac.md). */
+export function rbacEnabled(rbac: RbacConfig | null | undefined): rbac is RbacConfig {
+  return rbac != null && rbac.roles.length > 0;
+}
+
+/** The clients of an endpoint, found by what the auth stage proved: a credential's client id, a login's identity or verified e-mail. */
+export interface CompiledPolicy {
+  byId: ReadonlyMap<number, CompiledClient>;
+  /** `provider\0subject` → client. */
+  byIdentity: ReadonlyMap<string, CompiledClient>;
+  /** Lower-case e-mail → client (the lowest id when several share one). */
+  byEmail: ReadonlyMap<string, CompiledClient>;
+}
+
+export function identityKey(provider: string, subject: string): string {
+  return `${provider}\u0000${subject}`;
+}
+
+/**
+ * Compiles every role once (shared by the clients holding it) and every client into its roles by priority. A role
+ * id a client names that the snapshot lacks is left out (it grants nothing). Throws on a pattern that does not compile.
+ */
+export function compilePolicy(rbac: RbacConfig): CompiledPolicy {
+  const roles = new Map(rbac.roles.map((r) => [r.id, compileRole(r)]));
+  const byId = new Map<number, CompiledClient>();
+  const byIdentity = new Map<string, CompiledClient>();
+  const byEmail = new Map<string, CompiledClient>();
+  for (const c of [...rbac.clients].sort((a, b) => a.id - b.id)) {
+    const client = compileClient(c, roles);
+    byId.set(c.id, client);
+    for (const i of c.identities) if (!byIdentity.has(identityKey(i.provider, i.subject))) byIdentity.set(identityKey(i.provider, i.subject), client);
+    if (c.email !== null && c.email !== '') {
+      const email = c.email.toLowerCase();
+      if (!byEmail.has(email)) byEmail.set(email, client);
+    }
+  }
+  return { byId, byIdentity, byEmail };
+}
+
+/** A role name as one item of X-Edge-Rbac-Roles: as is when printable ASCII without a comma, else percent-encoded (UTF-8). */
+export function headerSafeName(name: string): string {
+  return /^[\x20-\x2b\x2d-\x7e]+$/.test(name) ? name.trim() : encodeURIComponent(name);
+}
+
+function compileClient(c: RbacClientConfig, roles: ReadonlyMap<number, CompiledRole>): CompiledClient {
+  const held = [...new Set(c.role_ids)].map((id) => roles.get(id)).filter((r): r is CompiledRole => r !== undefined);
+  held.sort(byPriority);
+  return Object.freeze({
+    id: c.id,
+    identifier: c.identifier,
+    active: c.status === 'active',
+    roles: Object.freeze(held),
+    roleNames: held.map((r) => headerSafeName(r.name)).join(','),
+    rateVersion: held.map((r) => `${r.id}:${r.rps}`).join(','),
+  });
+}
