@@ -6,6 +6,7 @@ import { hostname } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { Type, type Static } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
+import { compileCidrList } from './match/cidr.ts';
 import { PlanSchema, type Plan } from './plans.ts';
 
 const Port = Type.Integer({ minimum: 0, maximum: 65535 });
@@ -81,6 +82,16 @@ export const ConfigSchema = Type.Object(
         sessionKeys: Type.String({ pattern: '^(\\s*[^,\\s]{32,}\\s*(,\\s*[^,\\s]{32,}\\s*)*)?$' }),
         // The session lifetime for endpoints whose settings leave session_ttl_seconds unset.
         sessionTtlSeconds: Type.Integer({ minimum: 60, maximum: 31622400 }),
+        // Addresses and CIDRs (comma-separated) of proxies in front of the edge: only a request from one of them names
+        // its visitor in X-Forwarded-For (src/edge/rate-limit/visitor-address.ts); empty = the socket's peer always.
+        trustedProxies: Type.String(),
+        // MaxMind-format databases for rate-limit country and ASN conditions; empty = the ones shipped by npm packages.
+        geoipCountryDb: Type.String(),
+        geoipAsnDb: Type.String(),
+        // Cluster-scope rate limits: how long a decision may wait for Redis before the rule's fail_mode applies.
+        rateLimitRedisTimeoutMs: Type.Integer({ minimum: 5, maximum: 10000 }),
+        // Visitors counted per rate-limit rule in memory (least recently seen forgotten first): the memory bound.
+        rateLimitMaxKeys: Type.Integer({ minimum: 100, maximum: 10000000 }),
       },
       { additionalProperties: false },
     ),
@@ -135,6 +146,11 @@ export const ENV_SETTINGS = {
   EDGE_JWKS_CACHE_MAX_AGE_MS: 'edge.jwksCacheMaxAgeMs',
   EDGE_SESSION_KEYS: 'edge.sessionKeys',
   EDGE_SESSION_TTL_SECONDS: 'edge.sessionTtlSeconds',
+  EDGE_TRUSTED_PROXIES: 'edge.trustedProxies',
+  EDGE_GEOIP_COUNTRY_DB: 'edge.geoipCountryDb',
+  EDGE_GEOIP_ASN_DB: 'edge.geoipAsnDb',
+  EDGE_RATE_LIMIT_REDIS_TIMEOUT_MS: 'edge.rateLimitRedisTimeoutMs',
+  EDGE_RATE_LIMIT_MAX_KEYS: 'edge.rateLimitMaxKeys',
   EDGE_PRESENCE_INTERVAL_MS: 'presence.intervalMs',
   EDGE_PRESENCE_STALE_MS: 'presence.staleMs',
   EDGE_JANITOR_INTERVAL_MS: 'janitor.intervalMs',
@@ -240,6 +256,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`invalid setting "${path || '(root)'}"${origin}: ${first.message}, got ${got}`);
   }
   const config = raw as Config;
+  try {
+    if (config.edge.trustedProxies.trim() !== '') compileCidrList(config.edge.trustedProxies);
+  } catch (err) {
+    const origin = source['edge.trustedProxies'] ? ` (from ${source['edge.trustedProxies']})` : '';
+    throw new ConfigError(`invalid setting "edge.trustedProxies"${origin}: ${(err as Error).message}`);
+  }
   for (const [name, plan] of Object.entries(config.plans)) {
     for (const feature of Object.keys(plan.verification_gates)) {
       if (!(feature in plan.entitlements)) throw new ConfigError(`plan "${name}": verification gate on unknown feature "${feature}"`);

@@ -14,6 +14,7 @@ import { sendEdgeError } from '../http/pages.ts';
 import type { ForwardRequest } from '../http/proxy-headers.ts';
 import { formatAuthority, parseAuthority } from '../http/host.ts';
 import { normalizePath, splitTarget } from '../http/normalize-path.ts';
+import { clientAddress, type TrustedProxies } from '../rate-limit/visitor-address.ts';
 import type { TunnelRegistry } from '../tunnels/registry.ts';
 import type { RequestContext, Stage, Verdict } from './stage.ts';
 
@@ -25,6 +26,11 @@ export interface PipelineDeps {
   capture: CaptureSink;
   /** Where a stage that failed is reported (its request answered 500). */
   logger?: Logger;
+  /**
+   * EDGE_TRUSTED_PROXIES: a request from one of them names its client in X-Forwarded-For (src/edge/rate-limit/
+   * visitor-address.ts). Absent or null: the socket's peer is the client, whatever the visitor sends.
+   */
+  trustedProxies?: TrustedProxies | null;
 }
 
 /**
@@ -97,7 +103,8 @@ function resolve(deps: PipelineDeps, req: IncomingMessage, res: ServerResponse, 
     authority: formatAuthority(authority),
     path,
     query,
-    clientIp: req.socket.remoteAddress ?? '',
+    // Decided once here, so the forwarded X-Forwarded-For, logs, capture and every stage agree on the visitor.
+    clientIp: clientAddress(req, deps.trustedProxies ?? null),
     secure,
     upstreamHeaders: {},
   };
