@@ -202,6 +202,19 @@ export function canonicalRbacPermissions(input: RbacPermissionsInput | null | un
   };
 }
 
+/** Stored permissions may predate a sub-field (or be `{}`, the column's default): every sub-field, empty where missing. */
+export function fillRbacPermissions(p: Partial<CanonicalRbacPermissions> | null | undefined): CanonicalRbacPermissions {
+  return {
+    allowed_methods: p?.allowed_methods ?? [],
+    denied_methods: p?.denied_methods ?? [],
+    allowed_paths: p?.allowed_paths ?? [],
+    denied_paths: p?.denied_paths ?? [],
+    rate_limit_rps: p?.rate_limit_rps ?? 0,
+    headers: p?.headers ?? {},
+    metadata: p?.metadata ?? {},
+  };
+}
+
 /** Whether canonical permissions say nothing at all (SPEC.md PUT: an empty or zeroed object keeps the stored ones). */
 export function isZeroPermissions(p: CanonicalRbacPermissions): boolean {
   return (
@@ -216,7 +229,7 @@ export function isZeroPermissions(p: CanonicalRbacPermissions): boolean {
 }
 
 /** The edge's view: the canonical form without `metadata`, which is for the API alone. */
-export function edgePermissions(p: CanonicalRbacPermissions): RbacPermissionsConfig {
+export function edgePermissions(p: RbacPermissionsConfig & { metadata?: unknown }): RbacPermissionsConfig {
   const { metadata: _metadata, ...edge } = p;
   return edge;
 }

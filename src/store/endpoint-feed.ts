@@ -8,10 +8,16 @@ import {
   type BasicUserConfig,
   type EndpointConfig,
   type OAuthProviderConfig,
+  type RbacClientConfig,
+  type RbacConfig,
+  type RbacInviteConfig,
+  type RbacRoleConfig,
   type RoutingRuleConfig,
+  type VisitorAuthConfig,
   type VisitorAuthMode,
   type VisitorTokenConfig,
 } from '../shared/snapshot.ts';
+import { edgePermissions, fillRbacPermissions } from '../shared/rbac-permissions.ts';
 import { tokenSourceOf } from '../shared/visitor-credentials.ts';
 
 export const ENDPOINT_TOPIC = TOPICS.endpoint;
@@ -139,6 +145,91 @@ async function loadOAuthLogin(
   return { providers, allowed_redirects: Array.isArray(config.allowed_redirects) ? (config.allowed_redirects as string[]) : [] };
 }
 
+/** A client as loaded for the snapshot: the edge's view plus the credentials that go into `auth`. */
+interface RbacClientSnapshotRow extends RbacClientConfig {
+  username: string | null;
+  password_hash: string | null;
+  token_digest: string | null;
+}
+
+interface RbacSnapshotRow {
+  roles: RbacRoleConfig[] | string;
+  clients: RbacClientSnapshotRow[] | string;
+  invites: RbacInviteConfig[] | string;
+  has_settings: boolean;
+  self_registration_enabled: boolean | null;
+  self_registration_domains: string[] | null;
+}
+
+/** RFC 3339 in UTC with milliseconds, as the other snapshot instants (tokens' expires_at). */
+const SQL_INSTANT = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+
+/**
+ * Per-endpoint RBAC as edges see it (docs/rbac.md "The snapshot"), in one query whatever the number of clients:
+ * roles by decision order (priority descending, then id) without the API-only metadata; every client with its
+ * identities and role ids, and its credentials for mergeRbacCredentials; pending invites only (not redeemed, not
+ * expired); self-registration from its settings row (off without one). Null when the endpoint has no roles, no
+ * clients and no settings row: nothing about RBAC was ever written.
+ */
+export async function loadRbac(tx: Queryable, endpointId: number): Promise<{ rbac: RbacConfig; clients: RbacClientSnapshotRow[] } | null> {
+  const { rows } = await tx.query<RbacSnapshotRow>(
+    `SELECT
+       COALESCE((SELECT json_agg(json_build_object('id', r.id, 'name', r.name, 'priority', r.priority, 'permissions', r.permissions - 'metadata')
+                                 ORDER BY r.priority DESC, r.id)
+                 FROM rbac_roles r WHERE r.endpoint_id = $1), '[]'::json) AS roles,
+       COALESCE((SELECT json_agg(json_build_object(
+                   'id', c.id, 'identifier', c.identifier, 'status', c.status, 'email', c.email,
+                   'identities', COALESCE((SELECT json_agg(json_build_object('provider', i.provider, 'subject', i.subject) ORDER BY i.provider, i.subject)
+                                           FROM rbac_client_identities i WHERE i.client_id = c.id), '[]'::json),
+                   'role_ids', COALESCE((SELECT json_agg(m.role_id ORDER BY m.role_id) FROM rbac_memberships m WHERE m.client_id = c.id), '[]'::json),
+                   'username', c.username, 'password_hash', c.password_hash, 'token_digest', c.token_digest) ORDER BY c.id)
+                 FROM rbac_clients c WHERE c.endpoint_id = $1), '[]'::json) AS clients,
+       COALESCE((SELECT json_agg(json_build_object('client_id', v.client_id, 'digest', v.token_digest, 'expires_at', ${SQL_INSTANT('v.expires_at')}) ORDER BY v.id)
+                 FROM rbac_invites v WHERE v.endpoint_id = $1 AND v.redeemed_at IS NULL AND v.expires_at > now()), '[]'::json) AS invites,
+       s.endpoint_id IS NOT NULL AS has_settings, s.self_registration_enabled, s.self_registration_domains
+     FROM (SELECT 1) AS one LEFT JOIN endpoint_rbac_settings s ON s.endpoint_id = $1`,
+    [endpointId],
+  );
+  const r = rows[0];
+  const roles = parsed(r.roles);
+  const clients = parsed(r.clients);
+  if (roles.length === 0 && clients.length === 0 && !r.has_settings) return null;
+  return {
+    rbac: {
+      roles: roles.map((role) => ({ ...role, permissions: edgePermissions(fillRbacPermissions(parsed(role.permissions))) })),
+      clients: clients.map(({ id, identifier, status, email, identities, role_ids }) => ({ id, identifier, status, email, identities, role_ids })),
+      invites: parsed(r.invites),
+      self_registration: { enabled: r.self_registration_enabled ?? false, allowed_email_domains: r.self_registration_domains ?? [] },
+    },
+    clients,
+  };
+}
+
+/**
+ * RBAC clients' credentials join the auth stage's lists, so it checks them like any other (docs/rbac.md): mode basic
+ * takes every client with a username but `invited` ones, which have not registered; mode token every client with a
+ * token. Ids are `rbac-client:<id>` (the heartbeat's credential_use names them), `client_id` ties the credential to the
+ * client. Statuses other than active are still sent: the rbac stage answers them 403, not 401. A username or digest
+ * the settings' own users or tokens already hold stays theirs: the snapshot never has two entries for one credential.
+ */
+export function mergeRbacCredentials(auth: VisitorAuthConfig, clients: readonly RbacClientSnapshotRow[]): VisitorAuthConfig {
+  if (auth.mode === 'basic') {
+    const taken = new Set(auth.basic_users.map((u) => u.username));
+    const users: BasicUserConfig[] = clients
+      .filter((c) => c.username !== null && c.password_hash !== null && c.status !== 'invited' && !taken.has(c.username))
+      .map((c) => ({ id: `rbac-client:${c.id}`, client_id: c.id, username: c.username!, password_hash: c.password_hash! }));
+    return users.length === 0 ? auth : { ...auth, basic_users: [...auth.basic_users, ...users] };
+  }
+  if (auth.mode === 'token') {
+    const taken = new Set(auth.tokens.map((t) => t.digest));
+    const tokens: VisitorTokenConfig[] = clients
+      .filter((c) => c.token_digest !== null && !taken.has(c.token_digest))
+      .map((c) => ({ id: `rbac-client:${c.id}`, client_id: c.id, label: c.identifier, digest: c.token_digest!, expires_at: null }));
+    return tokens.length === 0 ? auth : { ...auth, tokens: [...auth.tokens, ...tokens] };
+  }
+  return auth;
+}
+
 export async function publishEndpoint(tx: Queryable, endpointId: number): Promise<void> {
   const { rows } = await tx.query<Omit<EndpointConfig, 'paused' | 'routing_rules'> & { paused_at: Date | null }>(
     `SELECT id, uuid::text AS uuid, user_id, account_id, hostname, status, ephemeral, dedicated_tcp_port, dedicated_udp_port,
@@ -149,11 +240,15 @@ export async function publishEndpoint(tx: Queryable, endpointId: number): Promis
   const row = rows[0];
   if (!row) return;
   const { paused_at, ...record } = row;
+  const visitorAuth = await loadVisitorAuth(tx, endpointId, row.hostname);
+  const rbac = await loadRbac(tx, endpointId);
+  if (rbac && visitorAuth.auth) visitorAuth.auth = mergeRbacCredentials(visitorAuth.auth, rbac.clients);
   const config: EndpointConfig = {
     ...record,
     paused: paused_at !== null,
     routing_rules: await loadRoutingRules(tx, endpointId),
-    ...(await loadVisitorAuth(tx, endpointId, row.hostname)),
+    ...visitorAuth,
+    rbac: rbac?.rbac ?? null,
   };
   await recordChange(tx, ENDPOINT_TOPIC, row.uuid, config);
 }

@@ -2,6 +2,7 @@
 // RBAC code shares. Uniqueness is the constraints' job; every write publishes the endpoint in the caller's transaction.
 import type { Queryable } from './db.ts';
 import { publishEndpoint } from './endpoint-feed.ts';
+import { fillRbacPermissions } from '../shared/rbac-permissions.ts';
 import type { RbacClientStatus, RbacPermissionsConfig } from '../shared/snapshot.ts';
 
 /** Bounds the API enforces (400 beyond them): every role is compiled into every client's decision on every edge. */
@@ -73,18 +74,8 @@ const parsed = <T>(value: T | string): T => (typeof value === 'string' ? (JSON.p
 
 const ROLE_COLUMNS = 'id, endpoint_id, name, description, priority, is_default, permissions, created_at, updated_at';
 
-/** Stored rows may predate a sub-field (or hold `{}`, the column's default): fill in the empty values. */
-export function fullPermissions(p: Partial<StoredRbacPermissions> | null | undefined): StoredRbacPermissions {
-  return {
-    allowed_methods: p?.allowed_methods ?? [],
-    denied_methods: p?.denied_methods ?? [],
-    allowed_paths: p?.allowed_paths ?? [],
-    denied_paths: p?.denied_paths ?? [],
-    rate_limit_rps: p?.rate_limit_rps ?? 0,
-    headers: p?.headers ?? {},
-    metadata: p?.metadata ?? {},
-  };
-}
+/** Stored rows may predate a sub-field (or hold `{}`, the column's default): the empty values filled in. */
+export const fullPermissions = fillRbacPermissions;
 
 function roleRow(row: RbacRoleRow): RbacRoleRow {
   return { ...row, permissions: fullPermissions(parsed(row.permissions)) };
