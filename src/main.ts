@@ -4,6 +4,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { SecretBox } from './shared/secrets.ts';
+import { REGISTRATION_PATH, type RegistrationRequest } from './shared/registration.ts';
 import { MemoryPresence, RedisPresence, type PresenceStore } from './shared/presence.ts';
 import type { Config } from './shared/config.ts';
 import type { Logger } from './shared/log.ts';
@@ -67,6 +68,29 @@ async function createEphemeralEndpoint(controlUrl: string, apiKey: string): Prom
   const body = (await res.json().catch(() => ({}))) as { uuid?: string; code?: string; error?: string };
   if (res.status !== 201 || !body.uuid) throw Object.assign(new Error(body.error ?? `control API answered ${res.status}`), { code: body.code });
   return body.uuid;
+}
+
+/**
+ * The registration pages' call from an edge to the control API's public registration route (no API key: the invite
+ * token or the edge's signed identity assertion is the credential). Any answer is handed back; only an unreachable
+ * control plane rejects.
+ */
+async function registerVisitor(controlUrl: string, request: RegistrationRequest): Promise<{ status: number; body: unknown }> {
+  if (!controlUrl) throw Object.assign(new Error('EDGE_CONTROL_URL is not set on this edge'), { code: 'unavailable' });
+  const res = await fetch(`${controlUrl}${REGISTRATION_PATH}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json' },
+    body: JSON.stringify(request),
+    signal: AbortSignal.timeout(10_000),
+  });
+  const text = await res.text();
+  let body: unknown = text;
+  try {
+    body = text ? JSON.parse(text) : undefined;
+  } catch {
+    // not JSON: handed back as text
+  }
+  return { status: res.status, body };
 }
 
 function runs(config: Config, role: 'control' | 'edge' | 'worker'): boolean {
@@ -149,6 +173,7 @@ export async function startNode(config: Config, logger: Logger): Promise<NodeHan
         presence,
         logger,
         createEphemeral: (apiKey) => createEphemeralEndpoint(controlUrl, apiKey),
+        register: (request) => registerVisitor(controlUrl, request),
       });
       handle.edge = edge;
       handle.edgeFeed = { subscriber: edge.subscriber, mirror: edge.config.mirror };

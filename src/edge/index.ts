@@ -36,6 +36,8 @@ export interface EdgeDeps {
   logger: Logger;
   /** Creates an ephemeral endpoint through the control API with the agent's key; returns its uuid. */
   createEphemeral(apiKey: string): Promise<string>;
+  /** Redeems an invite or self-registers a visitor through the control API (StageDeps.register); absent: registration answers 503. */
+  register?: StageDeps['register'];
 }
 
 export interface EdgeNode {
@@ -82,6 +84,7 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
     jwks: { timeoutMs: settings.edge.jwksTimeoutMs, cooldownMs: settings.edge.jwksCooldownMs, cacheMaxAgeMs: settings.edge.jwksCacheMaxAgeMs },
     // OAuth/OIDC login sessions: EDGE_SESSION_KEYS, else a key derived from EDGE_SECRET_KEY (every edge agrees).
     sessions: { keys: SessionKeys.fromSettings(settings.edge.sessionKeys, deps.secrets), ttlSeconds: settings.edge.sessionTtlSeconds },
+    register: deps.register,
   };
   const config = new EdgeConfig({
     logger: log,
@@ -95,6 +98,27 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
   const subscriber = new FeedSubscriber(feed.observe(deps.source), config.mirror, { checkIntervalMs: settings.feed.checkIntervalMs, logger: log, version: restored });
   feed.follow(subscriber);
   subscriber.on('applied', (version) => log.debug({ version }, 'config version applied'));
+  // The registration pages wait (bounded) until the version carrying a new client is in force here before sending
+  // the visitor on, so their next request is admitted. One listener for every waiter.
+  const waiters = new Set<{ version: number; resolve: (ok: boolean) => void }>();
+  subscriber.on('applied', () => {
+    for (const w of waiters) if (config.version >= w.version) w.resolve(true);
+  });
+  stageDeps.applied = (version, timeoutMs) => {
+    if (config.version >= version) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const waiter = {
+        version,
+        resolve: (ok: boolean) => {
+          clearTimeout(timer);
+          waiters.delete(waiter);
+          resolve(ok);
+        },
+      };
+      const timer = setTimeout(() => waiter.resolve(false), timeoutMs);
+      waiters.add(waiter);
+    });
+  };
 
   const registry = new TunnelRegistry();
   registry.on('connect', (s) => log.info({ endpoint: s.endpoint.uuid, agent: s.agentId, tags: s.tags, protocol: s.protocol }, 'agent connected'));

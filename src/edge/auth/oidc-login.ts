@@ -380,3 +380,41 @@ export function compileOAuth(endpoint: EndpointConfig, auth: VisitorAuthConfig, 
     },
   };
 }
+
+/** Who a valid login session names (the registration pages link it to an RBAC client, src/edge/stages/register.ts). */
+export interface SessionIdentity {
+  /** The endpoint's provider id. */
+  provider: number;
+  subject: string;
+  /** The verified e-mail, or "" when the provider vouched for none. */
+  email: string;
+}
+
+/**
+ * Reads the login session of a request's Cookie field for an endpoint in mode oauth/oidc, judged as the auth stage
+ * judges it (this endpoint's keys, a provider still offered and its allow-lists, the lifetime, logouts on this
+ * edge), for stages that run before `auth`. Built once per compile; each call is one HMAC per cookie value.
+ */
+export function sessionReader(endpoint: EndpointConfig, deps: StageDeps, now: () => number = Date.now): (cookie: string | string[] | undefined) => SessionIdentity | undefined {
+  const auth = endpoint.auth;
+  if (auth === undefined || (auth.mode !== 'oauth' && auth.mode !== 'oidc')) return () => undefined;
+  const keys = (deps.sessions?.keys ?? SessionKeys.fromSettings('', deps.secrets)).forEndpoint(endpoint.uuid);
+  const ttlSeconds = auth.session_ttl_seconds ?? deps.sessions?.ttlSeconds ?? DEFAULT_SESSION_TTL_SECONDS;
+  const lists = new Map((auth.providers ?? []).map((p) => [p.id, { emails: new Set(p.allowed_emails), domains: new Set(p.allowed_domains) }]));
+  // The auth stage's list (same stage key and version), so a logout on this edge counts here too.
+  const loggedOut = deps.memory?.keep('auth:logged-out', endpoint.uuid, 'v1', () => new LRUCache<string, true>({ max: LOGGED_OUT_SIZE, ttl: MAX_SESSION_TTL_MS }));
+  return (cookie) => {
+    const values = cookieValues(cookie, SESSION_COOKIE);
+    if (values === undefined) return undefined;
+    const t = now();
+    for (const value of values) {
+      const s = openSession(keys, value);
+      if (s === undefined || s.endpoint !== endpoint.id) continue;
+      const list = lists.get(s.provider);
+      if (list === undefined || refusalOf({ subject: s.subject, email: s.email, emailVerified: undefined }, list.emails, list.domains) !== null) continue;
+      if (Math.min(s.expiresAt, s.issuedAt + ttlSeconds) * 1000 <= t || loggedOut?.has(s.id) === true) continue;
+      return { provider: s.provider, subject: s.subject, email: s.email };
+    }
+    return undefined;
+  };
+}

@@ -3,6 +3,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from '../../shared/log.ts';
 import type { SecretBox } from '../../shared/secrets.ts';
+import type { RegistrationRequest } from '../../shared/registration.ts';
 import type { EndpointConfig } from '../../shared/snapshot.ts';
 import type { SessionKeys } from '../auth/session.ts';
 import type { CredentialUse } from '../credential-use.ts';
@@ -110,6 +111,14 @@ export interface StageDeps {
    * from `secrets`, a day.
    */
   sessions?: { keys: SessionKeys; ttlSeconds: number };
+  /**
+   * The control API's public registration route (POST REGISTRATION_PATH, src/shared/registration.ts), as the edge
+   * reaches it (EDGE_CONTROL_URL or the embedded control port): its status and parsed JSON body; rejects when the
+   * control plane cannot be reached. Absent: the registration pages (src/edge/stages/register.ts) answer 503.
+   */
+  register?: (body: RegistrationRequest) => Promise<{ status: number; body: unknown }>;
+  /** Resolves true once this edge has applied config version `version` (at once if it has), false after `timeoutMs`. */
+  applied?: (version: number, timeoutMs: number) => Promise<boolean>;
 }
 
 /** Stage deps for compiling outside a running edge (unit tests, tools): redirects name HTTPS's default port. */
