@@ -34,6 +34,8 @@ export const FORM_TTL_SECONDS = 30 * 60;
 export const IDENTITY_TTL_SECONDS = 5 * 60;
 /** How long a successful registration waits for this edge to apply the version carrying the new client. */
 export const APPLY_WAIT_MS = 5_000;
+/** The shortest password a visitor may choose (the control API's rule for registrations; checked here first to keep the form). */
+export const MIN_PASSWORD_LENGTH = 8;
 /** A username as basic auth can carry it (RFC 7617 §2: no colon; no control characters), as the store allows. */
 const USERNAME = /^[^:\x00-\x1f\x7f]{1,128}$/;
 
@@ -346,7 +348,7 @@ function compileRegister(endpoint: EndpointConfig, rbac: RbacConfig, deps: Stage
     const again: FormKind = USERNAME.test(username) ? { kind: 'password', username } : blank;
     const invalid = (text: string) => showForm(ctx, purpose, again, 400, { code: 'registration_invalid', text });
     if (!USERNAME.test(username)) return invalid('choose a username of 1 to 128 characters, without ":" or control characters');
-    if (password.length === 0) return invalid('choose a password');
+    if (password.length < MIN_PASSWORD_LENGTH) return invalid(`choose a password of at least ${MIN_PASSWORD_LENGTH} characters`);
     if (Buffer.byteLength(password) > BCRYPT_MAX_PASSWORD_BYTES) return invalid(`the password may be at most ${BCRYPT_MAX_PASSWORD_BYTES} bytes`);
     if (form.has('confirm') && form.get('confirm') !== password) return invalid('the two passwords differ');
     return submit(ctx, purpose, { endpoint_id: uuid, invite_token: purpose.token, username, password }, () => again);
