@@ -8,6 +8,7 @@ import type { EndpointConfig } from '../../shared/snapshot.ts';
 import type { SessionKeys } from '../auth/session.ts';
 import type { CredentialUse } from '../credential-use.ts';
 import type { AuthOutcome } from '../metrics.ts';
+import type { RateLimitDeps } from '../rate-limit/deps.ts';
 import type { StageMemory } from './stage-memory.ts';
 
 /**
@@ -119,6 +120,11 @@ export interface StageDeps {
   register?: (body: RegistrationRequest) => Promise<{ status: number; body: unknown }>;
   /** Resolves true once this edge has applied config version `version` (at once if it has), false after `timeoutMs`. */
   applied?: (version: number, timeoutMs: number) => Promise<boolean>;
+  /**
+   * Firewall rate limits (src/edge/stages/rate-limit.ts): clock, GeoIP databases, the cluster store, the per-rule
+   * key bound, where rule matches are reported. Absent: wall clock, shipped databases, local counts only.
+   */
+  rateLimits?: RateLimitDeps;
 }
 
 /** Stage deps for compiling outside a running edge (unit tests, tools): redirects name HTTPS's default port. */

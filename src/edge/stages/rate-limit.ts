@@ -1,0 +1,334 @@
+// The firewall rate-limit stage, first of the policy stages (ARCHITECTURE.md): an endpoint's active rules compiled
+// once; per request every matching rule counts it, and the first rule over its limit blocks (429) or throttles it.
+//
+// docs/rate-limits.md "Enforcement at the edge" is the user-facing account: keys, the estimate, headers, throttling
+// bounds, cluster scope and its failure modes.
+import type { IncomingHttpHeaders } from 'node:http';
+import { parseIp, type IpWords } from '../../shared/match/cidr.ts';
+import { compileRateLimitConditions, type RateLimitMatcher, type RateLimitRequestFacts } from '../../shared/rate-limit/conditions.ts';
+import type { EndpointConfig, RateLimitRuleConfig } from '../../shared/snapshot.ts';
+import { sendEdgeError } from '../http/pages.ts';
+import { cookieValues } from '../match/cookies.ts';
+import { DEFAULT_STAGE_DEPS, type RequestContext, type Stage, type StageDeps, type StageFactory, type Verdict } from '../pipeline/stage.ts';
+import { browserOf } from '../rate-limit/browser.ts';
+import { BlockedUntil, RateLimitStoreUnavailable, type ClusterStore } from '../rate-limit/cluster.ts';
+import type { RateLimitDeps, RateLimitOutcome } from '../rate-limit/deps.ts';
+import { GeoDatabases } from '../rate-limit/geo.ts';
+import { rateLimitKey } from '../rate-limit/visitor-address.ts';
+import { DEFAULT_MAX_KEYS, SYSTEM_CLOCK, SlidingWindowCounter, type RateLimitClock, type WindowDecision } from '../rate-limit/window.ts';
+
+/** Shipped GeoIP databases for edges built without deps (tests, tools): loaded on first need, once per process. */
+let defaultGeo: GeoDatabases | undefined;
+
+/**
+ * Requests of one visitor a throttle rule holds at once: its limit, at most 100. Beyond it the visitor is refused
+ * (429): a queue is memory and a held socket per request, and a visitor sending more than a window's worth ahead
+ * is not slowing down. With the queue full the last one waits about a window.
+ */
+export function throttleQueueBound(limit: number): number {
+  return Math.max(1, Math.min(limit, 100));
+}
+
+/** A request a throttle rule holds until it fits. */
+interface Waiting {
+  ctx: RequestContext;
+  resolve(verdict: Verdict): void;
+}
+
+/**
+ * One rule's state on this edge, kept across recompiles while what it counts is unchanged (StageMemory): the local
+ * counts (edge scope, or cluster scope without Redis or failing open), the cluster "blocked until" shortcut, and
+ * throttled requests per visitor.
+ */
+class RuleState {
+  readonly local: SlidingWindowCounter;
+  readonly blocked: BlockedUntil;
+  readonly queues = new Map<string, Waiting[]>();
+
+  constructor(limit: number, windowMs: number, maxKeys: number) {
+    this.local = new SlidingWindowCounter(limit, windowMs, maxKeys);
+    this.blocked = new BlockedUntil(maxKeys);
+  }
+}
+
+/** What a rule says of one request: counted or not (with the numbers for headers), or its store could not say. */
+type Take = WindowDecision | 'unavailable';
+
+/** A rule compiled: its matcher, its numbers, and how it takes a request (locally or through Redis). */
+interface CompiledRule {
+  readonly config: RateLimitRuleConfig;
+  readonly match: RateLimitMatcher;
+  readonly windowMs: number;
+  readonly state: RuleState;
+  /** RateLimit-Policy (draft-ietf-httpapi-ratelimit-headers-07 §5.1): quota and window in seconds. */
+  readonly policy: string;
+  take(key: string, now: number): Take | Promise<Take>;
+}
+
+/**
+ * The facts conditions read, each computed on first use and shared by every rule for the request: the address
+ * parsed once, country/ASN looked up and the User-Agent parsed only when a condition asks.
+ */
+class RequestFacts implements RateLimitRequestFacts {
+  private ip_?: IpWords | null;
+  private country_?: string | null;
+  private asn_?: number | null;
+  private browser_?: string | null;
+
+  constructor(
+    private readonly ctx: RequestContext,
+    private readonly geo: () => GeoDatabases,
+  ) {}
+
+  get ip(): IpWords | null {
+    if (this.ip_ === undefined) this.ip_ = parseIp(this.ctx.clientIp);
+    return this.ip_;
+  }
+  country(): string | null {
+    if (this.country_ === undefined) this.country_ = this.geo().country(this.ctx.clientIp, this.ip);
+    return this.country_;
+  }
+  asn(): number | null {
+    if (this.asn_ === undefined) this.asn_ = this.geo().asn(this.ctx.clientIp, this.ip);
+    return this.asn_;
+  }
+  browser(): string | null {
+    if (this.browser_ === undefined) this.browser_ = browserOf(this.userAgent);
+    return this.browser_;
+  }
+  get userAgent(): string {
+    return this.ctx.req.headers['user-agent'] ?? '';
+  }
+  get hostname(): string {
+    return this.ctx.host;
+  }
+  get endpointUuid(): string {
+    return this.ctx.endpoint.uuid;
+  }
+  get path(): string {
+    return this.ctx.path;
+  }
+  get method(): string {
+    return this.ctx.method;
+  }
+  get protocol(): 'http' | 'https' | 'ws' | 'wss' {
+    // Node sets `upgrade` on a request it hands to the 'upgrade' event (the pipeline's WebSocket path).
+    const upgrade = (this.ctx.req as { upgrade?: boolean }).upgrade === true;
+    return upgrade ? (this.ctx.secure ? 'wss' : 'ws') : this.ctx.secure ? 'https' : 'http';
+  }
+  get port(): number {
+    return this.ctx.req.socket.localPort ?? 0;
+  }
+  header(name: string): string | undefined {
+    const v = (this.ctx.req.headers as IncomingHttpHeaders)[name];
+    return Array.isArray(v) ? v.join(', ') : v;
+  }
+  cookie(name: string): string | undefined {
+    return cookieValues(this.ctx.req.headers.cookie, name)?.[0];
+  }
+}
+
+/** Which condition types need a database loaded: loaded at compile, so a missing file fails the compile, not a request. */
+function needs(rule: RateLimitRuleConfig, type: 'country' | 'asn'): boolean {
+  return rule.conditions.some((c) => c.type === type);
+}
+
+/**
+ * Answers a request a rule refused: 429 `rate_limited` with Retry-After and the RateLimit-* fields of the rule
+ * that acted. Only refusals carry them (Cloudflare's default): admitted requests pay nothing and tell nothing.
+ */
+function refuse(ctx: RequestContext, rule: CompiledRule, decision: WindowDecision): 'done' {
+  const seconds = String(Math.max(1, Math.ceil(decision.retryAfterMs / 1000)));
+  const res = ctx.res;
+  res.setHeader('retry-after', seconds);
+  res.setHeader('ratelimit-limit', String(rule.config.requests_per_window));
+  res.setHeader('ratelimit-remaining', String(decision.remaining));
+  res.setHeader('ratelimit-reset', seconds);
+  res.setHeader('ratelimit-policy', rule.policy);
+  sendEdgeError(res, 'rate_limited', ctx.req.headers.accept, `rate limit "${rule.config.name}": ${rule.config.requests_per_window} requests per ${rule.config.window_size_seconds} s`);
+  return 'done';
+}
+
+function unavailable(ctx: RequestContext, rule: CompiledRule): 'done' {
+  ctx.res.setHeader('retry-after', '1');
+  sendEdgeError(ctx.res, 'rate_limit_unavailable', ctx.req.headers.accept, `rate limit "${rule.config.name}" counts across edges and its store cannot be reached`);
+  return 'done';
+}
+
+/** Whether the visitor is gone (a throttled request whose connection closed is dropped, not counted). */
+function gone(ctx: RequestContext): boolean {
+  return ctx.res.destroyed || ctx.req.socket.destroyed || ctx.res.writableEnded;
+}
+
+class RateLimitStage implements Stage {
+  readonly name = 'rate-limit';
+
+  constructor(
+    private readonly endpoint: string,
+    private readonly rules: readonly CompiledRule[],
+    private readonly clock: RateLimitClock,
+    private readonly geo: () => GeoDatabases,
+    private readonly deps: RateLimitDeps,
+  ) {}
+
+  run(ctx: RequestContext): Verdict | Promise<Verdict> {
+    const facts = new RequestFacts(ctx, this.geo);
+    const hits = this.deps.hits;
+    let key: string | undefined;
+    let now = 0;
+    // Decisions in rule order; cluster rules may answer later, so the first refusal is found once all have.
+    let takes: (Take | Promise<Take>)[] | undefined;
+    let matched: CompiledRule[] | undefined;
+    let async = false;
+    for (const rule of this.rules) {
+      if (!rule.match(facts)) continue;
+      hits?.hit(rule.config.uuid);
+      if (key === undefined) {
+        key = rateLimitKey(ctx.clientIp);
+        now = this.clock.now();
+      }
+      const take = rule.take(key, now);
+      // The common case, one matching edge rule that admits: no arrays, no promise.
+      if (takes === undefined && typeof (take as Promise<Take>).then !== 'function' && take !== 'unavailable' && (take as WindowDecision).allowed) continue;
+      (takes ??= []).push(take);
+      (matched ??= []).push(rule);
+      if (typeof (take as Promise<Take>).then === 'function') async = true;
+    }
+    if (takes === undefined) return 'next';
+    if (!async) return this.act(ctx, key!, matched!, takes as Take[]);
+    return Promise.all(takes).then((all) => this.act(ctx, key!, matched!, all));
+  }
+
+  /** The first rule that did not admit the request acts on it. */
+  private act(ctx: RequestContext, key: string, rules: CompiledRule[], takes: Take[]): Verdict | Promise<Verdict> {
+    for (let i = 0; i < takes.length; i++) {
+      const take = takes[i];
+      const rule = rules[i];
+      if (take === 'unavailable') {
+        this.deps.observe?.(this.endpoint, rule.config.uuid, 'unavailable');
+        return unavailable(ctx, rule);
+      }
+      if (take.allowed) continue;
+      if (rule.config.action === 'throttle') return this.hold(ctx, key, rule, take);
+      this.deps.observe?.(this.endpoint, rule.config.uuid, 'blocked');
+      return refuse(ctx, rule, take);
+    }
+    return 'next';
+  }
+
+  /**
+   * Throttle: the request waits (a timer, never a busy loop) in its visitor's queue until the rule admits it, then
+   * goes on through the pipeline; first come, first admitted. A full queue refuses it like `block`.
+   */
+  private hold(ctx: RequestContext, key: string, rule: CompiledRule, decision: WindowDecision): Verdict | Promise<Verdict> {
+    const queues = rule.state.queues;
+    let queue = queues.get(key);
+    if (queue !== undefined && queue.length >= throttleQueueBound(rule.config.requests_per_window)) {
+      this.deps.observe?.(this.endpoint, rule.config.uuid, 'blocked');
+      return refuse(ctx, rule, decision);
+    }
+    this.deps.observe?.(this.endpoint, rule.config.uuid, 'throttled');
+    return new Promise<Verdict>((resolve) => {
+      if (queue === undefined) {
+        queue = [];
+        queues.set(key, queue);
+        queue.push({ ctx, resolve });
+        this.wake(rule, key, queue, decision.retryAfterMs);
+      } else {
+        queue.push({ ctx, resolve });
+      }
+    });
+  }
+
+  /** In `ms`, admits the queue's head requests while they fit; the rest wait for the next fit. */
+  private wake(rule: CompiledRule, key: string, queue: Waiting[], ms: number): void {
+    const timer = this.clock.setTimeout(() => void this.drain(rule, key, queue), Math.max(1, ms));
+    timer.unref?.();
+  }
+
+  private async drain(rule: CompiledRule, key: string, queue: Waiting[]): Promise<void> {
+    while (queue.length > 0) {
+      const head = queue[0];
+      if (gone(head.ctx)) {
+        queue.shift();
+        head.resolve('done');
+        continue;
+      }
+      let take: Take;
+      try {
+        take = await rule.take(key, this.clock.now());
+      } catch {
+        take = 'unavailable';
+      }
+      if (take === 'unavailable') {
+        queue.shift();
+        head.resolve(unavailable(head.ctx, rule));
+        continue;
+      }
+      if (!take.allowed) return this.wake(rule, key, queue, take.retryAfterMs);
+      queue.shift();
+      head.resolve('next');
+    }
+    rule.state.queues.delete(key);
+  }
+}
+
+/** What a rule's counts derive from: a change to any of these starts its counts afresh; name, action, priority do not. */
+function countsVersion(rule: RateLimitRuleConfig): string {
+  return JSON.stringify([rule.requests_per_window, rule.window_size_seconds, rule.scope, rule.conditions.map((c) => [c.type, c.operator, c.value, c.logical_operator])]);
+}
+
+function compileRule(endpoint: EndpointConfig, rule: RateLimitRuleConfig, deps: StageDeps, rl: RateLimitDeps, endpointId: string): CompiledRule {
+  const limit = rule.requests_per_window;
+  const windowMs = rule.window_size_seconds * 1000;
+  const maxKeys = rl.maxKeys ?? DEFAULT_MAX_KEYS;
+  const make = () => new RuleState(limit, windowMs, maxKeys);
+  const state = deps.memory ? deps.memory.keep('rate-limit', `${endpoint.uuid}/${rule.uuid}`, countsVersion(rule), make) : make();
+  const match = compileRateLimitConditions(rule.conditions);
+  const policy = `${limit};w=${rule.window_size_seconds}`;
+  const local = (key: string, now: number): Take => state.local.take(key, now);
+  const store: ClusterStore | undefined = rule.scope === 'cluster' ? rl.cluster : undefined;
+  if (store === undefined) return { config: rule, match, windowMs, state, policy, take: local };
+  const observe = rl.observe;
+  return {
+    config: rule,
+    match,
+    windowMs,
+    state,
+    policy,
+    take(key, now) {
+      // A visitor the cluster refused stays refused here until its wait is over: no round trip per blocked request.
+      const blockedMs = state.blocked.remaining(key, now);
+      if (blockedMs > 0) return { allowed: false, remaining: 0, retryAfterMs: blockedMs };
+      return store.take(rule.uuid, key, limit, windowMs, now).then(
+        (decision) => {
+          if (!decision.allowed) state.blocked.set(key, now + decision.retryAfterMs);
+          return decision;
+        },
+        (err: unknown): Take => {
+          if (!(err instanceof RateLimitStoreUnavailable)) throw err;
+          if (rule.fail_mode === 'closed') return 'unavailable';
+          observe?.(endpointId, rule.uuid, 'fallback' satisfies RateLimitOutcome);
+          return local(key, now);
+        },
+      );
+    },
+  };
+}
+
+export const rateLimit: StageFactory = {
+  id: 'rate-limit',
+  compile(endpoint: EndpointConfig, deps: StageDeps = DEFAULT_STAGE_DEPS): Stage | null {
+    const configured = endpoint.rate_limits;
+    if (configured === undefined || configured.length === 0) return null;
+    const rl: RateLimitDeps = deps.rateLimits ?? {};
+    const geo = rl.geo ?? (defaultGeo ??= new GeoDatabases());
+    // Databases a rule needs are loaded now: a missing or corrupt file fails this compile (the previous config stays).
+    if (configured.some((r) => needs(r, 'country'))) geo.requireCountry();
+    if (configured.some((r) => needs(r, 'asn'))) geo.requireAsn();
+    // The snapshot's order is the evaluation order; sorted again so a hand-built config cannot change the semantics.
+    const ordered = [...configured].sort((a, b) => a.priority - b.priority || a.id - b.id);
+    const rules = ordered.map((rule) => compileRule(endpoint, rule, deps, rl, endpoint.uuid));
+    return new RateLimitStage(endpoint.uuid, rules, rl.clock ?? SYSTEM_CLOCK, () => geo, rl);
+  },
+};
