@@ -102,6 +102,9 @@ export const ConfigSchema = Type.Object(
     logLevel: Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l))),
     bodyLimitBytes: Type.Integer({ minimum: 1024, maximum: 64 * 1024 * 1024 }),
     listMaxOffset: Type.Integer({ minimum: 100 }),
+    // Legacy integer ids in rate-limit paths are accepted until this instant (RFC 3339), with Deprecation and Sunset
+    // headers; after it they are 400 integer_id_unsupported (SPEC.md "Versioning" 2, docs/rate-limits.md).
+    rateLimitIdSunset: Type.String({ pattern: '^\\d{4}-\\d{2}-\\d{2}(T\\d{2}:\\d{2}:\\d{2}(\\.\\d+)?(Z|[+-]\\d{2}:\\d{2}))?$' }),
     feed: Type.Object(
       {
         checkIntervalMs: Type.Integer({ minimum: 100 }),
@@ -165,6 +168,7 @@ export const ENV_SETTINGS = {
   EDGE_LOG_LEVEL: 'logLevel',
   EDGE_BODY_LIMIT_BYTES: 'bodyLimitBytes',
   EDGE_LIST_MAX_OFFSET: 'listMaxOffset',
+  EDGE_RATE_LIMIT_ID_SUNSET: 'rateLimitIdSunset',
   EDGE_FEED_CHECK_INTERVAL_MS: 'feed.checkIntervalMs',
   EDGE_FEED_PUBLISH_POLL_MS: 'feed.publishPollMs',
 } as const;
@@ -261,6 +265,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   } catch (err) {
     const origin = source['edge.trustedProxies'] ? ` (from ${source['edge.trustedProxies']})` : '';
     throw new ConfigError(`invalid setting "edge.trustedProxies"${origin}: ${(err as Error).message}`);
+  }
+  if (Number.isNaN(Date.parse(config.rateLimitIdSunset))) {
+    const origin = source.rateLimitIdSunset ? ` (from ${source.rateLimitIdSunset})` : '';
+    throw new ConfigError(`invalid setting "rateLimitIdSunset"${origin}: not a valid RFC 3339 date, got ${JSON.stringify(config.rateLimitIdSunset)}`);
   }
   for (const [name, plan] of Object.entries(config.plans)) {
     for (const feature of Object.keys(plan.verification_gates)) {
