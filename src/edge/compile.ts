@@ -8,6 +8,7 @@ import { httpsRedirect } from './stages/https-redirect.ts';
 import { jwt } from './stages/jwt.ts';
 import { mtls } from './stages/mtls.ts';
 import { rateLimit } from './stages/rate-limit.ts';
+import { rbac } from './stages/rbac.ts';
 import { routing } from './stages/routing.ts';
 import { webhook } from './stages/webhook.ts';
 
@@ -18,7 +19,7 @@ import { webhook } from './stages/webhook.ts';
  * Webhook verification reads the body whole, so it runs after the visitor is authenticated: an anonymous visitor
  * cannot make the edge buffer bodies (docs/visitor-auth.md).
  */
-export const STAGES: readonly StageFactory[] = [mtls, httpsRedirect, rateLimit, auth, jwt, webhook, routing];
+export const STAGES: readonly StageFactory[] = [mtls, httpsRedirect, rateLimit, auth, jwt, webhook, rbac, routing];
 
 export interface CompiledEndpoint {
   readonly config: EndpointConfig;

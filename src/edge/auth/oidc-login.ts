@@ -16,7 +16,7 @@ import { asHeaderValue } from '../http/credentials.ts';
 import { sendEdgeError } from '../http/pages.ts';
 import { cookieValues } from '../match/cookies.ts';
 import type { AuthOutcome } from '../metrics.ts';
-import type { RequestContext, Stage, StageDeps, Verdict } from '../pipeline/stage.ts';
+import type { RequestContext, Stage, StageDeps, Verdict, VisitorIdentity } from '../pipeline/stage.ts';
 import { httpsLocation } from '../stages/https-redirect.ts';
 import { AUTH_PREFIX, CALLBACK_PATH, LOGIN_FLOW_HEADERS, LOGIN_PATH, LOGOUT_PATH, loginHref, loginPage, sendLoginPage } from './login-page.ts';
 import { LoginFailedError, ProviderClient, ProviderUnavailableError, refusalOf } from './oidc-client.ts';
@@ -74,6 +74,8 @@ interface Admitted {
   user: string;
   email: string;
   provider: string;
+  /** Who the session admits, for the rbac stage: the e-mail only when the provider said it is verified. */
+  visitor: VisitorIdentity;
 }
 
 /**
@@ -173,7 +175,20 @@ export function compileOAuth(endpoint: EndpointConfig, auth: VisitorAuthConfig, 
       if (refusalOf({ subject: session.subject, email: session.email, emailVerified: undefined }, list.emails, list.domains) !== null) return undefined;
       // A shorter session_ttl_seconds applies to sessions issued before it too.
       const until = Math.min(session.expiresAt, session.issuedAt + ttlSeconds) * 1000;
-      hit = { id: session.id, until, user: asHeaderValue(session.subject), email: session.email === '' ? '' : asHeaderValue(session.email), provider: String(session.provider) };
+      const visitor: VisitorIdentity = {
+        kind: 'session',
+        provider: String(session.provider),
+        subject: session.subject,
+        email: session.emailVerified === true && session.email !== '' ? session.email : null,
+      };
+      hit = {
+        id: session.id,
+        until,
+        user: asHeaderValue(session.subject),
+        email: session.email === '' ? '' : asHeaderValue(session.email),
+        provider: String(session.provider),
+        visitor: Object.freeze(visitor),
+      };
       admitted.set(value, hit);
     }
     if (hit.until <= t || loggedOut.has(hit.id)) return undefined;
@@ -197,6 +212,7 @@ export function compileOAuth(endpoint: EndpointConfig, auth: VisitorAuthConfig, 
     h[AUTH_USER_HEADER] = a.user;
     if (a.email !== '') h[AUTH_EMAIL_HEADER] = a.email;
     h[AUTH_PROVIDER_HEADER] = a.provider;
+    ctx.visitor = a.visitor;
     ctx.dropCookie = DROP_COOKIES;
     return 'next';
   };
@@ -327,6 +343,8 @@ export function compileOAuth(endpoint: EndpointConfig, auth: VisitorAuthConfig, 
           subject: identity.subject,
           // An address the provider calls unverified is not vouched for.
           email: identity.emailVerified === false ? '' : identity.email,
+          // Recorded, so that "the provider said nothing" is never read as verified (RBAC's e-mail mapping).
+          emailVerified: identity.emailVerified === true,
           id: newSessionId(),
           issuedAt,
           expiresAt: issuedAt + ttlSeconds,

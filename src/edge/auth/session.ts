@@ -112,8 +112,14 @@ export interface Session {
   endpoint: number;
   provider: number;
   subject: string;
-  /** The verified e-mail address, or "" when the provider shared none (or said it is not verified). */
+  /** The e-mail address the provider shared, or "" when it shared none or said it is not verified. */
   email: string;
+  /**
+   * Whether the provider said the e-mail is verified (`email_verified: true`). False when it said nothing, and for
+   * sessions issued before this was recorded: an unknown verification is never taken as a verified one (RBAC maps
+   * only verified e-mails to clients, docs/rbac.md). Absent: false.
+   */
+  emailVerified?: boolean;
   /** Random per login, so two logins of one person are two sessions (and a logout names one). */
   id: string;
   issuedAt: number;
@@ -125,17 +131,20 @@ export function newSessionId(): string {
 }
 
 export function sealSession(keys: SessionKeys, s: Session): string {
-  return keys.sign('session', [s.endpoint, s.provider, s.subject, s.email, s.id, s.issuedAt, s.expiresAt]);
+  return keys.sign('session', [s.endpoint, s.provider, s.subject, s.email, s.id, s.issuedAt, s.expiresAt, s.emailVerified === true ? 1 : 0]);
 }
 
-/** A session cookie's value as signed, or undefined when it is not one of ours (expiry is the caller's check). */
+/**
+ * A session cookie's value as signed, or undefined when it is not one of ours (expiry is the caller's check). Values
+ * of 7 items were issued before the e-mail's verification was recorded: still valid, read as unverified.
+ */
 export function openSession(keys: SessionKeys, value: string): Session | undefined {
   const p = keys.open('session', value);
-  if (!Array.isArray(p) || p.length !== 7) return undefined;
-  const [endpoint, provider, subject, email, id, issuedAt, expiresAt] = p as unknown[];
+  if (!Array.isArray(p) || (p.length !== 7 && p.length !== 8)) return undefined;
+  const [endpoint, provider, subject, email, id, issuedAt, expiresAt, verified = 0] = p as unknown[];
   if (typeof endpoint !== 'number' || typeof provider !== 'number' || typeof subject !== 'string' || typeof email !== 'string') return undefined;
-  if (typeof id !== 'string' || typeof issuedAt !== 'number' || typeof expiresAt !== 'number') return undefined;
-  return { endpoint, provider, subject, email, id, issuedAt, expiresAt };
+  if (typeof id !== 'string' || typeof issuedAt !== 'number' || typeof expiresAt !== 'number' || (verified !== 0 && verified !== 1)) return undefined;
+  return { endpoint, provider, subject, email, id, issuedAt, expiresAt, emailVerified: verified === 1 };
 }
 
 /** A login in progress: what the callback must find again (RFC 9700 §2.1: state or PKCE, nonce for OIDC). */

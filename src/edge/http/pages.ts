@@ -18,7 +18,11 @@ export function edgeErrorOf(res: ServerResponse): ErrorCode | undefined {
   return answered.get(res);
 }
 
-export function sendEdgeError(res: ServerResponse, code: ErrorCode, accept: string | undefined, detail?: string): void {
+/**
+ * Answers with the registry's page for `code`. `link`, when given, is offered on the HTML page (an edge path the
+ * visitor may follow, such as the RBAC registration page); the JSON body carries its href as `link`.
+ */
+export function sendEdgeError(res: ServerResponse, code: ErrorCode, accept: string | undefined, detail?: string, link?: { href: string; text: string }): void {
   if (res.headersSent) {
     res.destroy();
     return;
@@ -27,9 +31,10 @@ export function sendEdgeError(res: ServerResponse, code: ErrorCode, accept: stri
   const [status, message] = ERROR_CODES[code];
   const wantsJson = accept !== undefined && /application\/json/i.test(accept) && !/text\/html/i.test(accept);
   const body = wantsJson
-    ? JSON.stringify(detail === undefined ? { error: message, code } : { error: message, code, detail })
+    ? JSON.stringify({ error: message, code, ...(detail === undefined ? {} : { detail }), ...(link === undefined ? {} : { link: link.href }) })
     : `<!doctype html><html><head><meta charset="utf-8"><title>${status} ${escapeHtml(message)}</title></head>` +
       `<body><h1>${status}</h1><p>${escapeHtml(message)}.</p>${detail ? `<p>${escapeHtml(detail)}</p>` : ''}` +
+      (link ? `<p><a href="${escapeHtml(link.href)}">${escapeHtml(link.text)}</a></p>` : '') +
       `<p><small>${code}</small></p></body></html>\n`;
   res.writeHead(status, {
     'content-type': wantsJson ? 'application/json' : 'text/html; charset=utf-8',

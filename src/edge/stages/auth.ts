@@ -13,7 +13,8 @@
 // oauth / oidc: a login with one of the endpoint's identity providers, then a signed session cookie checked by HMAC
 // per request; the flow, its reserved paths and the sessions are in src/edge/auth/ (oidc-login.ts).
 //
-// Accepted: the credential is not forwarded (Authorization, the token header, or the token cookie; the session
+// Accepted: ctx.visitor names who was admitted (the rbac stage maps it to a client; a credential with `client_id` is an
+// RBAC client's), the credential is not forwarded (Authorization, the token header, or the token cookie; the session
 // cookies), and the agent receives X-Edge-Auth-User (the username, the token's label, or the provider's subject;
 // after a login also X-Edge-Auth-Email and X-Edge-Auth-Provider); visitor copies of them are always stripped
 // (src/shared/edge-headers.ts).
@@ -30,7 +31,7 @@ import { asHeaderValue, basicCredentials, credentialsOf } from '../http/credenti
 import { sendEdgeError } from '../http/pages.ts';
 import { cookieValues } from '../match/cookies.ts';
 import type { AuthOutcome } from '../metrics.ts';
-import { DEFAULT_STAGE_DEPS, type RequestContext, type Stage, type StageDeps, type StageFactory, type Verdict } from '../pipeline/stage.ts';
+import { DEFAULT_STAGE_DEPS, type RequestContext, type Stage, type StageDeps, type StageFactory, type Verdict, type VisitorIdentity } from '../pipeline/stage.ts';
 
 /** The field the agent receives naming who authenticated (edge-owned: visitor copies are stripped in every spelling). */
 export { AUTH_USER_HEADER };
@@ -163,10 +164,10 @@ function admit(ctx: RequestContext, user: string, drop: readonly string[] | null
   return 'next';
 }
 
-/** A checksum of the users, what the basic verdicts depend on: equal while credentials_version is. */
+/** A checksum of the users, what the basic verdicts depend on (a cached verdict names the user and its client). */
 function usersChecksum(auth: VisitorAuthConfig): string {
   const h = createHash('sha256').update(String(auth.credentials_version));
-  for (const u of auth.basic_users) h.update(`\u0000${u.id}\u0000${u.username}\u0000${u.password_hash}`);
+  for (const u of auth.basic_users) h.update(`\u0000${u.id}\u0000${u.username}\u0000${u.password_hash}\u0000${u.client_id ?? ''}`);
   return h.digest('base64url');
 }
 
@@ -194,6 +195,7 @@ function compileBasic(endpoint: EndpointConfig, auth: VisitorAuthConfig, deps: S
   const accept = (ctx: RequestContext, user: BasicUserConfig): 'next' => {
     count.count('ok');
     use?.basicUser(user.id);
+    ctx.visitor = user.client_id === undefined ? { kind: 'basic', name: user.username } : { kind: 'basic', name: user.username, clientId: user.client_id };
     return admit(ctx, user.username, DROP_AUTHORIZATION);
   };
   const wrong = (ctx: RequestContext): 'done' => {
@@ -272,6 +274,8 @@ function compileBasic(endpoint: EndpointConfig, auth: VisitorAuthConfig, deps: S
 interface LiveToken {
   id: string;
   label: string;
+  /** Who the token admits (built once: every request with the token shares it). */
+  visitor: VisitorIdentity;
   /** ms since the epoch; Infinity never expires. */
   expiresAt: number;
 }
@@ -284,7 +288,8 @@ function compileToken(endpoint: EndpointConfig, auth: VisitorAuthConfig, deps: S
   for (const t of auth.tokens) {
     const expiresAt = t.expires_at === null ? Infinity : Date.parse(t.expires_at);
     if (Number.isNaN(expiresAt)) throw new Error(`token ${t.id} has an unreadable expires_at: ${t.expires_at}`);
-    tokens.set(t.digest, { id: t.id, label: t.label, expiresAt });
+    const visitor: VisitorIdentity = t.client_id === undefined ? { kind: 'token', name: t.label } : { kind: 'token', name: t.label, clientId: t.client_id };
+    tokens.set(t.digest, { id: t.id, label: t.label, visitor: Object.freeze(visitor), expiresAt });
   }
   const source = auth.token_source;
   const realm = `realm=${quoted(endpoint.hostname)}`;
@@ -342,6 +347,7 @@ function compileToken(endpoint: EndpointConfig, auth: VisitorAuthConfig, deps: S
       count.count('ok');
       use?.token(verdict.id);
       if (source.kind === 'cookie') ctx.dropCookie = source.name;
+      ctx.visitor = verdict.visitor;
       return admit(ctx, verdict.label, drop);
     },
   };

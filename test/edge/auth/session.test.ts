@@ -38,10 +38,22 @@ const session = (over: Partial<Session> = {}): Session => ({
 describe('session keys', () => {
   it('opens what it sealed, with every field as it was', () => {
     const keys = SessionKeys.fromSettings(OLD, undefined);
-    const s = session({ subject: 'bøb "quoted" \\ ; =', email: '' });
+    const s = session({ subject: 'bøb "quoted" \\ ; =', email: '', emailVerified: false });
     assert.deepEqual(openSession(keys, sealSession(keys, s)), s);
+    const verified = session({ emailVerified: true });
+    assert.deepEqual(openSession(keys, sealSession(keys, verified)), verified);
     const a: LoginAttempt = { endpoint: s.endpoint, provider: 3, state: 's', nonce: '', verifier: 'v', returnTo: '/x?y=1', expiresAt: 5 };
     assert.deepEqual(openLogin(keys, sealLogin(keys, a)), a);
+  });
+
+  it('reads a session issued before e-mail verification was recorded (7 items) as valid with an unverified e-mail', () => {
+    const keys = SessionKeys.fromSettings(OLD, undefined);
+    const s = session();
+    const old = keys.sign('session', [s.endpoint, s.provider, s.subject, s.email, s.id, s.issuedAt, s.expiresAt]);
+    assert.deepEqual(openSession(keys, old), { ...s, emailVerified: false });
+    assert.equal(openSession(keys, sealSession(keys, s))?.emailVerified, false, 'absent when sealed: unverified');
+    // Anything but 0 or 1 in the verification slot is not a session of ours.
+    assert.equal(openSession(keys, keys.sign('session', [s.endpoint, s.provider, s.subject, s.email, s.id, s.issuedAt, s.expiresAt, true])), undefined);
   });
 
   it('rotates: the first key signs, every configured key verifies, a removed key no longer does', () => {

@@ -1,0 +1,131 @@
+// The RBAC stage (`rbac`): after visitor auth, JWT and webhook verification, before routing. The visitor the auth stage
+// admitted is mapped to one of the endpoint's clients, and the client's roles decide the method and path (the policy
+// compiled once per snapshot in ../rbac/policy.ts; docs/rbac.md "Enforcement at the edge").
+//
+// Who is a client: a basic user or token with `client_id` (the auth stage checked the credential), or a login session
+// whose provider and subject are a linked identity of a client, else whose verified e-mail is a client's e-mail.
+// Anyone else (settings users and tokens, API keys, an unknown login, no visitor auth at all) is refused 403.
+// Allowed: the deciding role's headers, X-Edge-Rbac-Client and X-Edge-Rbac-Roles set on the forwarded request (visitor
+// copies are stripped by the X-Edge-* rule, src/shared/edge-headers.ts). A role's rate_limit_rps is a token bucket
+// per client and role on this edge, kept across recompiles while the client's roles and rates are unchanged.
+import { LRUCache } from 'lru-cache';
+import type { EndpointConfig } from '../../shared/snapshot.ts';
+import { asHeaderValue } from '../http/credentials.ts';
+import { sendEdgeError } from '../http/pages.ts';
+import { DEFAULT_STAGE_DEPS, type RequestContext, type StageDeps, type StageFactory, type VisitorIdentity } from '../pipeline/stage.ts';
+import { compilePolicy, decide, identityKey, rbacEnabled, type CompiledClient, type CompiledPolicy } from '../rbac/policy.ts';
+
+/** The fields the agent receives naming the client and its roles (edge-owned: the X-Edge-* namespace). */
+export const RBAC_CLIENT_HEADER = 'x-edge-rbac-client';
+export const RBAC_ROLES_HEADER = 'x-edge-rbac-roles';
+
+/** Rate buckets kept per endpoint on this edge (client × role); the least recently used go first. */
+export const RATE_LIMITED_CLIENTS = 10_000;
+
+/** The edge's registration page for an endpoint (src/edge/stages/register.ts serves it). */
+export function registrationHref(endpoint: EndpointConfig): string {
+  return `/register?endpoint=${encodeURIComponent(endpoint.uuid)}`;
+}
+
+export interface RbacStageOptions {
+  /** Milliseconds since the epoch; a test may move it. */
+  now?: () => number;
+}
+
+/**
+ * A token bucket of `rps` tokens refilled at `rps` a second: a client may send a burst of one second's worth, then
+ * `rps` a second. `version` is what it was built for (the client's roles and rates): a change starts it full again.
+ */
+interface Bucket {
+  version: string;
+  tokens: number;
+  at: number;
+}
+
+/** The client a visitor is, or undefined when the visitor is none of the endpoint's clients. */
+function clientOf(policy: CompiledPolicy, visitor: VisitorIdentity | undefined): CompiledClient | undefined {
+  if (visitor === undefined) return undefined;
+  if (visitor.kind === 'session') {
+    const linked = policy.byIdentity.get(identityKey(visitor.provider, visitor.subject));
+    if (linked !== undefined) return linked;
+    return visitor.email === null ? undefined : policy.byEmail.get(visitor.email.toLowerCase());
+  }
+  return visitor.clientId === undefined ? undefined : policy.byId.get(visitor.clientId);
+}
+
+/** The stage with test hooks (a clock). */
+export function rbacStage(options: RbacStageOptions = {}): StageFactory {
+  return {
+    id: 'rbac',
+    failClosed: true,
+    compile(endpoint, deps: StageDeps = DEFAULT_STAGE_DEPS) {
+      const rbac = endpoint.rbac;
+      if (!rbacEnabled(rbac)) return null;
+      const policy = compilePolicy(rbac);
+      const now = options.now ?? Date.now;
+      const makeBuckets = () => new LRUCache<string, Bucket>({ max: RATE_LIMITED_CLIENTS });
+      const buckets = deps.memory ? deps.memory.keep('rbac:rate', endpoint.uuid, 'v1', makeBuckets) : makeBuckets();
+      const register = rbac.self_registration.enabled ? registrationHref(endpoint) : null;
+      // Precomputed per client: the identity fields (sent as is on every request the client makes).
+      const identity = new Map<number, string>();
+      for (const c of policy.byId.values()) identity.set(c.id, asHeaderValue(c.identifier));
+
+      /** Seconds until the client may send again under `rps`, or 0 when this request is within it (and counted). */
+      const overRate = (client: CompiledClient, roleId: number, rps: number): number => {
+        const key = `${client.id}:${roleId}`;
+        const t = now();
+        let b = buckets.get(key);
+        if (b === undefined || b.version !== client.rateVersion) {
+          b = { version: client.rateVersion, tokens: rps, at: t };
+          buckets.set(key, b);
+        } else {
+          b.tokens = Math.min(rps, b.tokens + ((t - b.at) * rps) / 1000);
+          b.at = t;
+        }
+        if (b.tokens < 1) return Math.max(1, Math.ceil((1 - b.tokens) / rps));
+        b.tokens -= 1;
+        return 0;
+      };
+
+      const notAClient = (ctx: RequestContext): 'done' => {
+        const link = register !== null && ctx.visitor?.kind === 'session' ? { href: register, text: 'Register as a client of this endpoint' } : undefined;
+        sendEdgeError(ctx.res, 'rbac_not_a_client', ctx.req.headers.accept, undefined, link);
+        return 'done';
+      };
+
+      return {
+        name: 'rbac',
+        run(ctx) {
+          const client = clientOf(policy, ctx.visitor);
+          if (client === undefined) return notAClient(ctx);
+          if (!client.active) {
+            sendEdgeError(ctx.res, 'rbac_client_inactive', ctx.req.headers.accept);
+            return 'done';
+          }
+          const d = decide(client, ctx.method, ctx.path);
+          if (!d.allowed) {
+            const why = d.role === null ? 'no role of this client allows it' : `role ${JSON.stringify(d.role.name)} denies it`;
+            sendEdgeError(ctx.res, 'rbac_forbidden', ctx.req.headers.accept, `${ctx.method} ${ctx.path}: ${why}`);
+            return 'done';
+          }
+          const role = d.role;
+          if (role.rps > 0) {
+            const wait = overRate(client, role.id, role.rps);
+            if (wait > 0) {
+              ctx.res.setHeader('retry-after', String(wait));
+              sendEdgeError(ctx.res, 'rbac_rate_limited', ctx.req.headers.accept, `role ${JSON.stringify(role.name)} allows ${role.rps} requests a second`);
+              return 'done';
+            }
+          }
+          const h = ctx.upstreamHeaders;
+          for (const [name, value] of role.headers) h[name] = value;
+          h[RBAC_CLIENT_HEADER] = identity.get(client.id)!;
+          h[RBAC_ROLES_HEADER] = client.roleNames;
+          return 'next';
+        },
+      };
+    },
+  };
+}
+
+export const rbac: StageFactory = rbacStage();
