@@ -24,6 +24,10 @@ import { createListeners } from './http/listeners.ts';
 import { handleRequest, handleUpgrade } from './pipeline/pipeline.ts';
 import type { StageDeps } from './pipeline/stage.ts';
 import { StageMemory } from './pipeline/stage-memory.ts';
+import { ClusterStore } from './rate-limit/cluster.ts';
+import { GeoDatabases } from './rate-limit/geo.ts';
+import { compileTrustedProxies } from './rate-limit/visitor-address.ts';
+import type { RateLimitClock } from './rate-limit/window.ts';
 import { CertificateSelector, platformCertificate } from './tls.ts';
 import { TunnelRegistry } from './tunnels/registry.ts';
 import { TunnelServer } from './tunnels/tunnel-server.ts';
@@ -36,6 +40,8 @@ export interface EdgeDeps {
   logger: Logger;
   /** Creates an ephemeral endpoint through the control API with the agent's key; returns its uuid. */
   createEphemeral(apiKey: string): Promise<string>;
+  /** Drives rate-limit windows and throttle timers (tests and benches); absent: the wall clock. */
+  rateLimitClock?: RateLimitClock;
   /** Redeems an invite or self-registers a visitor through the control API (StageDeps.register); absent: registration answers 503. */
   register?: StageDeps['register'];
 }
@@ -74,6 +80,11 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
   // its config is unchanged, and where accepted credentials are noted for the heartbeat; outcomes are counted from
   // when the metrics exist (before any listener is bound, so before any request).
   const credentialUse = new CredentialUse();
+  // Cluster-scope rate limits count in Redis on a connection of their own (fail fast, never queue); without
+  // REDIS_URL they count on this edge alone (docs/rate-limits.md).
+  const rateLimitStore = settings.redisUrl
+    ? new ClusterStore({ url: settings.redisUrl, prefix: settings.redisPrefix, timeoutMs: settings.edge.rateLimitRedisTimeoutMs })
+    : undefined;
   const stageDeps: StageDeps = {
     publicHttpsPort: () => settings.publicHttpsPort || httpsPortBound,
     secrets: deps.secrets,
@@ -85,6 +96,12 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
     // OAuth/OIDC login sessions: EDGE_SESSION_KEYS, else a key derived from EDGE_SECRET_KEY (every edge agrees).
     sessions: { keys: SessionKeys.fromSettings(settings.edge.sessionKeys, deps.secrets), ttlSeconds: settings.edge.sessionTtlSeconds },
     register: deps.register,
+    rateLimits: {
+      clock: deps.rateLimitClock,
+      geo: new GeoDatabases({ countryDb: settings.edge.geoipCountryDb, asnDb: settings.edge.geoipAsnDb }),
+      cluster: rateLimitStore,
+      maxKeys: settings.edge.rateLimitMaxKeys,
+    },
   };
   const config = new EdgeConfig({
     logger: log,
@@ -141,7 +158,8 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
   config.on('endpoint', (_uuid, next, previous) => origins.track(previous, next));
   // Finished exchanges: counters per endpoint and, where capture is on, the recent ones (src/edge/capture.ts).
   const traffic = new TrafficRecorder();
-  const pipeline = { config, registry, origins, capture: traffic, logger: log };
+  // EDGE_TRUSTED_PROXIES was checked when the settings loaded; the visitor address is decided once per request.
+  const pipeline = { config, registry, origins, capture: traffic, logger: log, trustedProxies: compileTrustedProxies(settings.edge.trustedProxies) };
   const metrics = new EdgeMetrics({ traffic, tunnels: () => registry.size, feed, endpointLimit: settings.edge.metricsEndpointLimit });
   stageDeps.authOutcome = (endpoint, stage, outcome) => metrics.authOutcome(endpoint, stage, outcome);
   // Answers given before any endpoint is known (unknown host) have no exchange to capture; counted here instead.
@@ -247,6 +265,7 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
       secure.closeAllConnections();
       await subscriber.stop();
       await origins.close();
+      rateLimitStore?.close();
       await config.flush();
       await deps.presence.remove(settings.nodeId).catch(() => {});
       // Last, so probes see the edge not ready (listeners closed) while it drains.
