@@ -1,22 +1,26 @@
-// last_used_at of basic users and visitor tokens, from the credential uses edges report in their heartbeats: edges
-// never write the store, so this job gathers what every live edge saw and applies it in one batch per pass.
+// last_used_at of basic users, visitor tokens and RBAC clients, from the credential uses edges report in their heartbeats:
+// edges never write the store, so this job gathers what every live edge saw and applies it in one batch per pass.
 import type { Logger } from '../shared/log.ts';
 import { MAX_CREDENTIAL_USE_ENTRIES, type EdgeHeartbeat, type PresenceStore } from '../shared/presence.ts';
 import type { Database } from '../store/db.ts';
+import { recordClientUse } from '../store/rbac-clients.ts';
 import { recordCredentialUse } from '../store/visitor-auth.ts';
 import { PeriodicJob } from './periodic.ts';
 
-type Kind = 'basicUsers' | 'tokens';
+type Kind = 'basicUsers' | 'tokens' | 'rbacClients';
+const KINDS: readonly Kind[] = ['basicUsers', 'tokens', 'rbacClients'];
 
 /** A credential id as the snapshot writes it (the decimal row id); anything else is ignored. */
 const ID = /^[1-9][0-9]{0,15}$/;
+/** An RBAC client's password or token (docs/rbac.md): the use is the client's, whichever map reports it. */
+const CLIENT_ID = /^rbac-client:([1-9][0-9]{0,15})$/;
 
 /**
  * The latest use of each credential across edges. Maps are read only up to the bound an edge should keep, so one
  * misbehaving edge cannot make a pass unbounded; unparsable ids and times are skipped.
  */
 export function latestUses(edges: readonly EdgeHeartbeat[]): Record<Kind, Map<number, number>> {
-  const out: Record<Kind, Map<number, number>> = { basicUsers: new Map(), tokens: new Map() };
+  const out: Record<Kind, Map<number, number>> = { basicUsers: new Map(), tokens: new Map(), rbacClients: new Map() };
   for (const edge of edges) {
     const use = edge.credential_use;
     if (!use) continue;
@@ -29,9 +33,12 @@ export function latestUses(edges: readonly EdgeHeartbeat[]): Record<Kind, Map<nu
       for (const [id, at] of Object.entries(map)) {
         if (++n > MAX_CREDENTIAL_USE_ENTRIES) break;
         const time = typeof at === 'string' ? Date.parse(at) : NaN;
-        if (!ID.test(id) || Number.isNaN(time)) continue;
-        const key = Number(id);
-        if ((out[kind].get(key) ?? -Infinity) < time) out[kind].set(key, time);
+        if (Number.isNaN(time)) continue;
+        const client = CLIENT_ID.exec(id);
+        if (!client && !ID.test(id)) continue;
+        const into = client ? out.rbacClients : out[kind];
+        const key = Number(client ? client[1] : id);
+        if ((into.get(key) ?? -Infinity) < time) into.set(key, time);
       }
     }
   }
@@ -48,18 +55,18 @@ export interface CredentialUseRecorder {
  * pass sends only uses that moved forward (the store's GREATEST keeps a late or repeated one harmless anyway).
  */
 export function credentialUseRecorder(db: Database, presence: PresenceStore): CredentialUseRecorder {
-  const written: Record<Kind, Map<number, number>> = { basicUsers: new Map(), tokens: new Map() };
+  const written: Record<Kind, Map<number, number>> = { basicUsers: new Map(), tokens: new Map(), rbacClients: new Map() };
   return {
     async pass() {
       // Presence unreadable (Redis down) throws: the pass is skipped and the next one catches up.
       const latest = latestUses(await presence.edges());
-      const batch: Record<Kind, Array<readonly [number, Date]>> = { basicUsers: [], tokens: [] };
-      for (const kind of ['basicUsers', 'tokens'] as const) {
+      const batch: Record<Kind, Array<readonly [number, Date]>> = { basicUsers: [], tokens: [], rbacClients: [] };
+      for (const kind of KINDS) {
         for (const [id, at] of latest[kind]) if ((written[kind].get(id) ?? -Infinity) < at) batch[kind].push([id, new Date(at)]);
       }
-      if (batch.basicUsers.length === 0 && batch.tokens.length === 0) return 0;
-      const updated = await recordCredentialUse(db, batch);
-      for (const kind of ['basicUsers', 'tokens'] as const) {
+      if (KINDS.every((kind) => batch[kind].length === 0)) return 0;
+      const updated = (await recordCredentialUse(db, batch)) + (await recordClientUse(db, batch.rbacClients));
+      for (const kind of KINDS) {
         // Ids of credentials that are gone stay out of memory: only what edges still report is kept.
         const next = new Map<number, number>();
         for (const [id, at] of latest[kind]) next.set(id, at);

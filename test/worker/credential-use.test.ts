@@ -39,6 +39,22 @@ describe('latestUses', () => {
     assert.equal(uses.tokens.size, 0);
   });
 
+  it('files rbac-client:<id> uses, from users and tokens alike, under the client', () => {
+    const uses = latestUses([
+      heartbeat('a', { basic_users: { 'rbac-client:7': '2030-01-01T00:00:00Z', '7': '2030-01-05T00:00:00Z' }, tokens: { 'rbac-client:8': '2030-01-02T00:00:00Z' } }),
+      heartbeat('b', { tokens: { 'rbac-client:7': '2030-01-03T00:00:00Z', 'rbac-client:0': '2030-01-01T00:00:00Z', 'rbac-client:x': '2030-01-01T00:00:00Z', 'rbac-client:9': 'later' } }),
+    ]);
+    assert.deepEqual(
+      [...uses.rbacClients].sort(([x], [y]) => x - y),
+      [
+        [7, Date.parse('2030-01-03T00:00:00Z')],
+        [8, Date.parse('2030-01-02T00:00:00Z')],
+      ],
+    );
+    assert.deepEqual([...uses.basicUsers], [[7, Date.parse('2030-01-05T00:00:00Z')]], 'a settings user with the same number is another credential');
+    assert.equal(uses.tokens.size, 0);
+  });
+
   it('reads at most MAX_CREDENTIAL_USE_ENTRIES ids of one edge', () => {
     const many = Object.fromEntries(Array.from({ length: MAX_CREDENTIAL_USE_ENTRIES + 50 }, (_, i) => [String(i + 1), '2030-01-01T00:00:00Z']));
     assert.equal(latestUses([heartbeat('a', { tokens: many })]).tokens.size, MAX_CREDENTIAL_USE_ENTRIES);
@@ -121,6 +137,27 @@ describe('credential-use recorder', () => {
     await presence.report(heartbeat('edge-a', { basic_users: { '987654321': new Date().toISOString() }, tokens: { '987654321': new Date().toISOString() } }));
     assert.equal(await credentialUseRecorder(t.node.db!, presence).pass(), 0);
     assert.deepEqual(await usedAt(), before);
+  });
+
+  it('writes an RBAC client’s last_used_at from the uses of its password or token', async () => {
+    const [client] = (
+      await t.node.db!.query<{ id: number }>(
+        "INSERT INTO rbac_clients (endpoint_id, identifier) SELECT id, 'robot' FROM endpoints WHERE uuid = $1 RETURNING id",
+        [uuid],
+      )
+    ).rows;
+    const lastUsed = async () => (await t.node.db!.query<{ last_used_at: Date | null }>('SELECT last_used_at FROM rbac_clients WHERE id = $1', [client.id])).rows[0].last_used_at;
+    assert.equal(await lastUsed(), null);
+    const early = new Date(Date.now() - 50_000).toISOString();
+    const late = new Date(Date.now() - 5_000).toISOString();
+    await presence.report(heartbeat('edge-a', { basic_users: { [`rbac-client:${client.id}`]: early } }));
+    await presence.report(heartbeat('edge-b', { tokens: { [`rbac-client:${client.id}`]: late, 'rbac-client:987654321': late } }));
+    const before = await usedAt();
+    assert.equal(await credentialUseRecorder(t.node.db!, presence).pass(), 1);
+    assert.equal((await lastUsed())?.toISOString(), late);
+    assert.deepEqual(await usedAt(), before, 'the settings credentials with other ids are untouched');
+    await presence.remove('edge-b');
+    await presence.report(heartbeat('edge-a', {}));
   });
 
   it('fails the pass when presence cannot be read, so the job skips it instead of reading "no use"', async () => {
