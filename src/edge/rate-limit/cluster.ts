@@ -88,6 +88,12 @@ export class ClusterStore {
     return decision;
   }
 
+  /** Resolves once the connection is up (tests; the edge never waits: until then cluster rules fall back). */
+  ready(): Promise<void> {
+    if (this.redis.status === 'ready') return Promise.resolve();
+    return new Promise((resolve) => this.redis.once('ready', () => resolve()));
+  }
+
   close(): void {
     this.redis.disconnect();
   }
