@@ -1,0 +1,129 @@
+// The worker's end of the traffic-record stream: reads batches through the consumer group, hands each kind's records
+// to its handler inside one transaction per read, and acknowledges only after that transaction committed.
+import type { Logger } from '../shared/log.ts';
+import type { RecordBatch, RecordSource, TrafficRecord, TrafficRecordKind } from '../shared/records/types.ts';
+import type { Database, Queryable } from '../store/db.ts';
+
+/** Writes one read's records of one kind, in the read's transaction. */
+export type RecordHandler<K extends TrafficRecordKind> = (tx: Queryable, records: Extract<TrafficRecord, { kind: K }>[]) => Promise<void>;
+export type RecordHandlers = { [K in TrafficRecordKind]?: RecordHandler<K> };
+
+export interface RecordWorkerOptions {
+  logger: Logger;
+  /** Batches per read (and so per transaction). */
+  count?: number;
+  /** How long a read waits for a batch before the loop goes round again. */
+  blockMs?: number;
+}
+
+/**
+ * At least once: a crash between the commit and the acknowledgement delivers the read again (to this node's next
+ * run, or to another worker after the transport's reclaim timeout), so its records are written twice. Handlers add
+ * counts, so that rare case counts twice; docs/traffic-records.md says so.
+ */
+export class RecordWorker {
+  private readonly count: number;
+  private readonly blockMs: number;
+  private readonly logger: Logger;
+  private readonly abort = new AbortController();
+  private loop: Promise<void> | null = null;
+  /** Serialises the loop's passes with drain()'s, so a read is never written twice by this process at once. */
+  private running: Promise<unknown> = Promise.resolve();
+
+  constructor(
+    private readonly db: Database,
+    private readonly source: RecordSource,
+    private readonly handlers: RecordHandlers,
+    options: RecordWorkerOptions,
+  ) {
+    this.count = options.count ?? 100;
+    this.blockMs = options.blockMs ?? 2_000;
+    for (const [name, value] of Object.entries({ count: this.count, blockMs: this.blockMs })) {
+      if (!Number.isInteger(value) || value < 1) throw new RangeError(`RecordWorker ${name} must be a positive integer, got ${value}`);
+    }
+    this.logger = options.logger;
+  }
+
+  start(): void {
+    this.loop ??= this.run();
+  }
+
+  /** Writes what is ready now (no waiting), a bounded number of reads; resolves with the batches written. */
+  async drain(maxReads = 50): Promise<number> {
+    let total = 0;
+    for (let i = 0; i < maxReads; i++) {
+      const n = await this.pass(0);
+      total += n;
+      if (n === 0) break;
+    }
+    return total;
+  }
+
+  /** Stops the loop at once (a waiting read is cut short), then writes what is already there (shutdown). */
+  async stop(): Promise<void> {
+    this.abort.abort();
+    await this.loop;
+    await this.drain().catch((err) => this.logger.warn({ err }, 'traffic records not written at shutdown; another worker will claim them'));
+  }
+
+  private async run(): Promise<void> {
+    let failing = false;
+    let delayMs = 0;
+    while (!this.abort.signal.aborted) {
+      try {
+        await this.pass(this.blockMs);
+        if (failing) this.logger.info('traffic records are written again');
+        failing = false;
+        delayMs = 0;
+      } catch (err) {
+        // Logged once per outage (Redis or the database down); unacknowledged batches come back at the next read.
+        if (!failing) this.logger.warn({ err }, 'traffic records could not be read or written; retrying');
+        failing = true;
+        delayMs = Math.min(5_000, Math.max(100, delayMs * 2));
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, delayMs);
+          this.abort.signal.addEventListener('abort', () => {
+            clearTimeout(timer);
+            resolve();
+          }, { once: true });
+        });
+      }
+    }
+  }
+
+  private pass(blockMs: number): Promise<number> {
+    const next = this.running.then(() => this.readAndWrite(blockMs));
+    this.running = next.catch(() => {});
+    return next;
+  }
+
+  private async readAndWrite(blockMs: number): Promise<number> {
+    const signal = blockMs > 0 ? this.abort.signal : undefined;
+    if (signal?.aborted) return 0;
+    const batches = await this.source.read({ count: this.count, blockMs, signal });
+    if (batches.length === 0) return 0;
+    await this.write(batches);
+    await this.source.ack(batches.map((b) => b.id));
+    return batches.length;
+  }
+
+  private async write(batches: RecordBatch[]): Promise<void> {
+    const byKind = new Map<TrafficRecordKind, TrafficRecord[]>();
+    let skipped = 0;
+    for (const batch of batches) {
+      skipped += batch.skipped;
+      for (const record of batch.records) {
+        let list = byKind.get(record.kind);
+        if (!list) byKind.set(record.kind, (list = []));
+        list.push(record);
+      }
+    }
+    // Malformed records, or kinds a newer edge sends that this worker does not know: acknowledged, not retried.
+    if (skipped > 0) this.logger.warn({ skipped }, 'skipped traffic records that did not parse');
+    const handled = [...byKind].filter(([kind]) => this.handlers[kind] !== undefined);
+    if (handled.length === 0) return;
+    await this.db.transaction(async (tx) => {
+      for (const [kind, records] of handled) await (this.handlers[kind] as RecordHandler<typeof kind>)(tx, records as never);
+    });
+  }
+}
