@@ -3,6 +3,7 @@
 import type { Queryable } from './db.ts';
 import { recordChange } from './feed.ts';
 import { offersProvider, requestedScopes, type OAuthProviderRow } from './oauth-providers.ts';
+import { loadRateLimitRules } from './rate-limit-rules.ts';
 import {
   TOPICS,
   type BasicUserConfig,
@@ -250,6 +251,9 @@ export async function publishEndpoint(tx: Queryable, endpointId: number): Promis
     ...visitorAuth,
     rbac: rbac?.rbac ?? null,
   };
+  // Absent when no rule is active, so the edge compiles no rate-limit stage (and snapshots without rules are unchanged).
+  const rateLimits = await loadRateLimitRules(tx, endpointId);
+  if (rateLimits.length > 0) config.rate_limits = rateLimits;
   await recordChange(tx, ENDPOINT_TOPIC, row.uuid, config);
 }
 
