@@ -37,6 +37,7 @@ export const ERROR_CODES = {
   invalid_id: [400, 'Invalid identifier'],
   invalid_query: [400, 'Invalid query parameter'],
   pagination_too_deep: [400, 'Pagination offset too large'],
+  integer_id_unsupported: [400, 'Integer ids are no longer accepted here; use the uuid'],
   bad_request: [400, 'Bad request'],
   unauthorized: [401, 'Missing or invalid API key'],
   forbidden: [403, 'Forbidden'],
