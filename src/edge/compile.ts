@@ -9,6 +9,7 @@ import { jwt } from './stages/jwt.ts';
 import { mtls } from './stages/mtls.ts';
 import { rateLimit } from './stages/rate-limit.ts';
 import { rbac } from './stages/rbac.ts';
+import { register } from './stages/register.ts';
 import { routing } from './stages/routing.ts';
 import { webhook } from './stages/webhook.ts';
 
@@ -17,9 +18,10 @@ import { webhook } from './stages/webhook.ts';
  * visitor auth, JWT, RBAC, routing). Adding a stage is one module under stages/ and one entry here. The mTLS check
  * comes first, so a plain-HTTP request to an endpoint that requires a certificate is refused, not redirected.
  * Webhook verification reads the body whole, so it runs after the visitor is authenticated: an anonymous visitor
- * cannot make the edge buffer bodies (docs/visitor-auth.md).
+ * cannot make the edge buffer bodies (docs/visitor-auth.md). The registration pages (`register`) come before auth:
+ * a visitor redeeming an invite has no credential yet (docs/rbac.md).
  */
-export const STAGES: readonly StageFactory[] = [mtls, httpsRedirect, rateLimit, auth, jwt, webhook, rbac, routing];
+export const STAGES: readonly StageFactory[] = [mtls, httpsRedirect, rateLimit, register, auth, jwt, webhook, rbac, routing];
 
 export interface CompiledEndpoint {
   readonly config: EndpointConfig;
