@@ -8,7 +8,7 @@
 // and within that role a deny beats an allow. No role with an opinion: denied.
 import { claimHeaderRefusal } from '../../shared/visitor-credentials.ts';
 import { canonicalPathPattern } from '../../shared/match/condition.ts';
-import { compilePathGlob, compilePathPrefix } from '../../shared/match/glob.ts';
+import { compileRbacPath } from '../../shared/rbac-permissions.ts';
 import type { RbacClientConfig, RbacConfig, RbacRoleConfig } from '../../shared/snapshot.ts';
 import { normalizePath } from '../http/normalize-path.ts';
 
@@ -24,23 +24,19 @@ export class JudgedPath {
 type PathTest = (p: JudgedPath) => boolean;
 
 /**
- * One permission path pattern, in the canonical forms of the routing compiler (src/shared/match): `/admin` exact,
- * `/api/*` (a single trailing `*` after `/`) the prefix `/api` on segment boundaries (`/api`, `/api/`, `/api/x/y`; not
- * `/apix`), anything else with `*` a segment glob (`*` within one segment, `**` as a segment for any depth). Paths are
- * compared case-sensitively, as the normalised path the agent receives. Throws on a pattern that is not a path.
+ * One permission path pattern, compiled by the matcher the control API validated it with (src/shared/rbac-permissions.ts):
+ * `/admin` exact, `/api/*` (a single trailing `*` after `/`) the prefix `/api` on segment boundaries (`/api`, `/api/`,
+ * `/api/x/y`; not `/apix`), anything else with `*` a segment glob (`*` within one segment, `**` as a segment for any
+ * depth). Paths are compared case-sensitively, as the normalised path the agent receives. The pattern is put in
+ * canonical form first (a no-op for what the API stored). Throws on a pattern that is not a path.
  */
 export function compileRbacPathPattern(pattern: string): PathTest {
-  const canonical = canonicalPathPattern(pattern);
-  if (canonical.endsWith('/*') && canonical.indexOf('*') === canonical.length - 1) {
-    const prefix = compilePathPrefix(canonical.length === 2 ? '/' : canonical.slice(0, -2));
-    return (p) => prefix(p.path);
-  }
-  const glob = compilePathGlob(canonical);
-  if (glob.needsSegments) {
-    const match = glob.match;
+  const compiled = compileRbacPath(canonicalPathPattern(pattern));
+  if (compiled.needsSegments) {
+    const match = compiled.match;
     return (p) => match(p.segments());
   }
-  const match = glob.match;
+  const match = compiled.match;
   return (p) => match(p.path);
 }
 
