@@ -296,7 +296,7 @@ const SettingsBody = Strict({
 
 const RegistrationBody = Strict({
   endpoint_id: Type.String({ description: 'The endpoint uuid' }),
-  invite_token: Type.Optional(Type.String({ minLength: 1, maxLength: 256 })),
+  invite_token: Type.Optional(Type.String({ minLength: 1, maxLength: 512 })),
   username: Type.Optional(Type.String({ maxLength: 1024 })),
   password: Type.Optional(Type.String({ maxLength: 1024 })),
   identity: Type.Optional(Type.String({ minLength: 1, maxLength: 8192, description: 'The edge’s identity assertion of the visitor’s login' })),
@@ -704,6 +704,8 @@ export function rbacClientRoutes(app: ControlApp, { db, config, secrets }: Contr
             if (collision) throw conflict(collision);
             // A verified e-mail another client holds is not linked: the identity alone admits the visitor.
             const emailFree = email !== null && !(await store.findCollision(tx, endpoint.id, { email }, invite.client_id));
+            // Redeemed first: a client leaving `invited` takes its pending invites with it, and this one is history.
+            await store.markInviteRedeemed(tx, invite.id);
             await store.updateClient(tx, endpoint.id, invite.client_id, {
               status: 'active',
               registrationSource: 'invite',
@@ -711,7 +713,6 @@ export function rbacClientRoutes(app: ControlApp, { db, config, secrets }: Contr
               addIdentities: identity ? [identity] : undefined,
               email: emailFree ? email : undefined,
             });
-            await store.markInviteRedeemed(tx, invite.id);
             const feedVersion = await store.publishClientChange(tx, endpoint.id);
             const client = await readClient(tx, endpoint.id, invite.client_id);
             return { client_id: client.id, identifier: client.identifier, status: 'active' as const, registration_source: 'invite' as const, feed_version: feedVersion };
