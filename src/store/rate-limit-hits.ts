@@ -1,9 +1,7 @@
 // Hit statistics of rate-limit rules in the store: the worker adds what edges counted (hit_count, last_matched, one
-// bucket per rule and UTC day) and prunes buckets past the 7-day window; the API reads the window back.
+// bucket per rule and UTC day) and prunes buckets past the 7-day window the API shows (rate-limit-rules.ts reads it).
 import type { Queryable } from './db.ts';
-
-/** Days of daily buckets kept and shown (today included), as SPEC.md's `hits_daily` (7 numbers, oldest first). */
-export const HIT_DAYS = 7;
+import { HIT_DAYS } from './rate-limit-rules.ts';
 
 export interface RuleHitTotal {
   uuid: string;
@@ -57,27 +55,4 @@ export async function addRuleHits(q: Queryable, totals: readonly RuleHitTotal[],
 export async function pruneRuleHitDays(q: Queryable, now: Date = new Date()): Promise<number> {
   const res = await q.query('DELETE FROM rate_limit_hits_daily WHERE day < $1::date', [utcDay(now, HIT_DAYS - 1)]);
   return res.rowCount;
-}
-
-/**
- * `hits_daily` of each rule (by row id): HIT_DAYS numbers, oldest first, ending with `now`'s UTC day; days without
- * a bucket are 0. Rules without any bucket get all zeros.
- */
-export async function ruleHitDays(q: Queryable, ruleIds: readonly number[], now: Date = new Date()): Promise<Map<number, number[]>> {
-  const out = new Map<number, number[]>();
-  for (const id of ruleIds) out.set(id, new Array<number>(HIT_DAYS).fill(0));
-  if (ruleIds.length === 0) return out;
-  const first = utcDay(now, HIT_DAYS - 1);
-  const res = await q.query<{ rule_id: number; day: string; hits: number }>(
-    `SELECT rule_id, to_char(day, 'YYYY-MM-DD') AS day, hits FROM rate_limit_hits_daily
-      WHERE rule_id = ANY($1::bigint[]) AND day BETWEEN $2::date AND $3::date`,
-    [ruleIds, first, utcDay(now)],
-  );
-  const start = Date.parse(`${first}T00:00:00Z`);
-  for (const row of res.rows) {
-    const index = Math.round((Date.parse(`${row.day}T00:00:00Z`) - start) / 86_400_000);
-    const days = out.get(Number(row.rule_id));
-    if (days && index >= 0 && index < HIT_DAYS) days[index] = Number(row.hits);
-  }
-  return out;
 }

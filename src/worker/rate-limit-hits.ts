@@ -3,7 +3,8 @@
 import type { Logger } from '../shared/log.ts';
 import type { RateLimitHitsRecord } from '../shared/records/types.ts';
 import type { Database, Queryable } from '../store/db.ts';
-import { HIT_DAYS, addRuleHits, pruneRuleHitDays, utcDay, type RuleHitDay, type RuleHitTotal } from '../store/rate-limit-hits.ts';
+import { addRuleHits, pruneRuleHitDays, utcDay, type RuleHitDay, type RuleHitTotal } from '../store/rate-limit-hits.ts';
+import { HIT_DAYS } from '../store/rate-limit-rules.ts';
 import { PeriodicJob } from './periodic.ts';
 
 /**
