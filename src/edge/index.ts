@@ -9,6 +9,7 @@ import { FeedSubscriber } from '../shared/feed/subscriber.ts';
 import type { FeedSource } from '../shared/feed/transport.ts';
 import type { Logger } from '../shared/log.ts';
 import type { PresenceStore } from '../shared/presence.ts';
+import type { RecordSink } from '../shared/records/types.ts';
 import type { SecretBox } from '../shared/secrets.ts';
 import { TUNNEL_PATH } from '../shared/tunnel/protocol.ts';
 import { agentAuthorizer, watchStanding } from './agent-auth.ts';
@@ -26,6 +27,7 @@ import type { StageDeps } from './pipeline/stage.ts';
 import { StageMemory } from './pipeline/stage-memory.ts';
 import { ClusterStore } from './rate-limit/cluster.ts';
 import { GeoDatabases } from './rate-limit/geo.ts';
+import { RuleHits } from './rate-limit/hits.ts';
 import { compileTrustedProxies } from './rate-limit/visitor-address.ts';
 import type { RateLimitClock } from './rate-limit/window.ts';
 import { CertificateSelector, platformCertificate } from './tls.ts';
@@ -40,6 +42,8 @@ export interface EdgeDeps {
   logger: Logger;
   /** Creates an ephemeral endpoint through the control API with the agent's key; returns its uuid. */
   createEphemeral(apiKey: string): Promise<string>;
+  /** Where traffic records go (rate-limit hit statistics; src/shared/records); absent: rule matches are not counted. */
+  records?: RecordSink;
   /** Drives rate-limit windows and throttle timers (tests and benches); absent: the wall clock. */
   rateLimitClock?: RateLimitClock;
   /** Redeems an invite or self-registers a visitor through the control API (StageDeps.register); absent: registration answers 503. */
@@ -85,6 +89,8 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
   const rateLimitStore = settings.redisUrl
     ? new ClusterStore({ url: settings.redisUrl, prefix: settings.redisPrefix, timeoutMs: settings.edge.rateLimitRedisTimeoutMs })
     : undefined;
+  // Rule matches counted here and sent every ~2 s as one traffic record, which the worker rolls into the rules' stats.
+  const ruleHits = deps.records ? new RuleHits({ sink: deps.records, edge: settings.nodeId }) : undefined;
   const stageDeps: StageDeps = {
     publicHttpsPort: () => settings.publicHttpsPort || httpsPortBound,
     secrets: deps.secrets,
@@ -101,6 +107,7 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
       geo: new GeoDatabases({ countryDb: settings.edge.geoipCountryDb, asnDb: settings.edge.geoipAsnDb }),
       cluster: rateLimitStore,
       maxKeys: settings.edge.rateLimitMaxKeys,
+      hits: ruleHits,
     },
   };
   const config = new EdgeConfig({
@@ -160,7 +167,7 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
   const traffic = new TrafficRecorder();
   // EDGE_TRUSTED_PROXIES was checked when the settings loaded; the visitor address is decided once per request.
   const pipeline = { config, registry, origins, capture: traffic, logger: log, trustedProxies: compileTrustedProxies(settings.edge.trustedProxies) };
-  const metrics = new EdgeMetrics({ traffic, tunnels: () => registry.size, feed, endpointLimit: settings.edge.metricsEndpointLimit });
+  const metrics = new EdgeMetrics({ traffic, tunnels: () => registry.size, feed, endpointLimit: settings.edge.metricsEndpointLimit, records: deps.records });
   stageDeps.authOutcome = (endpoint, stage, outcome) => metrics.authOutcome(endpoint, stage, outcome);
   // Answers given before any endpoint is known (unknown host) have no exchange to capture; counted here instead.
   const serve = countRefusals(traffic, (req, res, secure) => handleRequest(pipeline, req, res, secure));
@@ -265,6 +272,9 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
       secure.closeAllConnections();
       await subscriber.stop();
       await origins.close();
+      // The last interval's rule matches, sent while the transport is still open (main.ts closes it after the edge).
+      ruleHits?.close();
+      await deps.records?.flush();
       rateLimitStore?.close();
       await config.flush();
       await deps.presence.remove(settings.nodeId).catch(() => {});
