@@ -12,6 +12,9 @@ import type { FeedMirror, FeedSubscriber } from './shared/feed/subscriber.ts';
 import { MemoryFeed } from './shared/feed/memory.ts';
 import { RedisFeed } from './shared/feed/redis.ts';
 import type { FeedSink, FeedSource } from './shared/feed/transport.ts';
+import { MemoryRecords } from './shared/records/memory.ts';
+import { RedisRecords } from './shared/records/redis.ts';
+import type { RecordSink, RecordSource } from './shared/records/types.ts';
 import { openDatabase, type Database } from './store/db.ts';
 import { bootstrapAdmin } from './control/bootstrap.ts';
 import { reconcileApiKeyFeed } from './store/accounts.ts';
@@ -22,6 +25,8 @@ import { credentialUseJob } from './worker/credential-use.ts';
 import { ephemeralJanitor } from './worker/janitor.ts';
 import type { PeriodicJob } from './worker/periodic.ts';
 import { portActivator } from './worker/ports.ts';
+import { ruleHitPruner, writeRuleHits } from './worker/rate-limit-hits.ts';
+import { RecordWorker } from './worker/records.ts';
 
 export interface NodeHandle {
   config: Config;
@@ -139,6 +144,23 @@ export async function startNode(config: Config, logger: Logger): Promise<NodeHan
       : new MemoryPresence(config.presence.staleMs);
     closers.push(() => presence.close());
 
+    // Traffic records (rate-limit hit statistics) from edges to the worker: a Redis Stream between nodes, or one
+    // in-process stream shared by the roles of this process (docs/traffic-records.md).
+    let records: (RecordSink & RecordSource) | undefined;
+    if (runs(config, 'edge') || runs(config, 'worker')) {
+      const transport = config.redisUrl
+        ? new RedisRecords({ url: config.redisUrl, prefix: config.redisPrefix, consumer: config.nodeId, logger })
+        : new MemoryRecords();
+      records = transport;
+      closers.push(() => transport.close());
+    }
+    if (runs(config, 'worker')) {
+      // Started before the edge so that it stops after it: what the edge flushes at shutdown is still written.
+      const recordWorker = new RecordWorker(handle.db!, records!, { rate_limit_hits: writeRuleHits }, { logger: logger.child({ component: 'traffic-records' }) });
+      recordWorker.start();
+      closers.push(() => recordWorker.stop());
+    }
+
     if (runs(config, 'control')) {
       const db = handle.db!;
       const boot = await bootstrapAdmin(db, config);
@@ -173,6 +195,7 @@ export async function startNode(config: Config, logger: Logger): Promise<NodeHan
         presence,
         logger,
         createEphemeral: (apiKey) => createEphemeralEndpoint(controlUrl, apiKey),
+        records,
         register: (request) => registerVisitor(controlUrl, request),
       });
       handle.edge = edge;
@@ -197,6 +220,10 @@ export async function startNode(config: Config, logger: Logger): Promise<NodeHan
       const credentialUse = credentialUseJob(handle.db!, presence, { intervalMs: config.janitor.intervalMs, logger: logger.child({ component: 'credential-use' }) });
       credentialUse.start();
       closers.push(() => credentialUse.stop());
+      // Daily rate-limit hit buckets past the 7-day window; same cadence.
+      const hitPruner = ruleHitPruner(handle.db!, { intervalMs: config.janitor.intervalMs, logger: logger.child({ component: 'rate-limit-hits' }) });
+      hitPruner.start();
+      closers.push(() => hitPruner.stop());
       logger.info({ idle_seconds: config.janitor.ephemeralIdleSeconds }, 'worker started: ephemeral janitor');
     }
     return handle;

@@ -3,6 +3,7 @@
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import type { FeedSubscriber } from '../shared/feed/subscriber.ts';
 import type { FeedListener, FeedSource } from '../shared/feed/transport.ts';
+import type { RecordSinkStats } from '../shared/records/types.ts';
 import type { TrafficRecorder } from './capture.ts';
 
 /** What a visitor-auth stage concluded about a request (the metric's `outcome` label). */
@@ -20,6 +21,8 @@ export interface EdgeMetricsOptions {
   feed: FeedProgress;
   /** How many of the most recently active endpoints get per-endpoint series; 0 = node-wide totals only. */
   endpointLimit: number;
+  /** The traffic-record sink (src/shared/records): records sent, buffered and dropped. Absent: no such series. */
+  records?: { stats(): RecordSinkStats };
 }
 
 /**
@@ -141,7 +144,7 @@ export class EdgeMetrics {
   private readonly slowCloses: Counter<'kind'>;
 
   constructor(options: EdgeMetricsOptions) {
-    const { traffic, tunnels, feed, endpointLimit } = options;
+    const { traffic, tunnels, feed, endpointLimit, records } = options;
     if (!Number.isInteger(endpointLimit) || endpointLimit < 0) throw new RangeError(`EdgeMetrics endpointLimit must be a non-negative integer, got ${endpointLimit}`);
     this.endpointLimit = endpointLimit;
     const registers = [this.registry];
@@ -194,6 +197,34 @@ export class EdgeMetrics {
         }
       },
     });
+    if (records) {
+      new Counter({
+        name: 'edge_traffic_records_sent_total',
+        help: 'Traffic records (rate-limit hit statistics) this edge handed to the record stream',
+        registers,
+        collect() {
+          this.reset();
+          this.inc(records.stats().sent);
+        },
+      });
+      new Counter({
+        name: 'edge_traffic_records_dropped_total',
+        help: 'Traffic records dropped, oldest first, because the bounded buffer was full (record stream unreachable) or the stream cap trimmed them',
+        registers,
+        collect() {
+          this.reset();
+          this.inc(records.stats().dropped);
+        },
+      });
+      new Gauge({
+        name: 'edge_traffic_records_buffered',
+        help: 'Traffic records waiting on this edge to be sent to the record stream',
+        registers,
+        collect() {
+          this.set(records.stats().buffered);
+        },
+      });
+    }
     this.slowCloses = new Counter({ name: 'edge_slow_client_closes_total', help: 'Connections closed because the client stalled, by what stalled', labelNames: ['kind'], registers });
     for (const kind of ['headers', 'body'] satisfies SlowClientKind[]) this.slowCloses.inc({ kind }, 0);
 
