@@ -12,12 +12,13 @@ import { endpointRoutes } from './routes/endpoints.ts';
 import { endpointSettingsRoutes } from './routes/endpoint-settings.ts';
 import { oauthProviderRoutes } from './routes/oauth-providers.ts';
 import { presenceRoutes } from './routes/presence.ts';
+import { rateLimitRoutes } from './routes/rate-limits.ts';
 import { rbacClientRoutes } from './routes/rbac-clients.ts';
 import { rbacRoleRoutes } from './routes/rbac-roles.ts';
 import { routingRuleRoutes } from './routes/routing-rules.ts';
 
 /** Every route module, in the order they are registered. Adding an API area is one entry here. */
-const ROUTES = [accountRoutes, adminRoutes, endpointRoutes, domainRoutes, certificateRoutes, presenceRoutes, routingRuleRoutes, endpointOriginRoutes, endpointSettingsRoutes, endpointApiKeyRoutes, oauthProviderRoutes, rbacClientRoutes, rbacRoleRoutes];
+const ROUTES = [accountRoutes, adminRoutes, endpointRoutes, domainRoutes, certificateRoutes, presenceRoutes, routingRuleRoutes, endpointOriginRoutes, endpointSettingsRoutes, endpointApiKeyRoutes, oauthProviderRoutes, rbacClientRoutes, rbacRoleRoutes, rateLimitRoutes];
 
 export interface ControlServer {
   app: ControlApp;

@@ -40,7 +40,7 @@ CREATE TABLE rate_limit_conditions (
   position integer NOT NULL CHECK (position >= 0),
   condition_type text NOT NULL CHECK (condition_type IN ('source_ip', 'country', 'asn', 'browser', 'user_agent', 'endpoint', 'path', 'method', 'header', 'cookie', 'protocol', 'port')),
   operator text NOT NULL CHECK (char_length(operator) BETWEEN 1 AND 20),
-  -- Canonical value; '' for exists / not_exists.
+  -- Canonical value (src/shared/rate-limit/conditions.ts); for header/cookie exists / not_exists, the field's name.
   condition_value text NOT NULL DEFAULT '' CHECK (char_length(condition_value) <= 4096),
   logical_operator text NOT NULL DEFAULT 'AND' CHECK (logical_operator IN ('AND', 'OR')),
   created_at timestamptz NOT NULL DEFAULT now()
