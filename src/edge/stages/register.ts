@@ -11,7 +11,7 @@
 // (bounded) until this edge has applied the feed version carrying the new client, so the next request is admitted.
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
-import type { ErrorCode } from '../../shared/errors.ts';
+import { ERROR_CODES, type ErrorCode } from '../../shared/errors.ts';
 import { httpsLocation } from '../../shared/public-urls.ts';
 import { signVisitorIdentity, type RegistrationRequest, type RegistrationResult } from '../../shared/registration.ts';
 import type { EndpointConfig, RbacClientConfig, RbacConfig } from '../../shared/snapshot.ts';
@@ -283,17 +283,20 @@ function compileRegister(endpoint: EndpointConfig, rbac: RbacConfig, deps: Stage
           sendPage(ctx.res, 200, donePage(ctx.host, 'You are registered', `Sign in to ${ctx.host} with the username ${request.username ?? result.identifier} and the password you chose.`), false);
           return 'done';
         }
-        const { text } = controlMessage(answer.body);
+        const { code, text } = controlMessage(answer.body);
+        // The control API's own code when the registry has it with this status (quota_paused, entitlement_required…).
+        const known = code !== undefined && Object.hasOwn(ERROR_CODES, code) && ERROR_CODES[code as ErrorCode][0] === answer.status ? (code as ErrorCode) : undefined;
         switch (answer.status) {
           case 400:
             return showForm(ctx, purpose, again(), 400, { code: 'registration_invalid', text });
           case 401:
             return refuse(ctx, 'login_required', 'your login could not be vouched for; sign in again and retry');
           case 403:
-            return refuse(ctx, purpose.kind === 'self' && controlMessage(answer.body).code === 'email_domain_not_allowed' ? 'email_domain_not_allowed' : 'self_registration_disabled', text);
+            return refuse(ctx, known ?? 'self_registration_disabled', text);
           case 404:
             return refuse(ctx, purpose.kind === 'invite' ? 'invite_not_found' : 'self_registration_disabled', text);
           case 409:
+            if (known !== undefined && known !== 'already_exists' && known !== 'conflict') return refuse(ctx, known, text);
             return showForm(ctx, purpose, again(), 409, { code: 'already_exists', text });
           case 410:
             return refuse(ctx, 'invite_expired', text);
