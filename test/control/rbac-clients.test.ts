@@ -90,6 +90,14 @@ describe('RBAC clients', () => {
     );
     assert.ok(!('generated_token' in client));
     assert.deepEqual(await rolesOf(client.id), [reader], 'only the default role');
+    const memberships = await expectBody(200, t.api('GET', `/v1/endpoints/${uuid}/rbac/memberships`, { key: owner.api_key }));
+    assert.deepEqual(
+      memberships.map((m: any) => [m.client_id, m.role_id]),
+      [[client.id, reader]],
+      'the default role, visible through the memberships API',
+    );
+    const overview = await expectBody(200, t.api('GET', `/v1/endpoints/${uuid}/rbac`, { key: owner.api_key }));
+    assert.deepEqual(overview.clients, [client], 'the overview shows the same client');
     assert.deepEqual(await list(uuid), [client]);
     assert.deepEqual(await expectBody(200, t.api('GET', `${clients(uuid)}/${client.id}`, { key: owner.api_key })), client);
     assert.ok((await sql('SELECT version FROM feed_state'))[0].version > feedBefore, 'published');

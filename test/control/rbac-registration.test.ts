@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import bcrypt from 'bcrypt';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
-import { createEndpoint, expectBody, type User } from '../helpers/endpoint-api.ts';
+import { createEndpoint, edgeEndpoint, expectBody, type User } from '../helpers/endpoint-api.ts';
 import { SecretBox } from '../../src/shared/secrets.ts';
 import { REGISTRATION_PATH, signVisitorIdentity } from '../../src/shared/registration.ts';
 
@@ -84,6 +84,11 @@ describe('RBAC registration', () => {
       assert.ok(await bcrypt.compare('long enough', row.password_hash));
       assert.deepEqual((await sql('SELECT role_id FROM rbac_memberships WHERE client_id = $1', [inv.id])).map((r) => r.role_id), [role], 'default roles from the invite');
       assert.ok((await sql('SELECT redeemed_at FROM rbac_invites WHERE client_id = $1', [inv.id]))[0].redeemed_at);
+      // What edges get: the active client, its password among the basic users, the invite no longer pending.
+      const edge = await edgeEndpoint(t, uuid);
+      assert.equal(edge.rbac?.clients.find((x) => x.id === inv.id)?.status, 'active');
+      assert.ok(edge.auth?.basic_users.some((u) => u.id === `rbac-client:${inv.id}` && u.username === 'newcomer'));
+      assert.deepEqual(edge.rbac?.invites, []);
 
       await refused(uuid, { endpoint_id: uuid, invite_token: inv.invite_token, username: 'again', password: 'long enough' }, 404, 'invite_not_found', 'used twice');
     });
