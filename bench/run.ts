@@ -3,6 +3,7 @@
 import { benchConfigApply, describeConfigApply } from './config-apply.ts';
 import { benchFeedLatency } from './feed-latency.ts';
 import { benchProxy, formatTable, type Row } from './proxy.ts';
+import { benchRbac, describeRbac } from './rbac.ts';
 import { benchStages, describeStages } from './stages.ts';
 
 const rows: Row[] = [];
@@ -22,6 +23,9 @@ rows.push(...describeConfigApply(await benchConfigApply(100_000)));
 
 // The visitor-auth stages on their cached paths (target: under 5 µs each), beside the work their caches spare.
 rows.push(...describeStages(await benchStages()));
+
+// The RBAC decision for a client with 5 roles and 20 path patterns (target: under 5 µs), and the stage around it.
+rows.push(...describeRbac(await benchRbac()));
 
 // The whole request path: upstream direct, a bare http-proxy-3 proxy (the baseline), the edge + an agent tunnel,
 // each in its own pinned process (about two minutes).

@@ -31,10 +31,16 @@ type PathTest = (p: JudgedPath) => boolean;
  * canonical form first (a no-op for what the API stored). Throws on a pattern that is not a path.
  */
 export function compileRbacPathPattern(pattern: string): PathTest {
-  const compiled = compileRbacPath(canonicalPathPattern(pattern));
+  const canonical = canonicalPathPattern(pattern);
+  const compiled = compileRbacPath(canonical);
   if (compiled.needsSegments) {
     const match = compiled.match;
-    return (p) => match(p.segments());
+    // Every path a glob matches starts with its literal text before the first `*`, less a final `/` (a `**` segment
+    // may match no segment: `/a/**/b` matches `/a/b`): one startsWith rejects most paths before the segment walk.
+    let literal = canonical.slice(0, canonical.indexOf('*'));
+    if (literal.endsWith('/')) literal = literal.slice(0, -1);
+    if (literal === '') return (p) => match(p.segments());
+    return (p) => p.path.startsWith(literal) && match(p.segments());
   }
   const match = compiled.match;
   return (p) => match(p.path);
@@ -115,15 +121,22 @@ export type Decision = { allowed: true; role: CompiledRole } | { allowed: false;
  * the path has no `;`. `%3B` is data, not a separator, to those servers as to the edge.
  */
 export function withoutPathParameters(path: string): string | null {
-  if (path.indexOf(';') === -1) return null;
-  const stripped = path
-    .split('/')
-    .map((s) => {
-      const at = s.indexOf(';');
-      return at === -1 ? s : s.slice(0, at);
-    })
-    .join('/');
-  return normalizePath(stripped) ?? '/';
+  let semi = path.indexOf(';');
+  if (semi === -1) return null;
+  let out = '';
+  let from = 0;
+  while (semi !== -1) {
+    out += path.slice(from, semi);
+    const slash = path.indexOf('/', semi);
+    if (slash === -1) {
+      from = path.length;
+      break;
+    }
+    from = slash;
+    semi = path.indexOf(';', slash);
+  }
+  out += path.slice(from);
+  return normalizePath(out) ?? '/';
 }
 
 /** A client ready to be judged: who it is, its roles by priority. */

@@ -153,6 +153,8 @@ describe('rbac policy', () => {
     assert.equal(withoutPathParameters('/a;b=c'), '/a');
     assert.equal(withoutPathParameters('/;jsessionid=1/admin'), '/admin', 'a segment that was only parameters leaves no empty segment');
     assert.equal(withoutPathParameters('/plain'), null);
+    assert.equal(withoutPathParameters('/a;b;c/d;e/f'), '/a/d/f');
+    assert.equal(withoutPathParameters('/a/b;x/'), '/a/b/');
     const r = [role(1, 'public', 0, { allowed_methods: ['GET'] }), role(2, 'no-admin', 10, { denied_paths: ['/admin/*'] })];
     assert.equal(judge(r, 'GET', '/admin;x/users'), 'deny:no-admin', 'Tomcat reads /admin/users');
     assert.equal(judge(r, 'GET', '/;x/admin'), 'deny:no-admin');
