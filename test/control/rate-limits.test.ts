@@ -150,6 +150,8 @@ describe('firewall rate limits API', () => {
       [rule(endpoint.uuid, { conditions: [{ operator: 'in', value: 'US' }] }), 400, 'Bad request', /type is required/],
       [rule(endpoint.uuid, { conditions: [{ type: 'country', value: 'US' }] }), 400, 'Bad request', /operator is required; country allows equals, in, not_in/],
       [rule(endpoint.uuid, { conditions: [{ type: 'country', operator: 'in' }] }), 400, 'Bad request', /value is required for operator in/],
+      [rule(endpoint.uuid, { conditions: [{ type: 'toString' }] }), 400, 'Bad request', /^conditions\[0\]: operator is required$/],
+      [rule(endpoint.uuid, { conditions: [{ type: 'constructor', operator: 'in', value: 'x' }] }), 400, 'Bad request', /unknown condition type "constructor"/],
       [rule(endpoint.uuid, { conditions: [{ type: 'country', operator: 'in', value: 'US', logical_operator: 'XOR' }] }), 400, 'Bad request', /logical_operator must be AND or OR/],
       [rule(endpoint.uuid, { conditions: [{ type: 7, operator: 'in', value: 'US' }] }), 400, 'Bad request', /type must be a string/],
       [rule(endpoint.uuid, { conditions: [{ type: 'country', operator: 'in', value: 'US', extra: 1 }] }), 400, 'Invalid request body', /unknown field/],
@@ -455,6 +457,15 @@ describe('firewall rate limits API', () => {
     for (const r of [later, first, tie]) assert.equal((await t.api('DELETE', `${BASE}/${r.uuid}`, { key: owner.api_key })).status, 204);
     config = await edgeEndpoint(t, endpoint.uuid);
     assert.equal(config.rate_limits, undefined, 'no active rule: no rate-limit section');
+  });
+
+  it('lists every operation in the OpenAPI document', async () => {
+    const doc = await expectBody(200, t.api('GET', '/v1/openapi.json', { key: null }));
+    const ops = (path: string) => Object.keys(doc.paths[path] ?? {}).sort();
+    assert.deepEqual(ops(BASE), ['get', 'post']);
+    assert.deepEqual(ops(`${BASE}/{uuid}`), ['delete', 'get', 'put']);
+    assert.deepEqual(ops(`${BASE}/{uuid}/conditions`), ['post']);
+    assert.deepEqual(ops(`${BASE}/{uuid}/conditions/{condition_uuid}`), ['delete', 'put']);
   });
 
   // ---- legacy integer ids -----------------------------------------------------------------------------------

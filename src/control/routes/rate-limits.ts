@@ -118,8 +118,9 @@ export function conditionInput(raw: ConditionBodyT, where = ''): ConditionInput 
   if (type === undefined || type === '') throw badCondition(`${where}type is required; one of ${RATE_LIMIT_CONDITION_TYPES.join(', ')}`);
   const operator = text('operator');
   if (operator === undefined || operator === '') {
-    const allowed = OPERATORS_BY_TYPE[type as RateLimitConditionType];
-    throw badCondition(`${where}operator is required${allowed ? `; ${type} allows ${allowed.join(', ')}` : ''}`);
+    const known = (RATE_LIMIT_CONDITION_TYPES as readonly string[]).includes(type);
+    const allowed = known ? `; ${type} allows ${OPERATORS_BY_TYPE[type as RateLimitConditionType].join(', ')}` : '';
+    throw badCondition(`${where}operator is required${allowed}`);
   }
   const joiner = (text('logical_operator') ?? 'AND').toUpperCase();
   if (joiner !== 'AND' && joiner !== 'OR') throw badCondition(`${where}logical_operator must be AND or OR`);

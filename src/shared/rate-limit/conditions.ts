@@ -129,7 +129,7 @@ export function browserFamily(parserName: string | null | undefined): string | n
   if (!parserName) return null;
   const name = parserName.trim().toLowerCase();
   if (BROWSER_SET.has(name)) return name;
-  return BROWSER_ALIASES[name] ?? null;
+  return Object.hasOwn(BROWSER_ALIASES, name) ? BROWSER_ALIASES[name] : null;
 }
 
 /** A condition the API refuses; `detail` is the human reason the 400 body carries. */

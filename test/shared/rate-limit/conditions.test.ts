@@ -122,6 +122,8 @@ describe('rate-limit conditions', () => {
     assert.equal(browserFamily('Firefox'), 'firefox');
     assert.equal(browserFamily('Lynx'), null);
     assert.equal(browserFamily(undefined), null);
+    assert.equal(browserFamily('constructor'), null);
+    assert.equal(browserFamily('toString'), null);
     for (const b of BROWSER_FAMILIES) assert.equal(browserFamily(b), b);
   });
 
