@@ -298,7 +298,7 @@ export interface RateLimitConditionConfig {
   uuid: string;
   type: RateLimitConditionType;
   operator: string;
-  /** "" for exists / not_exists. */
+  /** Canonical (src/shared/rate-limit/conditions.ts); for header/cookie exists / not_exists, the name alone. */
   value: string;
   /** Joins this condition to the next one; AND binds tighter than OR. */
   logical_operator: 'AND' | 'OR';
