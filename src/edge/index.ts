@@ -26,6 +26,7 @@ import { handleRequest, handleUpgrade } from './pipeline/pipeline.ts';
 import type { StageDeps } from './pipeline/stage.ts';
 import { StageMemory } from './pipeline/stage-memory.ts';
 import { ClusterStore } from './rate-limit/cluster.ts';
+import type { RateLimitDeps } from './rate-limit/deps.ts';
 import { GeoDatabases } from './rate-limit/geo.ts';
 import { RuleHits } from './rate-limit/hits.ts';
 import { compileTrustedProxies } from './rate-limit/visitor-address.ts';
@@ -46,6 +47,8 @@ export interface EdgeDeps {
   records?: RecordSink;
   /** Drives rate-limit windows and throttle timers (tests and benches); absent: the wall clock. */
   rateLimitClock?: RateLimitClock;
+  /** Told when a rate-limit rule blocks, throttles, cannot decide or falls back (tests); absent: nobody. */
+  rateLimitObserve?: RateLimitDeps['observe'];
   /** Redeems an invite or self-registers a visitor through the control API (StageDeps.register); absent: registration answers 503. */
   register?: StageDeps['register'];
 }
@@ -104,6 +107,7 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
     register: deps.register,
     rateLimits: {
       clock: deps.rateLimitClock,
+      observe: deps.rateLimitObserve,
       geo: new GeoDatabases({ countryDb: settings.edge.geoipCountryDb, asnDb: settings.edge.geoipAsnDb }),
       cluster: rateLimitStore,
       maxKeys: settings.edge.rateLimitMaxKeys,
