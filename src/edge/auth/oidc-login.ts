@@ -431,7 +431,8 @@ export function sessionReader(endpoint: EndpointConfig, deps: StageDeps, now: ()
       const list = lists.get(s.provider);
       if (list === undefined || refusalOf({ subject: s.subject, email: s.email, emailVerified: undefined }, list.emails, list.domains) !== null) continue;
       if (Math.min(s.expiresAt, s.issuedAt + ttlSeconds) * 1000 <= t || loggedOut?.has(s.id) === true) continue;
-      return { provider: s.provider, subject: s.subject, email: s.email };
+      // Only what the provider said is verified (sessions record it; older ones count as unverified).
+      return { provider: s.provider, subject: s.subject, email: s.emailVerified === true ? s.email : '' };
     }
     return undefined;
   };
