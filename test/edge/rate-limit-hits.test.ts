@@ -80,6 +80,10 @@ describe('rate-limit hit statistics, edge to API', () => {
     const untouched = await expectBody(200, t.api('GET', `${BASE}/${other.uuid}`, { key: user.api_key }));
     assert.equal(untouched.hit_count, 0);
     assert.deepEqual(untouched.hits_daily, [0, 0, 0, 0, 0, 0, 0]);
+    // The edge's ops port shows the records it sent and that none were dropped.
+    const metrics = await (await fetch(`http://127.0.0.1:${t.node.edge!.opsPort}/metrics`)).text();
+    assert.match(metrics, /^edge_traffic_records_sent_total [1-9]/m);
+    assert.match(metrics, /^edge_traffic_records_dropped_total 0$/m);
   });
 
   it('a deleted rule\'s late hits are ignored, and the others keep counting', async () => {
