@@ -327,9 +327,9 @@ describe('EdgeConfig compile failures', () => {
     assert.equal(config.compileErrors().compile_error_count, 1);
   });
 
-  it('Compile failures of security stages fail open: a tightening whose auth, jwt, webhook or mtls part fails answers 503 auth_unavailable, reported', async (t) => {
+  it('Compile failures of security stages fail closed: a tightening whose auth, jwt, webhook, rbac or mtls part fails answers 503 auth_unavailable, reported', async (t) => {
     const originUrl = await startOrigin(t);
-    assert.deepEqual(STAGES.filter((f) => f.failClosed === true).map((f) => f.id), ['mtls', 'auth', 'jwt', 'webhook'], 'the stages that fail closed');
+    assert.deepEqual(STAGES.filter((f) => f.failClosed === true).map((f) => f.id), ['mtls', 'auth', 'jwt', 'webhook', 'rbac'], 'the stages that fail closed');
     const { logger: log, lines } = capturedLogger();
     const outcomes: string[] = [];
     // No EDGE_SECRET_KEY in these deps: token mode and webhook verification cannot compile, as on an edge that lacks it.
@@ -343,10 +343,14 @@ describe('EdgeConfig compile failures', () => {
     const auth = { mode: 'token' as const, realm: '', token_source: { kind: 'bearer' as const }, basic_users: [], tokens: [], session_ttl_seconds: null, credentials_version: 1 };
     const jwt = { jwks_url: 'https://idp.example/jwks', issuer: null, audience: null, claim_headers: { role: 'X-Forwarded-For' } };
     const webhook = { header: 'x-signature', algo: 'sha256' as const, secret_sealed: 'sealed', prefix: '' };
+    // A pattern the control API would refuse, as a snapshot from a newer or broken control plane might carry.
+    const permissions = { allowed_methods: ['GET'], denied_methods: [], allowed_paths: ['no-slash'], denied_paths: [], rate_limit_rps: 0, headers: {} };
+    const rbac = { roles: [{ id: 1, name: 'reader', priority: 0, permissions }], clients: [], invites: [], self_registration: { enabled: false, allowed_email_domains: [] } };
     const tightenings: Array<[string, Partial<EndpointConfig>, RegExp]> = [
       ['auth', { auth }, /^auth: .*EDGE_SECRET_KEY/],
       ['jwt', { jwt }, /^jwt: claim_headers: .*x-forwarded-for/i],
       ['webhook', { webhook }, /^webhook: .*EDGE_SECRET_KEY/],
+      ['rbac', { rbac }, /^rbac: .*must start with "\/"/],
     ];
     let version = 1;
     for (const [stage, tightening, error] of tightenings) {
@@ -369,7 +373,7 @@ describe('EdgeConfig compile failures', () => {
       assert.equal((await visit(edgePort, host, '/x')).body, 'origin /x', `${stage}: a config that compiles clears it`);
       assert.equal(config.compileErrors().compile_error_count, 0);
     }
-    assert.equal(lines.filter((l) => l.msg === 'endpoint config failed to compile').length, 3, 'each logged once');
+    assert.equal(lines.filter((l) => l.msg === 'endpoint config failed to compile').length, 4, 'each logged once');
 
     // A security failure closes the endpoint even when another stage fails too; a failure of another stage alone
     // keeps the last good config (availability).
