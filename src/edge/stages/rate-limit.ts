@@ -62,8 +62,13 @@ interface CompiledRule {
   readonly state: RuleState;
   /** RateLimit-Policy (draft-ietf-httpapi-ratelimit-headers-07 §5.1): quota and window in seconds. */
   readonly policy: string;
+  /** Set when the rule always counts on this edge (edge scope, or cluster scope without Redis): the hot path. */
+  readonly local: SlidingWindowCounter | null;
   take(key: string, now: number): Take | Promise<Take>;
 }
+
+/** A request a rule refused, as a decision (a refusal's estimate is at the limit: nothing remains). */
+const refused = (retryAfterMs: number): WindowDecision => ({ allowed: false, remaining: 0, retryAfterMs });
 
 /**
  * The facts conditions read, each computed on first use and shared by every rule for the request: the address
@@ -187,9 +192,16 @@ class RateLimitStage implements Stage {
         key = rateLimitKey(ctx.clientIp);
         now = this.clock.now();
       }
-      const take = rule.take(key, now);
-      // The common case, one matching edge rule that admits: no arrays, no promise.
-      if (takes === undefined && typeof (take as Promise<Take>).then !== 'function' && take !== 'unavailable' && (take as WindowDecision).allowed) continue;
+      let take: Take | Promise<Take>;
+      const local = rule.local;
+      if (local !== null) {
+        // The common case, edge rules that admit: no decision object, no array, no promise.
+        const wait = local.admit(key, now);
+        if (wait === 0) continue;
+        take = refused(wait);
+      } else {
+        take = rule.take(key, now);
+      }
       (takes ??= []).push(take);
       (matched ??= []).push(rule);
       if (typeof (take as Promise<Take>).then === 'function') async = true;
@@ -288,7 +300,7 @@ function compileRule(endpoint: EndpointConfig, rule: RateLimitRuleConfig, deps: 
   const policy = `${limit};w=${rule.window_size_seconds}`;
   const local = (key: string, now: number): Take => state.local.take(key, now);
   const store: ClusterStore | undefined = rule.scope === 'cluster' ? rl.cluster : undefined;
-  if (store === undefined) return { config: rule, match, windowMs, state, policy, take: local };
+  if (store === undefined) return { config: rule, match, windowMs, state, policy, local: state.local, take: local };
   const observe = rl.observe;
   return {
     config: rule,
@@ -296,10 +308,11 @@ function compileRule(endpoint: EndpointConfig, rule: RateLimitRuleConfig, deps: 
     windowMs,
     state,
     policy,
+    local: null,
     take(key, now) {
       // A visitor the cluster refused stays refused here until its wait is over: no round trip per blocked request.
       const blockedMs = state.blocked.remaining(key, now);
-      if (blockedMs > 0) return { allowed: false, remaining: 0, retryAfterMs: blockedMs };
+      if (blockedMs > 0) return refused(blockedMs);
       return store.take(rule.uuid, key, limit, windowMs, now).then(
         (decision) => {
           if (!decision.allowed) state.blocked.set(key, now + decision.retryAfterMs);
