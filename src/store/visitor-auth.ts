@@ -150,6 +150,43 @@ export async function countLiveTokens(q: Queryable, endpointId: number): Promise
   return out;
 }
 
+/**
+ * The first of the given settings credentials an RBAC client of the endpoint already holds: a username among
+ * `usernames` (by its index) or a token digest among `digests` (by its index); null when none. The clients API refuses
+ * the other direction; the edge could not tell the two apart (docs/rbac.md "The snapshot"). Call with the endpoint
+ * row locked (both writers take it), so no client can take the name between this check and the write.
+ */
+export async function rbacClientHolding(
+  q: Queryable,
+  endpointId: number,
+  usernames: readonly string[],
+  digests: readonly string[],
+): Promise<{ field: 'username' | 'token'; index: number; client: string } | null> {
+  if (usernames.length > 0) {
+    const { rows } = await q.query<{ username: string; identifier: string }>(
+      'SELECT username, identifier FROM rbac_clients WHERE endpoint_id = $1 AND username = ANY($2::text[]) ORDER BY id',
+      [endpointId, usernames],
+    );
+    if (rows.length > 0) {
+      const taken = new Map(rows.map((r) => [r.username, r.identifier]));
+      const index = usernames.findIndex((u) => taken.has(u));
+      return { field: 'username', index, client: taken.get(usernames[index])! };
+    }
+  }
+  if (digests.length > 0) {
+    const { rows } = await q.query<{ token_digest: string; identifier: string }>(
+      'SELECT token_digest, identifier FROM rbac_clients WHERE endpoint_id = $1 AND token_digest = ANY($2::text[]) ORDER BY id',
+      [endpointId, digests],
+    );
+    if (rows.length > 0) {
+      const taken = new Map(rows.map((r) => [r.token_digest, r.identifier]));
+      const index = digests.findIndex((d) => taken.has(d));
+      return { field: 'token', index, client: taken.get(digests[index])! };
+    }
+  }
+  return null;
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Writes. The caller holds the endpoint's row lock (endpointForCaller forUpdate), which orders auth writers.
 // ---------------------------------------------------------------------------------------------------------------

@@ -183,6 +183,45 @@ describe('RBAC clients', () => {
     assert.deepEqual(await state(uuid), before);
   });
 
+  it('PUT …/settings refuses a basic user whose username, or a token whose value, an RBAC client holds: 409, nothing changed', async () => {
+    const settings = (uuid: string, body: unknown) => t.api('PUT', `/v1/endpoints/${uuid}/settings`, { key: owner.api_key, body });
+    const settingsState = async (uuid: string) => ({
+      users: await sql('SELECT username, password_hash FROM endpoint_basic_users WHERE endpoint_id = $1 ORDER BY id', [await endpointId(uuid)]),
+      tokens: await sql('SELECT label, digest, revoked_at FROM endpoint_visitor_tokens WHERE endpoint_id = $1 ORDER BY id', [await endpointId(uuid)]),
+      feed: (await sql('SELECT version FROM feed_state'))[0].version,
+    });
+
+    const basic = await endpointIn('basic');
+    await createOk(basic.uuid, { identifier: 'alice', username: 'alice', password: 'correct horse' });
+    let before = await settingsState(basic.uuid);
+    const taken = await settings(basic.uuid, { mode: 'basic', basic_users: [{ username: 'settings-user', password: 'pw' }, { username: 'alice', password: 'other' }] });
+    assert.equal(taken.status, 409, taken.text);
+    assert.equal(taken.body.code, 'already_exists');
+    assert.equal(taken.body.detail.field, 'basic_users.1.username');
+    assert.match(taken.body.error, /RBAC client "alice"/);
+    assert.deepEqual(await settingsState(basic.uuid), before, 'nothing changed');
+    // Usernames are case-sensitive (RFC 7617): another spelling is another user.
+    await expectBody(200, settings(basic.uuid, { mode: 'basic', basic_users: [{ username: 'settings-user', password: 'pw' }, { username: 'Alice', password: 'other' }] }));
+
+    const token = await endpointIn('token');
+    const robot = await createOk(token.uuid, { identifier: 'robot', auto_generate_token: true });
+    before = await settingsState(token.uuid);
+    for (const [name, tokens, index] of [
+      ['a generated client token', [{ name: 'copy', token: robot.generated_token }], 0],
+      ['a client token of its own, second in the list', [{ name: 's', token: SETTINGS_TOKEN }, { name: 'copy', token: 'my-client-token-0123456789' }], 1],
+    ] as const) {
+      if (index === 1) await createOk(token.uuid, { identifier: 'own', token: 'my-client-token-0123456789' });
+      if (index === 1) before = await settingsState(token.uuid);
+      const res = await settings(token.uuid, { mode: 'token', tokens });
+      assert.equal(res.status, 409, `${name}: ${res.text}`);
+      assert.equal(res.body.code, 'already_exists', name);
+      assert.equal(res.body.detail.field, `tokens.${index}.token`, name);
+      assert.ok(!res.text.includes(tokens[index].token), 'the token is not echoed');
+      assert.deepEqual(await settingsState(token.uuid), before, `${name}: nothing changed`);
+    }
+    await expectBody(200, settings(token.uuid, { mode: 'token', tokens: [{ name: 'fresh', token: 'a-fresh-settings-token-0123456789' }] }));
+  });
+
   it('mode oidc: identities by provider id or name, read back as the id; unknown provider 400; an identity linked twice 409', async () => {
     const { uuid, provider } = await endpointIn('oidc');
     const a = await createOk(uuid, { identifier: 'a', identities: [{ provider: provider!.id, subject: 'sub-a' }] });

@@ -563,6 +563,16 @@ export function endpointSettingsRoutes(app: ControlApp, { db, config, secrets }:
               throw invalid('tokens', 'mode token needs at least one live token (send tokens, or create an API key first)');
             }
           }
+          // A username or token an RBAC client of this endpoint holds: the edge could not tell whose it is (the clients
+          // API refuses the other direction with the same 409). Checked under the endpoint's row lock, as it does.
+          const held = await store.rbacClientHolding(tx, endpoint.id, basicUsers?.map((u) => u.username) ?? [], tokens?.map((t) => t.digest) ?? []);
+          if (held !== null) {
+            const field = held.field === 'username' ? `basic_users.${held.index}.username` : `tokens.${held.index}.token`;
+            const what = held.field === 'username' ? `the username "${basicUsers![held.index].username}"` : 'this token';
+            throw fail.already_exists(`RBAC client "${held.client}" of this endpoint already holds ${what}; a settings credential must differ from every client's`, {
+              field,
+            });
+          }
           const listed =
             body.enabled_auth_methods === undefined
               ? (current.settings?.enabled_auth_methods ?? [])
