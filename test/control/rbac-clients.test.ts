@@ -216,7 +216,7 @@ describe('RBAC clients', () => {
       assert.equal(res.status, 409, `${name}: ${res.text}`);
       assert.equal(res.body.code, 'already_exists', name);
       assert.equal(res.body.detail.field, `tokens.${index}.token`, name);
-      assert.ok(!res.text.includes(tokens[index].token), 'the token is not echoed');
+      assert.ok(!res.text.includes(tokens[index]!.token), 'the token is not echoed');
       assert.deepEqual(await settingsState(token.uuid), before, `${name}: nothing changed`);
     }
     await expectBody(200, settings(token.uuid, { mode: 'token', tokens: [{ name: 'fresh', token: 'a-fresh-settings-token-0123456789' }] }));
