@@ -1,0 +1,116 @@
+// The rate-limit stage against plain requests (serveStage): absent without rules, every matching rule counts and
+// reports a hit while the first over its limit acts, counts kept across recompiles of an unchanged rule, browser
+// conditions, and a GeoIP database that cannot be read failing the compile instead of a request.
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { StageMemory } from '../../../src/edge/pipeline/stage-memory.ts';
+import type { StageDeps } from '../../../src/edge/pipeline/stage.ts';
+import { browserOf } from '../../../src/edge/rate-limit/browser.ts';
+import { GeoDatabases } from '../../../src/edge/rate-limit/geo.ts';
+import { rateLimit, throttleQueueBound } from '../../../src/edge/stages/rate-limit.ts';
+import type { RateLimitRuleConfig } from '../../../src/shared/snapshot.ts';
+import { endpointConfig } from '../../helpers/endpoint-config.ts';
+import { serveStage } from '../../helpers/stage-server.ts';
+
+const clock = { now: () => 1_800_000_000_000, setTimeout: (fn: () => void, ms: number) => setTimeout(fn, ms) };
+
+function rule(id: number, limit: number, conditions: [RateLimitRuleConfig['conditions'][number]['type'], string, string][] = [], over: Partial<RateLimitRuleConfig> = {}): RateLimitRuleConfig {
+  return {
+    uuid: `00000000-0000-4000-8000-${String(id).padStart(12, '0')}`,
+    id,
+    name: `rule ${id}`,
+    requests_per_window: limit,
+    window_size_seconds: 60,
+    action: 'block',
+    priority: id,
+    scope: 'edge',
+    fail_mode: 'open',
+    conditions: conditions.map(([type, operator, value]) => ({ uuid: '10000000-0000-4000-8000-000000000000', type, operator, value, logical_operator: 'AND' })),
+    ...over,
+  };
+}
+
+describe('rate-limit stage', () => {
+  it('is absent for an endpoint without active rules', () => {
+    assert.equal(rateLimit.compile(endpointConfig()), null);
+    assert.equal(rateLimit.compile(endpointConfig({ rate_limits: [] })), null);
+  });
+
+  it('counts the request on every matching rule, reports each hit, and lets the first rule over its limit act', async () => {
+    const hits: string[] = [];
+    const deps: StageDeps = { publicHttpsPort: () => 443, rateLimits: { clock, hits: { hit: (u) => hits.push(u) } } };
+    // Listed out of order: priority decides. Rule 1 (limit 3) on /api, rule 2 (limit 2) on everything, rule 3 never matches.
+    const endpoint = endpointConfig({ rate_limits: [rule(2, 2), rule(3, 1, [['method', 'equals', 'DELETE']]), rule(1, 3, [['path', 'prefix', '/api']])] });
+    const srv = await serveStage(rateLimit.compile(endpoint, deps)!, endpoint);
+    try {
+      const statuses: number[] = [];
+      for (let i = 0; i < 4; i++) statuses.push((await srv.request({ path: '/api/x', clientIp: '192.0.2.1' })).status);
+      // Rule 2 refuses the third; rule 1 counted it (3 of 3) and refuses the fourth as the first in order over its limit.
+      assert.deepEqual(statuses, [200, 200, 429, 429]);
+      const last = await srv.request({ path: '/api/x', clientIp: '192.0.2.1' });
+      assert.equal(last.headers['ratelimit-limit'], '3');
+      assert.equal(last.headers['ratelimit-policy'], '3;w=60');
+      assert.equal(hits.filter((h) => h.endsWith('1')).length, 5);
+      assert.equal(hits.filter((h) => h.endsWith('2')).length, 5);
+      assert.equal(hits.filter((h) => h.endsWith('3')).length, 0);
+      // Another visitor, another count; the mapped form of an IPv4 address is the same visitor.
+      assert.equal((await srv.request({ path: '/other', clientIp: '192.0.2.2' })).status, 200);
+      assert.equal((await srv.request({ path: '/other', clientIp: '::ffff:192.0.2.1' })).status, 429);
+    } finally {
+      await srv.close();
+    }
+  });
+
+  it('keeps counts across recompiles while the rule counts the same, and starts afresh when its limit changes', async () => {
+    const memory = new StageMemory();
+    const deps: StageDeps = { publicHttpsPort: () => 443, memory, rateLimits: { clock } };
+    const first = endpointConfig({ rate_limits: [rule(1, 2)] });
+    const srv = await serveStage(rateLimit.compile(first, deps)!, first);
+    try {
+      assert.equal((await srv.request({ clientIp: '192.0.2.9' })).status, 200);
+      assert.equal((await srv.request({ clientIp: '192.0.2.9' })).status, 200);
+      // Renamed and turned to throttle: same counts.
+      srv.stage = rateLimit.compile(endpointConfig({ rate_limits: [rule(1, 2, [], { name: 'renamed' })] }), deps)!;
+      assert.equal((await srv.request({ clientIp: '192.0.2.9' })).status, 429);
+      srv.stage = rateLimit.compile(endpointConfig({ rate_limits: [rule(1, 3)] }), deps)!;
+      assert.equal((await srv.request({ clientIp: '192.0.2.9' })).status, 200);
+    } finally {
+      await srv.close();
+    }
+  });
+
+  it('matches browser conditions on the User-Agent, parsed only for rules that ask', async () => {
+    const chrome = 'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36';
+    const firefox = 'Mozilla/5.0 (X11; Linux x86_64; rv:127.0) Gecko/20100101 Firefox/127.0';
+    assert.equal(browserOf(chrome), 'chrome');
+    assert.equal(browserOf(firefox), 'firefox');
+    assert.equal(browserOf('Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36 Edg/126.0.0.0'), 'edge');
+    assert.equal(browserOf('Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) HeadlessChrome/126.0.0.0 Safari/537.36'), 'headless chrome');
+    assert.equal(browserOf('curl/8.5.0'), null);
+    assert.equal(browserOf(''), null);
+    const endpoint = endpointConfig({ rate_limits: [rule(1, 1, [['browser', 'in', 'firefox']])] });
+    const srv = await serveStage(rateLimit.compile(endpoint, { publicHttpsPort: () => 443, rateLimits: { clock } })!, endpoint);
+    try {
+      for (let i = 0; i < 3; i++) assert.equal((await srv.request({ clientIp: '192.0.2.20', headers: { 'user-agent': chrome } })).status, 200);
+      assert.equal((await srv.request({ clientIp: '192.0.2.20', headers: { 'user-agent': firefox } })).status, 200);
+      assert.equal((await srv.request({ clientIp: '192.0.2.20', headers: { 'user-agent': firefox } })).status, 429);
+    } finally {
+      await srv.close();
+    }
+  });
+
+  it('fails the compile, not a request, when a GeoIP database a rule needs cannot be read', () => {
+    const geo = new GeoDatabases({ countryDb: '/nonexistent/country.mmdb', asnDb: '/nonexistent/asn.mmdb' });
+    const deps: StageDeps = { publicHttpsPort: () => 443, rateLimits: { clock, geo } };
+    assert.throws(() => rateLimit.compile(endpointConfig({ rate_limits: [rule(1, 1, [['country', 'in', 'US']])] }), deps), /ENOENT/);
+    assert.throws(() => rateLimit.compile(endpointConfig({ rate_limits: [rule(1, 1, [['asn', 'equals', '13335']])] }), deps), /ENOENT/);
+    // Rules that need neither never open them.
+    assert.notEqual(rateLimit.compile(endpointConfig({ rate_limits: [rule(1, 1, [['path', 'prefix', '/x']])] }), deps), null);
+  });
+
+  it('bounds a throttle queue by the limit, at most 100', () => {
+    assert.equal(throttleQueueBound(1), 1);
+    assert.equal(throttleQueueBound(5), 5);
+    assert.equal(throttleQueueBound(100_000), 100);
+  });
+});
