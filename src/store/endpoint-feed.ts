@@ -162,14 +162,22 @@ interface RbacSnapshotRow {
   self_registration_domains: string[] | null;
 }
 
+/**
+ * Unredeemed invites that expired within this many days stay in the snapshot, so the edge (which judges expiry by its
+ * own clock) answers a link that just expired "invite expired" (410) rather than "not valid" (404). At most
+ * MAX_EXPIRED_INVITES of them, the most recently expired: pending ones are bounded by the client limit already.
+ */
+export const EXPIRED_INVITES_DAYS = 7;
+export const MAX_EXPIRED_INVITES = 1000;
+
 /** RFC 3339 in UTC with milliseconds, as the other snapshot instants (tokens' expires_at). */
 const SQL_INSTANT = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
 
 /**
  * Per-endpoint RBAC as edges see it (docs/rbac.md "The snapshot"), in one query whatever the number of clients:
  * roles by decision order (priority descending, then id) without the API-only metadata; every client with its
- * identities and role ids, and its credentials for mergeRbacCredentials; pending invites only (not redeemed, not
- * expired); self-registration from its settings row (off without one). Null when the endpoint has no roles, no
+ * identities and role ids, and its credentials for mergeRbacCredentials; unredeemed invites, pending or expired within
+ * EXPIRED_INVITES_DAYS (bounded); self-registration from its settings row (off without one). Null when the endpoint has no roles, no
  * clients and no settings row: nothing about RBAC was ever written.
  */
 export async function loadRbac(tx: Queryable, endpointId: number): Promise<{ rbac: RbacConfig; clients: RbacClientSnapshotRow[] } | null> {
@@ -186,7 +194,11 @@ export async function loadRbac(tx: Queryable, endpointId: number): Promise<{ rba
                    'username', c.username, 'password_hash', c.password_hash, 'token_digest', c.token_digest) ORDER BY c.id)
                  FROM rbac_clients c WHERE c.endpoint_id = $1), '[]'::json) AS clients,
        COALESCE((SELECT json_agg(json_build_object('client_id', v.client_id, 'digest', v.token_digest, 'expires_at', ${SQL_INSTANT('v.expires_at')}) ORDER BY v.id)
-                 FROM rbac_invites v WHERE v.endpoint_id = $1 AND v.redeemed_at IS NULL AND v.expires_at > now()), '[]'::json) AS invites,
+                 FROM (SELECT * FROM rbac_invites WHERE endpoint_id = $1 AND redeemed_at IS NULL AND expires_at > now()
+                       UNION ALL
+                       (SELECT * FROM rbac_invites WHERE endpoint_id = $1 AND redeemed_at IS NULL AND expires_at <= now()
+                          AND expires_at > now() - make_interval(days => ${EXPIRED_INVITES_DAYS})
+                        ORDER BY expires_at DESC LIMIT ${MAX_EXPIRED_INVITES})) AS v), '[]'::json) AS invites,
        s.endpoint_id IS NOT NULL AS has_settings, s.self_registration_enabled, s.self_registration_domains
      FROM (SELECT 1) AS one LEFT JOIN endpoint_rbac_settings s ON s.endpoint_id = $1`,
     [endpointId],

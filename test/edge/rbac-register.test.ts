@@ -192,6 +192,28 @@ describe('RBAC invites and self-registration at the edge', () => {
     assert.equal((await client(ep.pw, inv.id)).status, 'invited');
   });
 
+  it('keeps answering a link that expired "invite expired" (410) after the endpoint is published again; one expired over 7 days ago is not valid (404)', async () => {
+    const recent = await invite(ep.pw, { email: 'gina@example.com', expires_in_hours: 1 });
+    const old = await invite(ep.pw, { email: 'hank@example.com', expires_in_hours: 1 });
+    await t.node.db!.query(`UPDATE rbac_invites SET expires_at = now() - interval '1 minute' WHERE client_id = $1`, [recent.id]);
+    await t.node.db!.query(`UPDATE rbac_invites SET expires_at = now() - interval '8 days' WHERE client_id = $1`, [old.id]);
+    // Any write publishes the endpoint again, from the store as it is now.
+    await invite(ep.pw, { email: 'ivan@example.com' });
+    await edgeCaughtUp(t);
+    const expired = await form(ep.pw.host, recent.invite_url);
+    assert.equal(expired.status, 410, expired.body);
+    assert.equal(codeOf(expired), 'invite_expired');
+    assert.match(expired.body, /expired/);
+    assert.equal(expired.csrf, undefined, 'no form');
+    const json = await visit(httpsPort, ep.pw.host, recent.invite_url, { secure: true, headers: { accept: 'application/json' } });
+    assert.equal(json.status, 410);
+    assert.equal(JSON.parse(json.body).code, 'invite_expired');
+    const gone = await form(ep.pw.host, old.invite_url);
+    assert.equal(gone.status, 404, gone.body);
+    assert.equal(codeOf(gone), 'invite_not_found');
+    assert.equal((await client(ep.pw, recent.id)).status, 'invited', 'nothing changed');
+  });
+
   it('leaves /register of another endpoint id (or none) to the service, behind visitor auth as any path', async () => {
     for (const path of [`/register?endpoint=${ep.pw.id + 1000}&invite=x`, '/register']) {
       const anonymous = await visit(httpsPort, ep.pw.host, path, { secure: true, headers: { accept: 'application/json' } });

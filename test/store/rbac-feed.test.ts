@@ -1,5 +1,5 @@
 // The rbac section of an endpoint's feed entry (docs/rbac.md "The snapshot"): roles in decision order without metadata,
-// clients with identities and role ids, pending invites only, self-registration, client credentials merged into auth by
+// clients with identities and role ids, unredeemed invites (pending, or expired within 7 days), self-registration, client credentials merged into auth by
 // mode; absent when nothing RBAC was written; the same number of queries whatever the number of clients.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -9,7 +9,7 @@ import { TOPICS, type EndpointConfig } from '../../src/shared/snapshot.ts';
 import { canonicalRbacPermissions } from '../../src/shared/rbac-permissions.ts';
 import * as accounts from '../../src/store/accounts.ts';
 import type { Queryable } from '../../src/store/db.ts';
-import { publishEndpoint } from '../../src/store/endpoint-feed.ts';
+import { MAX_EXPIRED_INVITES, publishEndpoint } from '../../src/store/endpoint-feed.ts';
 import { insertEndpoint } from '../../src/store/endpoints.ts';
 import * as rbac from '../../src/store/rbac.ts';
 import { writeAuthSettings } from '../../src/store/visitor-auth.ts';
@@ -17,6 +17,7 @@ import { openTestDatabase, type TestDatabase } from '../helpers/db.ts';
 
 const HASH = bcrypt.hashSync('pw', 10);
 const digest = () => randomBytes(32).toString('base64url');
+const rpad = (s: string) => s.padEnd(43, 'x');
 
 describe(`RBAC in the endpoint feed (${process.env.DATABASE_URL ? 'PostgreSQL' : 'PGlite'})`, () => {
   let t: TestDatabase;
@@ -79,12 +80,15 @@ describe(`RBAC in the endpoint feed (${process.env.DATABASE_URL ? 'PostgreSQL' :
     const invited = await client(ep.id, 'invited@example.com', { status: 'invited', email: 'invited@example.com' });
     const used = await client(ep.id, 'used', { status: 'invited' });
     const expired = await client(ep.id, 'expired', { status: 'invited' });
+    const stale = await client(ep.id, 'stale', { status: 'invited' });
     await sql(`INSERT INTO rbac_client_identities (client_id, endpoint_id, provider, subject) VALUES ($1, $2, '7', 'sub-b'), ($1, $2, '7', 'sub-a')`, [alice, ep.id]);
     const pending = digest();
+    const justExpired = digest();
     await sql(
       `INSERT INTO rbac_invites (endpoint_id, client_id, token_digest, expires_at, redeemed_at) VALUES
-         ($1, $2, $3, '2999-01-02T03:04:05.678Z', NULL), ($1, $4, $5, '2999-01-01T00:00:00Z', now()), ($1, $6, $7, now() - interval '1 minute', NULL)`,
-      [ep.id, invited, pending, used, digest(), expired, digest()],
+         ($1, $2, $3, '2999-01-02T03:04:05.678Z', NULL), ($1, $4, $5, '2999-01-01T00:00:00Z', now()), ($1, $6, $7, now() - interval '1 minute', NULL),
+         ($1, $8, $9, now() - interval '8 days', NULL)`,
+      [ep.id, invited, pending, used, digest(), expired, justExpired, stale, digest()],
     );
     await sql(`INSERT INTO endpoint_rbac_settings (endpoint_id, self_registration_enabled, self_registration_domains) VALUES ($1, true, '{example.com}')`, [ep.id]);
     await t.db.transaction(async (tx) => {
@@ -122,11 +126,41 @@ describe(`RBAC in the endpoint feed (${process.env.DATABASE_URL ? 'PostgreSQL' :
       { id: invited, identifier: 'invited@example.com', status: 'invited', email: 'invited@example.com', identities: [], role_ids: [] },
       { id: used, identifier: 'used', status: 'invited', email: null, identities: [], role_ids: [] },
       { id: expired, identifier: 'expired', status: 'invited', email: null, identities: [], role_ids: [] },
+      { id: stale, identifier: 'stale', status: 'invited', email: null, identities: [], role_ids: [] },
     ]);
-    assert.deepEqual(config.rbac.invites, [{ client_id: invited, digest: pending, expires_at: '2999-01-02T03:04:05.678Z' }], 'redeemed and expired invites left out');
+    const [{ at }] = await sql<{ at: Date }>('SELECT expires_at AS at FROM rbac_invites WHERE client_id = $1', [expired]);
+    assert.deepEqual(
+      config.rbac.invites,
+      [
+        { client_id: invited, digest: pending, expires_at: '2999-01-02T03:04:05.678Z' },
+        { client_id: expired, digest: justExpired, expires_at: new Date(at).toISOString() },
+      ],
+      'a redeemed invite and one expired over 7 days ago left out; one that just expired kept, so the edge says "expired"',
+    );
     assert.deepEqual(config.rbac.self_registration, { enabled: true, allowed_email_domains: ['example.com'] });
     assert.ok(!JSON.stringify(config.rbac).includes(HASH), 'credentials travel in auth only');
     assert.equal(config.auth, undefined, 'no visitor auth settings: nothing to merge into');
+  });
+
+  it('keeps at most MAX_EXPIRED_INVITES recently expired invites, the most recently expired, beside every pending one', async () => {
+    const ep = await newEndpoint();
+    const n = MAX_EXPIRED_INVITES + 5;
+    // n invited clients whose invites expired i minutes ago (i = 1..n), and one pending invite.
+    await sql(
+      `WITH c AS (INSERT INTO rbac_clients (endpoint_id, identifier, status) SELECT $1, 'invitee-' || i, 'invited' FROM generate_series(1, $2::int) AS i RETURNING id, identifier)
+       INSERT INTO rbac_invites (endpoint_id, client_id, token_digest, expires_at)
+       SELECT $1, c.id, rpad(c.identifier, 43, 'x'), now() - make_interval(mins => substring(c.identifier from 9)::int) FROM c`,
+      [ep.id, n],
+    );
+    const pending = await client(ep.id, 'pending', { status: 'invited' });
+    await sql(`INSERT INTO rbac_invites (endpoint_id, client_id, token_digest, expires_at) VALUES ($1, $2, $3, now() + interval '1 day')`, [ep.id, pending, digest()]);
+    await publish(ep.id);
+    const invites = (await entry(ep.uuid)).rbac!.invites;
+    assert.equal(invites.length, MAX_EXPIRED_INVITES + 1);
+    assert.ok(invites.some((i) => i.client_id === pending), 'the pending invite is always there');
+    const kept = new Set(invites.map((i) => i.digest));
+    assert.ok(kept.has(rpad('invitee-1')) && kept.has(rpad(`invitee-${MAX_EXPIRED_INVITES}`)), 'the most recently expired kept');
+    assert.ok(!kept.has(rpad(`invitee-${MAX_EXPIRED_INVITES + 1}`)) && !kept.has(rpad(`invitee-${n}`)), 'the oldest left out');
   });
 
   it('publishes self-registration off and the section present for a settings row alone', async () => {
