@@ -164,20 +164,40 @@ describe('RBAC at the edge, end to end', () => {
   const asAlice = { authorization: basic('alice', 'pw-0123456789') };
   const asBob = { authorization: basic('bob', 'pw-0123456789') };
 
-  it('judges the normalised path the service receives: /%61dmin, /x/../admin, //admin are /admin; /ADMIN is another path', async () => {
+  it('judges the normalised path the service receives: /%61dmin, /x/../admin, //admin are /admin; denies match /ADMIN and /admin%2Fx too', async () => {
     apply(basicEndpoint([alice(), bob()]));
     const host = 'basic.rbac.localhost';
     const before = service.seen.length;
-    for (const trick of ['/admin', '/%61dmin', '/x/../admin', '//admin', '/admin/', '/%61dmin/users', '/admin;x/users', '/;x/admin']) {
+    for (const trick of [
+      '/admin',
+      '/%61dmin',
+      '/x/../admin',
+      '//admin',
+      '/admin/',
+      '/%61dmin/users',
+      '/admin;x/users',
+      '/;x/admin',
+      // A service routing case-insensitively (Express's default) serves these as /admin: a deny matches any case.
+      '/ADMIN',
+      '/Admin/users',
+      // Go's net/http and WSGI decode %2F before routing: /admin/users, /admin.
+      '/admin%2Fusers',
+      '/admin%2fusers',
+      '/public/..%2Fadmin',
+      '/%2Fadmin',
+      // An absolute-form target is judged by its path like any other.
+      `http://${host}/admin/users`,
+      `http://${host}/x/../ADMIN`,
+    ]) {
       const r = await get(host, trick, asBob);
       assert.equal(r.status, 403, `${trick}: ${r.body}`);
       assert.equal(codeOf(r), 'rbac_forbidden', trick);
     }
     assert.equal(service.seen.length, before, 'nothing refused reached the service');
-    // Case matters: /ADMIN is not /admin, and the reader role allows it; the service receives that very path.
-    const upper = await get(host, '/ADMIN', asBob);
-    assert.equal(upper.status, 200, upper.body);
-    assert.equal(seenBy(upper).url, '/ADMIN');
+    // An encoded slash elsewhere is data: allowed, and the service receives the path as judged.
+    const encoded = await get(host, '/repos/group%2fproject', asBob);
+    assert.equal(encoded.status, 200, encoded.body);
+    assert.equal(seenBy(encoded).url, '/repos/group%2Fproject');
     // The admin reaches it under every spelling, and the service receives the path that was judged.
     for (const [trick, judged] of [
       ['/%61dmin/users', '/admin/users'],
@@ -189,6 +209,36 @@ describe('RBAC at the edge, end to end', () => {
       assert.equal(seenBy(r).url, judged);
       assert.equal(seenBy(r).method, 'DELETE');
     }
+  });
+
+  it('judges HEAD as GET where GET is denied, and the methods X-HTTP-Method-Override and its kin name; OPTIONS is a method like any', async () => {
+    const noGetReports = role(4, 'no-get-reports', 25, { denied_methods: ['GET'], denied_paths: [] });
+    const readerAll = role(5, 'reader-all', 10, { allowed_methods: ['*'], allowed_paths: ['/reports/*'] });
+    apply(basicEndpoint([alice(), bob()]));
+    const host = 'basic.rbac.localhost';
+    const before = service.seen.length;
+    for (const [name, headers, path, method] of [
+      ['X-HTTP-Method-Override: DELETE on a GET', { 'x-http-method-override': 'DELETE' }, '/docs', 'GET'],
+      ['X-HTTP-Method: PUT on a POST', { 'x-http-method': 'PUT' }, '/docs', 'POST'],
+      ['X-Method-Override: PATCH', { 'x-method-override': 'patch' }, '/docs', 'HEAD'],
+      ['_method=DELETE in the query', {}, '/docs?_method=DELETE', 'GET'],
+      ['OPTIONS, which the reader does not allow', {}, '/docs', 'OPTIONS'],
+    ] as const) {
+      const r = await get(host, path, { ...asBob, ...headers }, method);
+      assert.equal(r.status, 403, `${name}: ${r.body}`);
+      assert.equal(codeOf(r), 'rbac_forbidden', name);
+    }
+    assert.equal(service.seen.length, before, 'nothing refused reached the service');
+    const ok = await get(host, '/docs', { ...asBob, 'x-http-method-override': 'GET' });
+    assert.equal(ok.status, 200, ok.body);
+    assert.equal(seenBy(ok).headers['x-http-method-override'], 'GET', 'an allowed override reaches the service as sent');
+
+    // A role that denies GET denies HEAD: the service would run its GET handler.
+    apply(basicEndpoint([alice(), client(2, 'bob', [4, 5])], [noGetReports, readerAll]));
+    const head = await visit(port, host, '/reports/q1', { method: 'HEAD', headers: asBob });
+    assert.equal(head.status, 403);
+    assert.equal(codeOf(head), 'rbac_forbidden');
+    assert.equal((await get(host, '/reports/q1', asBob, 'POST')).status, 200);
   });
 
   it('stamps the deciding role headers, X-Edge-Rbac-Client and -Roles; visitor copies never reach the service', async () => {

@@ -15,9 +15,18 @@ import { normalizePath } from '../http/normalize-path.ts';
 /** A path under judgement, split into segments on first use and shared by every pattern of every role. */
 export class JudgedPath {
   private split?: string[];
+  private folded?: JudgedPath;
   constructor(readonly path: string) {}
   segments(): string[] {
     return (this.split ??= this.path.split('/'));
+  }
+  /** The path in lower case, which denied patterns (compiled in lower case) are matched against; made on first use. */
+  lower(): JudgedPath {
+    if (this.folded === undefined) {
+      const l = this.path.toLowerCase();
+      this.folded = l === this.path ? this : new JudgedPath(l);
+    }
+    return this.folded;
   }
 }
 
@@ -28,10 +37,11 @@ type PathTest = (p: JudgedPath) => boolean;
  * `/admin` exact, `/api/*` (a single trailing `*` after `/`) the prefix `/api` on segment boundaries (`/api`, `/api/`,
  * `/api/x/y`; not `/apix`), anything else with `*` a segment glob (`*` within one segment, `**` as a segment for any
  * depth). Paths are compared case-sensitively, as the normalised path the agent receives. The pattern is put in
- * canonical form first (a no-op for what the API stored). Throws on a pattern that is not a path.
+ * canonical form first (a no-op for what the API stored); `lowerCase`: then lower-cased, for a path lower-cased too.
+ * Throws on a pattern that is not a path.
  */
-export function compileRbacPathPattern(pattern: string): PathTest {
-  const canonical = canonicalPathPattern(pattern);
+export function compileRbacPathPattern(pattern: string, lowerCase = false): PathTest {
+  const canonical = lowerCase ? canonicalPathPattern(pattern).toLowerCase() : canonicalPathPattern(pattern);
   const compiled = compileRbacPath(canonical);
   if (compiled.needsSegments) {
     const match = compiled.match;
@@ -46,9 +56,22 @@ export function compileRbacPathPattern(pattern: string): PathTest {
   return (p) => match(p.path);
 }
 
-function anyPath(patterns: readonly string[]): PathTest | null {
+/**
+ * Any of the patterns. `fold`: matched without regard to case (the patterns and the path lower-cased), as denied
+ * patterns are: a service that routes case-insensitively (Express's default, ASP.NET, IIS, Spring with its option)
+ * serves `/ADMIN` as `/admin`, so a deny on `/admin` must refuse it. Allowed patterns stay case-sensitive: a miss there
+ * never lets through what a match would refuse (the next role decides, as it would have had no role allowed it).
+ */
+function anyPath(patterns: readonly string[], fold = false): PathTest | null {
   if (patterns.length === 0) return null;
-  const tests = patterns.map(compileRbacPathPattern);
+  if (fold) {
+    const folded = any(patterns.map((pattern) => compileRbacPathPattern(pattern, true)));
+    return (p) => folded(p.lower());
+  }
+  return any(patterns.map((pattern) => compileRbacPathPattern(pattern)));
+}
+
+function any(tests: readonly PathTest[]): PathTest {
   if (tests.length === 1) return tests[0];
   return (p) => {
     for (const t of tests) if (t(p)) return true;
@@ -80,8 +103,11 @@ export interface CompiledRole {
 
 export function compileRole(role: RbacRoleConfig): CompiledRole {
   const p = role.permissions;
-  const deniedMethods = methodSet(p.denied_methods);
-  const deniedPath = anyPath(p.denied_paths);
+  let deniedMethods = methodSet(p.denied_methods);
+  // RFC 9110 §9.3.2: a server answers HEAD as it would GET (Express, Flask and most frameworks run the GET handler), so
+  // a role that denies GET denies HEAD too; otherwise HEAD would run what GET may not, and leak its headers.
+  if (deniedMethods instanceof Set && deniedMethods.has('GET')) deniedMethods = new Set([...deniedMethods, 'HEAD']);
+  const deniedPath = anyPath(p.denied_paths, true);
   const allowedMethods = methodSet(p.allowed_methods);
   const allowedPath = anyPath(p.allowed_paths);
   // Headers an upstream must not receive from a role (hop-by-hop, framing, credentials, the edge's own X-Edge-*,
@@ -161,17 +187,52 @@ function decideOne(roles: readonly CompiledRole[], method: string, path: JudgedP
   return { allowed: false, role: null };
 }
 
+const NO_READINGS: readonly string[] = [];
+
 /**
- * The decision for a request: on the normalised path, and when the path carries `;` parameters also on the path
- * without them; both must be allowed. The role deciding the normalised path is the one whose headers and rate apply.
+ * The other paths a server may read the normalised path as, each of which must be allowed too (docs/rbac.md "Paths"):
+ * without `;` parameters (Tomcat, Jetty, Spring: `/admin;x/users` is `/admin/users`), with `%2F` read as `/` (Go's
+ * net/http, WSGI and CGI servers decode it before routing: `/admin%2Fusers` is `/admin/users`), and both. Empty for
+ * a path with neither (the common case: two scans); null stands for a reading that does not normalise (refused).
  */
-export function decide(client: CompiledClient, method: string, path: string): Decision {
-  const d = decideOne(client.roles, method, new JudgedPath(path));
+export function otherReadings(path: string): readonly (string | null)[] {
+  const semi = path.indexOf(';') !== -1;
+  const slash = path.indexOf('%2F') !== -1;
+  if (!semi && !slash) return NO_READINGS;
+  const out: (string | null)[] = [];
+  const decoded = slash ? normalizePath(path.replaceAll('%2F', '/')) : path;
+  if (slash) out.push(decoded);
+  if (semi) out.push(withoutPathParameters(path));
+  if (slash && decoded !== null && decoded.indexOf(';') !== -1) out.push(withoutPathParameters(decoded));
+  return out;
+}
+
+/**
+ * The decision for a request: on the normalised path, and on every other reading of it a server may make
+ * (otherReadings), for the method and every method an override header names (`also`, judged in the stage); all must
+ * be allowed. The role deciding the normalised path and the request's method is the one whose headers and rate apply.
+ */
+export function decide(client: CompiledClient, method: string, path: string, also: readonly string[] = NO_READINGS): Decision {
+  const judged = new JudgedPath(path);
+  const d = decideOne(client.roles, method, judged);
   if (!d.allowed) return d;
-  const bare = withoutPathParameters(path);
-  if (bare === null || bare === path) return d;
-  const b = decideOne(client.roles, method, new JudgedPath(bare));
-  return b.allowed ? d : b;
+  for (const m of also) {
+    const o = decideOne(client.roles, m, judged);
+    if (!o.allowed) return o;
+  }
+  const readings = otherReadings(path);
+  for (const reading of readings) {
+    if (reading === null) return { allowed: false, role: null };
+    if (reading === path) continue;
+    const other = new JudgedPath(reading);
+    const o = decideOne(client.roles, method, other);
+    if (!o.allowed) return o;
+    for (const m of also) {
+      const a = decideOne(client.roles, m, other);
+      if (!a.allowed) return a;
+    }
+  }
+  return d;
 }
 
 /** Whether RBAC is on: at least one role (docs/rbac.md). */

@@ -8,6 +8,7 @@
 // Allowed: the deciding role's headers, X-Edge-Rbac-Client and X-Edge-Rbac-Roles set on the forwarded request (visitor
 // copies are stripped by the X-Edge-* rule, src/shared/edge-headers.ts). A role's rate_limit_rps is a token bucket
 // per client and role on this edge, kept across recompiles while the client's roles and rates are unchanged.
+import type { IncomingHttpHeaders } from 'node:http';
 import { LRUCache } from 'lru-cache';
 import type { EndpointConfig } from '../../shared/snapshot.ts';
 import { asHeaderValue } from '../http/credentials.ts';
@@ -40,6 +41,36 @@ interface Bucket {
   version: string;
   tokens: number;
   at: number;
+}
+
+/**
+ * Fields and the query parameter through which frameworks let a request name another method than its own: Express's
+ * method-override, Rack, Laravel, Symfony, ASP.NET, Spring's HiddenHttpMethodFilter (mostly for POST). The edge
+ * forwards them, so it judges them: every method they name must be allowed too (docs/rbac.md "Methods").
+ */
+export const METHOD_OVERRIDE_HEADERS = ['x-http-method-override', 'x-http-method', 'x-method-override'] as const;
+const METHOD_PARAM = '_method';
+const NONE: readonly string[] = [];
+
+/** The methods a request's override fields and `_method` query parameter name, upper-cased; empty when none. */
+export function overriddenMethods(headers: IncomingHttpHeaders, query: string): readonly string[] {
+  let out: string[] | undefined;
+  const add = (value: string) => {
+    // Node joins repeated fields with ", "; frameworks read the first item or the whole: each item is judged.
+    for (const item of value.split(',')) {
+      const m = item.trim().toUpperCase();
+      if (m !== '') (out ??= []).push(m);
+    }
+  };
+  for (const name of METHOD_OVERRIDE_HEADERS) {
+    const v = headers[name];
+    if (typeof v === 'string') add(v);
+    else if (Array.isArray(v)) v.forEach(add);
+  }
+  if (query !== '' && query.includes(METHOD_PARAM)) {
+    for (const v of new URLSearchParams(query).getAll(METHOD_PARAM)) add(v);
+  }
+  return out ?? NONE;
 }
 
 /** The client a visitor is, or undefined when the visitor is none of the endpoint's clients. */
@@ -102,10 +133,12 @@ export function rbacStage(options: RbacStageOptions = {}): StageFactory {
             sendEdgeError(ctx.res, 'rbac_client_inactive', ctx.req.headers.accept);
             return 'done';
           }
-          const d = decide(client, ctx.method, ctx.path);
+          const also = overriddenMethods(ctx.req.headers, ctx.query);
+          const d = decide(client, ctx.method, ctx.path, also);
           if (!d.allowed) {
             const why = d.role === null ? 'no role of this client allows it' : `role ${JSON.stringify(d.role.name)} denies it`;
-            sendEdgeError(ctx.res, 'rbac_forbidden', ctx.req.headers.accept, `${ctx.method} ${ctx.path}: ${why}`);
+            const overriding = also.length === 0 ? '' : ` (overridden as ${also.join(', ')})`;
+            sendEdgeError(ctx.res, 'rbac_forbidden', ctx.req.headers.accept, `${ctx.method}${overriding} ${ctx.path}: ${why}`);
             return 'done';
           }
           const role = d.role;

@@ -10,9 +10,9 @@ import { compileEndpoint } from '../../../src/edge/compile.ts';
 import { runStages } from '../../../src/edge/pipeline/pipeline.ts';
 import { StageMemory } from '../../../src/edge/pipeline/stage-memory.ts';
 import type { Stage, StageDeps, VisitorIdentity } from '../../../src/edge/pipeline/stage.ts';
-import { compilePolicy, compileRbacPathPattern, decide, JudgedPath, withoutPathParameters } from '../../../src/edge/rbac/policy.ts';
+import { compilePolicy, compileRbacPathPattern, decide, JudgedPath, otherReadings, withoutPathParameters } from '../../../src/edge/rbac/policy.ts';
 import { authStage } from '../../../src/edge/stages/auth.ts';
-import { rbac, rbacStage, RBAC_CLIENT_HEADER, RBAC_ROLES_HEADER } from '../../../src/edge/stages/rbac.ts';
+import { overriddenMethods, rbac, rbacStage, RBAC_CLIENT_HEADER, RBAC_ROLES_HEADER } from '../../../src/edge/stages/rbac.ts';
 import { isEdgeOwnedHeader } from '../../../src/shared/edge-headers.ts';
 import { SecretBox } from '../../../src/shared/secrets.ts';
 import type { EndpointConfig, RbacClientConfig, RbacConfig, RbacPermissionsConfig, RbacRoleConfig, VisitorAuthConfig } from '../../../src/shared/snapshot.ts';
@@ -163,6 +163,38 @@ describe('rbac policy', () => {
     assert.equal(judge([role(1, 'odd', 0, { allowed_paths: ['/a;b'] })], 'GET', '/a;b'), 'deny');
   });
 
+  it('denied paths match without regard to case (services that route case-insensitively serve /ADMIN as /admin); allowed paths keep case', () => {
+    const r = [role(1, 'public', 0, { allowed_methods: ['GET'] }), role(2, 'no-admin', 10, { denied_paths: ['/admin/*', '/files/*.PDF', '/caf%C3%A9'] })];
+    for (const path of ['/ADMIN', '/Admin/users', '/aDmIn/x/y', '/files/report.pdf', '/FILES/x.Pdf', '/CAF%C3%A9']) assert.equal(judge(r, 'GET', path), 'deny:no-admin', path);
+    assert.equal(judge(r, 'GET', '/administrator'), 'public', 'still on segment boundaries');
+    const allow = [role(1, 'api', 0, { allowed_paths: ['/api/*'] })];
+    assert.equal(judge(allow, 'GET', '/api/x'), 'api');
+    assert.equal(judge(allow, 'GET', '/API/x'), 'deny', 'an allowed pattern grants the case written only');
+  });
+
+  it('a role that denies GET denies HEAD too (servers answer HEAD with the GET handler)', () => {
+    const r = [role(1, 'all', 0, { allowed_methods: ['*'] }), role(2, 'no-get', 10, { denied_methods: ['GET'] })];
+    assert.equal(judge(r, 'GET', '/x'), 'deny:no-get');
+    assert.equal(judge(r, 'HEAD', '/x'), 'deny:no-get');
+    assert.equal(judge(r, 'POST', '/x'), 'all');
+    // Denying HEAD alone leaves GET alone.
+    assert.equal(judge([role(1, 'all', 0, { allowed_methods: ['*'] }), role(2, 'no-head', 10, { denied_methods: ['HEAD'] })], 'GET', '/x'), 'all');
+  });
+
+  it('paths with %2F: the path with it read as / is judged too (Go, WSGI and CGI servers decode it before routing); both must be allowed', () => {
+    assert.deepEqual(otherReadings('/plain/path'), []);
+    assert.deepEqual(otherReadings('/admin%2Fusers'), ['/admin/users']);
+    assert.deepEqual(otherReadings('/public/..%2Fadmin'), ['/admin'], 'dot segments resolved after decoding');
+    assert.deepEqual(otherReadings('/a%2F;x/b'), ['/a/;x/b', '/a%2F/b', '/a/b']);
+    const r = [role(1, 'public', 0, { allowed_methods: ['GET'] }), role(2, 'no-admin', 10, { denied_paths: ['/admin/*'] })];
+    assert.equal(judge(r, 'GET', '/admin%2Fusers'), 'deny:no-admin');
+    assert.equal(judge(r, 'GET', '/public/..%2Fadmin'), 'deny:no-admin');
+    assert.equal(judge(r, 'GET', '/%2Fadmin'), 'deny:no-admin');
+    assert.equal(judge(r, 'GET', '/repos/group%2Fproject'), 'public', 'an encoded slash elsewhere passes');
+    // Allowed only as one segment: the decoded reading is not allowed, so neither is the request.
+    assert.equal(judge([role(1, 'files', 0, { allowed_paths: ['/files/*'] }), role(2, 'x', 5, { denied_paths: ['/files/*/*'] })], 'GET', '/files/a%2Fb'), 'deny:x');
+  });
+
   it('compiles each role once for every client that holds it; roles a client names that do not exist grant nothing', () => {
     const policy = compilePolicy(
       rbacConfig(
@@ -217,6 +249,37 @@ describe('rbac stage', () => {
     assert.match(String(html.headers['content-type']), /^text\/html/);
     assert.match(html.text, /rbac_forbidden/);
     assert.equal(codeOf(html), 'rbac_forbidden');
+  });
+
+  it('judges the methods that override fields and a _method parameter name: each must be allowed too', async () => {
+    assert.deepEqual(overriddenMethods({}, ''), []);
+    assert.deepEqual(overriddenMethods({ 'x-http-method-override': 'delete', 'x-http-method': ' PUT , patch', 'x-method-override': 'GET' }, 'a=1&_method=post'), [
+      'DELETE',
+      'PUT',
+      'PATCH',
+      'GET',
+      'POST',
+    ]);
+    const e = endpoint();
+    const s = await serve(asVisitor(rbac.compile(e)!), e);
+    const bob = visitorHeader({ kind: 'basic', name: 'bob', clientId: 2 });
+    for (const [name, headers, path] of [
+      ['X-HTTP-Method-Override', { 'x-http-method-override': 'DELETE' }, '/reports'],
+      ['X-HTTP-Method, lower case', { 'x-http-method': 'delete' }, '/reports'],
+      ['X-Method-Override, second item', { 'x-method-override': 'GET, DELETE' }, '/reports'],
+      ['_method in the query', {}, '/reports?_method=DELETE'],
+    ] as const) {
+      const r = await s.request({ method: 'GET', path, headers: { ...bob, ...headers } });
+      assert.equal(r.status, 403, `${name}: ${r.text}`);
+      assert.equal(codeOf(r), 'rbac_forbidden', name);
+      assert.match(JSON.parse(r.text).detail, /overridden as/, name);
+    }
+    // Overrides naming allowed methods pass, and reach the service as sent.
+    const ok = await s.request({ method: 'GET', path: '/reports?_method=HEAD', headers: { ...bob, 'x-http-method-override': 'GET' } });
+    assert.equal(ok.status, 200, ok.text);
+    const alice = visitorHeader({ kind: 'basic', name: 'alice', clientId: 1 });
+    assert.equal((await s.request({ method: 'POST', path: '/admin/x', headers: { ...alice, 'x-http-method-override': 'DELETE' } })).status, 200);
+    assert.equal((await s.request({ method: 'GET', path: '/reports', headers: { ...alice, 'x-http-method-override': 'DELETE' } })).status, 403);
   });
 
   it('a client with no roles left still authenticates but is granted nothing (403)', async () => {
