@@ -93,6 +93,23 @@ describe('RBAC registration', () => {
       await refused(uuid, { endpoint_id: uuid, invite_token: inv.invite_token, username: 'again', password: 'long enough' }, 404, 'invite_not_found', 'used twice');
     });
 
+    it('redeems an invite once when several attempts race: one 200, the others 404 invite_not_found', async () => {
+      const { uuid } = await endpointIn('basic');
+      const inv = await invite(uuid, { email: 'racer@example.com' });
+      const answers = await Promise.all(
+        [0, 1, 2, 3, 4].map((i) => register({ endpoint_id: uuid, invite_token: inv.invite_token, username: `racer-${i}`, password: 'long enough' })),
+      );
+      const won = answers.filter((r) => r.status === 200);
+      assert.equal(won.length, 1, answers.map((r) => `${r.status} ${r.text}`).join('\n'));
+      for (const r of answers.filter((a) => a.status !== 200)) {
+        assert.equal(r.status, 404, r.text);
+        assert.equal(r.body.code, 'invite_not_found');
+      }
+      const rows = await sql<{ username: string; status: string }>('SELECT username, status FROM rbac_clients WHERE id = $1', [inv.id]);
+      assert.equal(rows[0].status, 'active');
+      assert.equal(rows[0].username, `racer-${answers.indexOf(won[0])}`, 'the winner’s username, no other');
+    });
+
     it('answers 404 for an unknown or another endpoint’s token, 410 for an expired one, 409 for a taken username; nothing changes', async () => {
       const { uuid } = await endpointIn('basic');
       const inv = await invite(uuid);
