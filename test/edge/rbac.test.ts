@@ -257,6 +257,24 @@ describe('RBAC at the edge, end to end', () => {
     assert.equal(seenBy(a).headers['x-edge-rbac-roles'], 'admin,reader');
   });
 
+  it('strips visitor copies of every role header of the endpoint, also where the deciding role sets none (no forged X-Admin)', async () => {
+    const plain = role(1, 'plain', 10, { allowed_methods: ['GET'] });
+    const boss = role(2, 'boss', 30, { allowed_methods: ['*'], allowed_paths: ['/boss/*'], headers: { 'x-admin': '1', 'x-tenant': 'acme' } });
+    apply(basicEndpoint([client(1, 'alice', [1, 2]), client(2, 'bob', [1])], [plain, boss]));
+    const forged = { 'X-Admin': '1', x_tenant: 'acme', 'X-Other': 'kept' };
+    const r = await get('basic.rbac.localhost', '/reports', { ...asBob, ...forged });
+    assert.equal(r.status, 200, r.body);
+    const h = seenBy(r).headers;
+    assert.equal(h['x-admin'], undefined, 'a role header the deciding role does not set is still the edge’s');
+    assert.equal(h['x_tenant'], undefined, 'in every spelling');
+    assert.equal(h['x-tenant'], undefined);
+    assert.equal(h['x-other'], 'kept', 'other visitor fields pass');
+    // The boss role's own request still gets them, from the edge.
+    const a = await get('basic.rbac.localhost', '/boss/x', { ...asAlice, 'X-Admin': 'forged' });
+    assert.equal(seenBy(a).headers['x-admin'], '1');
+    assert.equal(seenBy(a).headers['x-tenant'], 'acme');
+  });
+
   it('refuses settings users (no client) and answers the pages by Accept with X-Edge-Error', async () => {
     apply(basicEndpoint([alice(), bob()]));
     const json = await get('basic.rbac.localhost', '/', { authorization: basic('settings-user', 'pw-0123456789') });

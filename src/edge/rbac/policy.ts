@@ -6,6 +6,7 @@
 // patterns, an *allow* opinion when both its method list and its path list admit the request (an empty list admits
 // whatever the other one names; a role with both lists empty grants nothing); the first role with an opinion decides,
 // and within that role a deny beats an allow. No role with an opinion: denied.
+import { headerKey } from '../../shared/edge-headers.ts';
 import { claimHeaderRefusal } from '../../shared/visitor-credentials.ts';
 import { canonicalPathPattern } from '../../shared/match/condition.ts';
 import { compileRbacPath } from '../../shared/rbac-permissions.ts';
@@ -247,6 +248,12 @@ export interface CompiledPolicy {
   byIdentity: ReadonlyMap<string, CompiledClient>;
   /** Lower-case e-mail → client (the lowest id when several share one). */
   byEmail: ReadonlyMap<string, CompiledClient>;
+  /**
+   * Every header name any role of the endpoint sets (headerKey form): the edge's on this endpoint, so visitor copies are
+   * dropped on every request, whichever role decides (a service trusting `X-Admin` from one role must not get a forged
+   * one on a request another role decided).
+   */
+  headerNames: readonly string[];
 }
 
 export function identityKey(provider: string, subject: string): string {
@@ -271,7 +278,9 @@ export function compilePolicy(rbac: RbacConfig): CompiledPolicy {
       if (!byEmail.has(email)) byEmail.set(email, client);
     }
   }
-  return { byId, byIdentity, byEmail };
+  const headerNames = new Set<string>();
+  for (const role of roles.values()) for (const [name] of role.headers) headerNames.add(headerKey(name));
+  return { byId, byIdentity, byEmail, headerNames: Object.freeze([...headerNames]) };
 }
 
 /** A role name as one item of X-Edge-Rbac-Roles: as is when printable ASCII without a comma, else percent-encoded (UTF-8). */

@@ -6,7 +6,7 @@
 // whose provider and subject are a linked identity of a client, else whose verified e-mail is a client's e-mail.
 // Anyone else (settings users and tokens, API keys, an unknown login, no visitor auth at all) is refused 403.
 // Allowed: the deciding role's headers, X-Edge-Rbac-Client and X-Edge-Rbac-Roles set on the forwarded request (visitor
-// copies are stripped by the X-Edge-* rule, src/shared/edge-headers.ts). A role's rate_limit_rps is a token bucket
+// copies are stripped by the X-Edge-* rule, src/shared/edge-headers.ts; those of every role's headers as dropHeaders). A role's rate_limit_rps is a token bucket
 // per client and role on this edge, kept across recompiles while the client's roles and rates are unchanged.
 import type { IncomingHttpHeaders } from 'node:http';
 import { LRUCache } from 'lru-cache';
@@ -97,6 +97,7 @@ export function rbacStage(options: RbacStageOptions = {}): StageFactory {
       const makeBuckets = () => new LRUCache<string, Bucket>({ max: RATE_LIMITED_CLIENTS });
       const buckets = deps.memory ? deps.memory.keep('rbac:rate', endpoint.uuid, 'v1', makeBuckets) : makeBuckets();
       const register = rbac.self_registration.enabled ? registrationHref(endpoint) : null;
+      const owned = policy.headerNames;
       // Precomputed per client: the identity fields (sent as is on every request the client makes).
       const identity = new Map<number, string>();
       for (const c of policy.byId.values()) identity.set(c.id, asHeaderValue(c.identifier));
@@ -152,6 +153,7 @@ export function rbacStage(options: RbacStageOptions = {}): StageFactory {
           }
           const h = ctx.upstreamHeaders;
           for (const [name, value] of role.headers) h[name] = value;
+          if (owned.length > 0) ctx.dropHeaders = ctx.dropHeaders === undefined ? owned : ctx.dropHeaders.concat(owned);
           h[RBAC_CLIENT_HEADER] = identity.get(client.id)!;
           h[RBAC_ROLES_HEADER] = client.roleNames;
           return 'next';
