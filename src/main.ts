@@ -180,7 +180,18 @@ export async function startNode(config: Config, logger: Logger): Promise<NodeHan
       if (redis) readiness.redis = async () => (await redis!.ping()) === 'PONG';
       // Redirect URIs name the port the edge sends visitors to: the configured public one, or this node's bound listener.
       const publicHttpsPort = () => config.publicHttpsPort || handle.edge?.httpsPort || config.httpsPort;
-      const control = await startControl({ config, db, logger, secrets, presence, readiness, publicHttpsPort });
+      // Traffic replays go to an edge's public listener as a visitor's request would (docs/traffic.md "API"): the
+      // configured one, else this process's own edge over loopback (bound after the control API, so read per replay).
+      const replayEdge = (secure: boolean) => {
+        if (config.replayEdgeUrl) return { origin: config.replayEdgeUrl.replace(/\/$/, ''), verifyTls: true };
+        const edge = handle.edge;
+        if (!edge) return null;
+        const host = config.bindHost === '0.0.0.0' || config.bindHost === '::' ? '127.0.0.1' : config.bindHost;
+        const hostPart = host.includes(':') ? `[${host}]` : host;
+        return secure ? { origin: `https://${hostPart}:${edge.httpsPort}`, verifyTls: false } : { origin: `http://${hostPart}:${edge.httpPort}`, verifyTls: true };
+      };
+      if (!config.replayEdgeUrl && !runs(config, 'edge')) logger.warn('EDGE_REPLAY_EDGE_URL is not set: traffic replays will answer 503 on this control node');
+      const control = await startControl({ config, db, logger, secrets, presence, readiness, publicHttpsPort, replayEdge });
       handle.control = control;
       closers.push(() => control.close());
       logger.info({ port: control.port, host: config.bindHost }, 'control API listening');

@@ -32,6 +32,12 @@ export interface ControlDeps {
    * EDGE_PUBLIC_HTTPS_PORT, else this node's edge listener once bound; by default the configured HTTPS port.
    */
   publicHttpsPort?: () => number;
+  /**
+   * Where a traffic replay is sent (docs/traffic.md "API"): the base URL of an edge's public listener, reached as a
+   * visitor reaches it, for an exchange first made over TLS (`secure`) or not; null when no edge is known.
+   * `verifyTls` false only for this process's own edge on loopback, whose certificate may be the development one.
+   */
+  replayEdge?: (secure: boolean) => { origin: string; verifyTls: boolean } | null;
 }
 
 export type ControlApp = FastifyInstance<any, any, any, any, TypeBoxTypeProvider>;

@@ -10,15 +10,17 @@ import { endpointApiKeyRoutes } from './routes/endpoint-api-keys.ts';
 import { endpointOriginRoutes } from './routes/endpoint-origin.ts';
 import { endpointRoutes } from './routes/endpoints.ts';
 import { endpointSettingsRoutes } from './routes/endpoint-settings.ts';
+import { healthRoutes } from './routes/health.ts';
 import { oauthProviderRoutes } from './routes/oauth-providers.ts';
 import { presenceRoutes } from './routes/presence.ts';
 import { rateLimitRoutes } from './routes/rate-limits.ts';
 import { rbacClientRoutes } from './routes/rbac-clients.ts';
 import { rbacRoleRoutes } from './routes/rbac-roles.ts';
 import { routingRuleRoutes } from './routes/routing-rules.ts';
+import { trafficRoutes } from './routes/traffic.ts';
 
 /** Every route module, in the order they are registered. Adding an API area is one entry here. */
-const ROUTES = [accountRoutes, adminRoutes, endpointRoutes, domainRoutes, certificateRoutes, presenceRoutes, routingRuleRoutes, endpointOriginRoutes, endpointSettingsRoutes, endpointApiKeyRoutes, oauthProviderRoutes, rbacClientRoutes, rbacRoleRoutes, rateLimitRoutes];
+const ROUTES = [accountRoutes, adminRoutes, endpointRoutes, domainRoutes, certificateRoutes, presenceRoutes, routingRuleRoutes, endpointOriginRoutes, endpointSettingsRoutes, endpointApiKeyRoutes, oauthProviderRoutes, rbacClientRoutes, rbacRoleRoutes, rateLimitRoutes, trafficRoutes, healthRoutes];
 
 export interface ControlServer {
   app: ControlApp;

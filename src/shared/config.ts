@@ -40,6 +40,10 @@ export const ConfigSchema = Type.Object(
     tlsKeyFile: Type.String(),
     // Where an edge reaches the control API (the one-shot flow creates ephemeral endpoints there); empty = this node's.
     controlUrl: Type.String({ pattern: '^(https?://.+)?$' }),
+    // Where the control API sends traffic replays (POST /v1/traffic/logs/{id}/replay): the base URL of an edge's public
+    // listener (http:// or https://, no path). Empty = this node's own edge when it runs one; a control-only node
+    // without it answers replays 503 (docs/traffic.md "API").
+    replayEdgeUrl: Type.String({ pattern: '^(https?://[^/?#\\s]+/?)?$' }),
     // Whether endpoints may name origins on loopback, private or link-local addresses. Off by default: an origin
     // is fetched from inside the edge's network, so allowing them would let users reach internal services (SSRF).
     originAllowPrivate: Type.Boolean(),
@@ -138,6 +142,7 @@ export const ENV_SETTINGS = {
   EDGE_TLS_CERT_FILE: 'tlsCertFile',
   EDGE_TLS_KEY_FILE: 'tlsKeyFile',
   EDGE_CONTROL_URL: 'controlUrl',
+  EDGE_REPLAY_EDGE_URL: 'replayEdgeUrl',
   EDGE_ORIGIN_ALLOW_PRIVATE: 'originAllowPrivate',
   EDGE_PUBLIC_HTTPS_PORT: 'publicHttpsPort',
   EDGE_OPS_PORT: 'opsPort',

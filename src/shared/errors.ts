@@ -53,6 +53,9 @@ export const ERROR_CODES = {
   conflict: [409, 'Conflict'],
   already_exists: [409, 'Already exists'],
   quota_paused: [409, 'Endpoint is paused over plan limits and is read-only'],
+  // Traffic replay (POST /v1/traffic/logs/{id}/replay, docs/traffic.md "API").
+  replay_not_captured: [409, 'Not enough of this exchange was captured to replay it'],
+  replay_failed: [502, 'The replay could not be completed through the edge'],
   // RBAC registration (POST /v1/rbac/registrations, docs/rbac.md).
   invalid_identity_assertion: [401, 'The identity assertion is not valid for this endpoint'],
   self_registration_disabled: [403, 'Self-registration is not enabled on this endpoint'],
