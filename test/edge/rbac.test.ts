@@ -269,6 +269,13 @@ describe('RBAC at the edge, end to end', () => {
     assert.equal(h['x_tenant'], undefined, 'in every spelling');
     assert.equal(h['x-tenant'], undefined);
     assert.equal(h['x-other'], 'kept', 'other visitor fields pass');
+    // An exact deny covers the path with a final slash and in any case too.
+    apply(basicEndpoint([client(1, 'alice', [1, 3]), client(2, 'bob', [1, 3])], [plain, boss, role(3, 'no-export', 20, { denied_paths: ['/export'] })]));
+    for (const trick of ['/export', '/export/', '/EXPORT/', '/x/../Export']) {
+      const d = await get('basic.rbac.localhost', trick, asBob);
+      assert.equal(d.status, 403, `${trick}: ${d.body}`);
+    }
+    apply(basicEndpoint([client(1, 'alice', [1, 2]), client(2, 'bob', [1])], [plain, boss]));
     // The boss role's own request still gets them, from the edge.
     const a = await get('basic.rbac.localhost', '/boss/x', { ...asAlice, 'X-Admin': 'forged' });
     assert.equal(seenBy(a).headers['x-admin'], '1');

@@ -21,14 +21,23 @@ export class JudgedPath {
   segments(): string[] {
     return (this.split ??= this.path.split('/'));
   }
-  /** The path in lower case, which denied patterns (compiled in lower case) are matched against; made on first use. */
-  lower(): JudgedPath {
+  /**
+   * The path as denied patterns (compiled loose too) see it: lower case, without a final `/` (but `/` itself); made on
+   * first use.
+   */
+  loose(): JudgedPath {
     if (this.folded === undefined) {
-      const l = this.path.toLowerCase();
+      const l = looseForm(this.path);
       this.folded = l === this.path ? this : new JudgedPath(l);
     }
     return this.folded;
   }
+}
+
+/** Lower case, a final `/` dropped (not from `/` itself): what a case-insensitive, non-strict router reads as the same. */
+function looseForm(path: string): string {
+  const l = path.toLowerCase();
+  return l.length > 1 && l.charCodeAt(l.length - 1) === 47 /* / */ ? l.slice(0, -1) : l;
 }
 
 type PathTest = (p: JudgedPath) => boolean;
@@ -38,11 +47,12 @@ type PathTest = (p: JudgedPath) => boolean;
  * `/admin` exact, `/api/*` (a single trailing `*` after `/`) the prefix `/api` on segment boundaries (`/api`, `/api/`,
  * `/api/x/y`; not `/apix`), anything else with `*` a segment glob (`*` within one segment, `**` as a segment for any
  * depth). Paths are compared case-sensitively, as the normalised path the agent receives. The pattern is put in
- * canonical form first (a no-op for what the API stored); `lowerCase`: then lower-cased, for a path lower-cased too.
+ * canonical form first (a no-op for what the API stored); `loose`: then lower-cased and without a final `/`, for a
+ * path in the same form (JudgedPath.loose).
  * Throws on a pattern that is not a path.
  */
-export function compileRbacPathPattern(pattern: string, lowerCase = false): PathTest {
-  const canonical = lowerCase ? canonicalPathPattern(pattern).toLowerCase() : canonicalPathPattern(pattern);
+export function compileRbacPathPattern(pattern: string, loose = false): PathTest {
+  const canonical = loose ? looseForm(canonicalPathPattern(pattern)) : canonicalPathPattern(pattern);
   const compiled = compileRbacPath(canonical);
   if (compiled.needsSegments) {
     const match = compiled.match;
@@ -58,16 +68,16 @@ export function compileRbacPathPattern(pattern: string, lowerCase = false): Path
 }
 
 /**
- * Any of the patterns. `fold`: matched without regard to case (the patterns and the path lower-cased), as denied
- * patterns are: a service that routes case-insensitively (Express's default, ASP.NET, IIS, Spring with its option)
- * serves `/ADMIN` as `/admin`, so a deny on `/admin` must refuse it. Allowed patterns stay case-sensitive: a miss there
+ * Any of the patterns. `fold`: matched loosely (the patterns and the path lower-cased, a final `/` dropped), as denied
+ * patterns are: a service that routes case-insensitively or non-strictly (Express's defaults, ASP.NET, IIS) serves
+ * `/ADMIN` and `/admin/` as `/admin`, so a deny on `/admin` must refuse them. Allowed patterns stay exact: a miss there
  * never lets through what a match would refuse (the next role decides, as it would have had no role allowed it).
  */
 function anyPath(patterns: readonly string[], fold = false): PathTest | null {
   if (patterns.length === 0) return null;
   if (fold) {
     const folded = any(patterns.map((pattern) => compileRbacPathPattern(pattern, true)));
-    return (p) => folded(p.lower());
+    return (p) => folded(p.loose());
   }
   return any(patterns.map((pattern) => compileRbacPathPattern(pattern)));
 }

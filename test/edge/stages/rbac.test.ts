@@ -163,10 +163,15 @@ describe('rbac policy', () => {
     assert.equal(judge([role(1, 'odd', 0, { allowed_paths: ['/a;b'] })], 'GET', '/a;b'), 'deny');
   });
 
-  it('denied paths match without regard to case (services that route case-insensitively serve /ADMIN as /admin); allowed paths keep case', () => {
+  it('denied paths match without regard to case or a final slash (routers serve /ADMIN and /admin/ as /admin); allowed paths stay exact', () => {
     const r = [role(1, 'public', 0, { allowed_methods: ['GET'] }), role(2, 'no-admin', 10, { denied_paths: ['/admin/*', '/files/*.PDF', '/caf%C3%A9'] })];
     for (const path of ['/ADMIN', '/Admin/users', '/aDmIn/x/y', '/files/report.pdf', '/FILES/x.Pdf', '/CAF%C3%A9']) assert.equal(judge(r, 'GET', path), 'deny:no-admin', path);
     assert.equal(judge(r, 'GET', '/administrator'), 'public', 'still on segment boundaries');
+    // A final slash too (Express and most routers serve /admin/ as /admin unless told to be strict), both ways.
+    const exact = [role(1, 'public', 0, { allowed_methods: ['GET'] }), role(2, 'no-admin', 10, { denied_paths: ['/admin', '/settings/'] })];
+    for (const path of ['/admin', '/admin/', '/ADMIN/', '/settings', '/settings/']) assert.equal(judge(exact, 'GET', path), 'deny:no-admin', path);
+    for (const path of ['/', '/admin/x', '/adminx']) assert.equal(judge(exact, 'GET', path), 'public', path);
+    assert.equal(judge([role(1, 'root', 0, { allowed_methods: ['GET'] }), role(2, 'no-root', 10, { denied_paths: ['/'] })], 'GET', '/x'), 'root', '/ denies / only');
     const allow = [role(1, 'api', 0, { allowed_paths: ['/api/*'] })];
     assert.equal(judge(allow, 'GET', '/api/x'), 'api');
     assert.equal(judge(allow, 'GET', '/API/x'), 'deny', 'an allowed pattern grants the case written only');
