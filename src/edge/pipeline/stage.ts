@@ -68,6 +68,10 @@ export interface RequestContext {
   dropCookie?: string | readonly string[];
   /** The request body, when a stage had to read it whole (webhook verification): forwarded instead of the stream. */
   body?: Buffer;
+  /** Set by the rate-limit stage when a rule's condition looked the visitor's country up (null: unknown); for capture. */
+  country?: string | null;
+  /** Set by the rbac stage when the visitor is one of the endpoint's RBAC clients; for capture. */
+  rbacClientId?: number;
 }
 
 /** Who the auth stage admitted a visitor as (docs/rbac.md maps each kind to an RBAC client). */
