@@ -124,7 +124,7 @@ describe('rate limits through the edge', () => {
         throw new Error('not in this test');
       },
       rateLimitClock: clock,
-      rateLimitObserve: (_endpoint, ruleUuid, outcome) => outcomes.push({ rule: RULES.find((r) => r.uuid === ruleUuid)!.name, outcome }),
+      rateLimitObserve: (_endpoint, ruleUuid, outcome) => outcomes.push({ rule: RULES.find((r) => r.uuid === ruleUuid)?.name ?? '', outcome }),
     });
   }
 

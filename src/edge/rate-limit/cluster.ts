@@ -1,7 +1,7 @@
 // Cluster-scope rate limits: one count per (rule, visitor) across every edge, in Redis, decided by one Lua script
 // per request (the same sliding-window estimate as ./window.ts, atomically), with a local "blocked until" shortcut.
 import { Redis } from 'ioredis';
-import { LRUCache } from 'lru-cache';
+import { VisitorMap, type VisitorBudget } from './visitors.ts';
 import { decide, type WindowDecision } from './window.ts';
 
 /**
@@ -102,13 +102,13 @@ export class ClusterStore {
 /**
  * Per rule on one edge: when a visitor was last refused by the cluster count, until when it stays refused (the
  * script's wait). Lets a blocked visitor's requests be refused here with no Redis round trip; bounded like the
- * local counters.
+ * local counters (./visitors.ts), memory taken per visitor refused.
  */
 export class BlockedUntil {
-  private readonly until: LRUCache<string, number>;
+  private readonly until: VisitorMap<number>;
 
-  constructor(maxKeys: number) {
-    this.until = new LRUCache({ max: maxKeys });
+  constructor(maxKeys: number, budget?: VisitorBudget) {
+    this.until = new VisitorMap(maxKeys, budget);
   }
 
   /** Ms the visitor stays refused from `now`, or 0. */
@@ -123,6 +123,10 @@ export class BlockedUntil {
   }
 
   set(key: string, until: number): void {
-    this.until.set(key, until);
+    this.until.add(key, until);
+  }
+
+  release(): void {
+    this.until.release();
   }
 }

@@ -2,10 +2,17 @@
 // and where matches are reported. One object per edge (src/edge/index.ts), reached through StageDeps.rateLimits.
 import type { ClusterStore } from './cluster.ts';
 import type { GeoDatabases } from './geo.ts';
+import type { HeldRequests, RateLimitCounters } from './visitors.ts';
 import type { RateLimitClock } from './window.ts';
 
-/** What a rule did to a request, for metrics and tests. */
-export type RateLimitOutcome = 'blocked' | 'throttled' | 'unavailable' | 'fallback';
+/**
+ * What the rate-limit stage did with a request, for metrics and tests: `allowed` (rules matched, none acted; told
+ * with an empty rule), `blocked` (429), `throttled` (held), `unavailable` (503, cluster rule failing closed),
+ * `fail_open` (a cluster rule counted locally because Redis could not answer).
+ */
+export type RateLimitOutcome = 'allowed' | 'blocked' | 'throttled' | 'unavailable' | 'fail_open';
+
+export const RATE_LIMIT_OUTCOMES: readonly RateLimitOutcome[] = ['allowed', 'blocked', 'throttled', 'unavailable', 'fail_open'];
 
 export interface RateLimitDeps {
   /** The wall clock unless a test or bench drives time by hand. */
@@ -14,10 +21,14 @@ export interface RateLimitDeps {
   geo?: GeoDatabases;
   /** Redis for cluster-scope rules; absent (no REDIS_URL): cluster rules count on this edge only. */
   cluster?: ClusterStore;
-  /** Visitors counted per rule in memory (EDGE_RATE_LIMIT_MAX_KEYS). */
+  /** Visitors counted per rule in memory when there is no `counters` (tests). */
   maxKeys?: number;
+  /** The edge's rate-limit state by rule, bounded per rule and in total; absent: each compile starts afresh. */
+  counters?: RateLimitCounters;
+  /** Requests held by throttle rules on this edge and their bound; absent: one per process. */
+  held?: HeldRequests;
   /** Told of every request a rule matched (the hit statistics path, src/edge/rate-limit/hits.ts). */
   hits?: { hit(ruleUuid: string): void };
-  /** Told when a rule refuses, delays or cannot decide a request, and when a cluster rule falls back to local counts. */
+  /** Told of every request some rule matched (RateLimitOutcome), and when a cluster rule falls back to local counts. */
   observe?: (endpoint: string, rule: string, outcome: RateLimitOutcome) => void;
 }

@@ -1,6 +1,6 @@
 // The sliding-window counter of firewall rate limits (docs/rate-limits.md "Enforcement at the edge"): Cloudflare's
 // approximation, the previous fixed window's count weighted by how much of it the sliding window still covers, plus the current one's.
-import { LRUCache } from 'lru-cache';
+import { VisitorMap, type VisitorBudget } from './visitors.ts';
 
 /**
  * Where time comes from: the wall clock at the edge, a hand-driven one in tests and the accuracy bench (so no result
@@ -61,29 +61,39 @@ export interface WindowDecision {
 /**
  * Counts of one rule across visitors, in memory. Bounded: at most `maxKeys` visitors per rule, the least recently
  * seen forgotten first (an address forgotten starts from zero: under a flood of distinct addresses the limiter
- * forgets the quietest, never the memory bound). An entry is three numbers and a key string, about 150 bytes with
- * the LRU's bookkeeping, so the default 50 000 keys cost about 7.5 MB per rule at most.
+ * forgets the quietest, never the memory bound), and within the edge's `budget` across rules (./visitors.ts). An
+ * entry is three numbers and a key string, about 150 bytes with the map's bookkeeping; memory is taken per visitor
+ * seen, so an idle rule costs next to nothing.
  */
 export class SlidingWindowCounter {
-  private readonly counts: LRUCache<string, WindowCounts>;
+  private readonly counts: VisitorMap<WindowCounts>;
+  /** When the rule last counted or judged a request (ms; 0: never): which rule's state an edge drops first. */
+  lastUse = 0;
 
   constructor(
     readonly limit: number,
     readonly windowMs: number,
     maxKeys = DEFAULT_MAX_KEYS,
+    budget?: VisitorBudget,
   ) {
     if (!Number.isInteger(limit) || limit < 1) throw new RangeError(`a rate limit must be a positive integer, got ${limit}`);
     if (!Number.isInteger(windowMs) || windowMs < 1) throw new RangeError(`a window must be a positive number of ms, got ${windowMs}`);
-    this.counts = new LRUCache({ max: maxKeys });
+    this.counts = new VisitorMap(maxKeys, budget);
   }
 
-  /** The counts of `key` rolled forward to the window holding `now` (created at zero). */
+  /**
+   * The counts of `key` rolled forward to the window holding `now` (created at zero). A clock that stepped back
+   * (NTP) is read as still in the counts' window: going back must not hand the visitor an empty window.
+   */
   private rolled(key: string, now: number): WindowCounts {
-    const window = Math.floor(now / this.windowMs);
+    this.lastUse = now;
+    let window = Math.floor(now / this.windowMs);
     let counts = this.counts.get(key);
     if (counts === undefined) {
       counts = { window, current: 0, previous: 0 };
-      this.counts.set(key, counts);
+      this.counts.add(key, counts);
+    } else if (counts.window > window) {
+      window = counts.window;
     } else if (counts.window !== window) {
       counts.previous = counts.window === window - 1 ? counts.current : 0;
       counts.current = 0;
@@ -92,10 +102,20 @@ export class SlidingWindowCounter {
     return counts;
   }
 
+  /** Ms into the counts' window (0 when the clock stepped back before it). */
+  private elapsed(c: WindowCounts, now: number): number {
+    return Math.max(0, now - c.window * this.windowMs);
+  }
+
+  /** Forgets every visitor (the rule's state was dropped or replaced; ./visitors.ts). */
+  release(): void {
+    this.counts.release();
+  }
+
   /** Counts a request of `key` at `now` if it fits; says how it stands either way. */
   take(key: string, now: number): WindowDecision {
     const c = this.rolled(key, now);
-    return decide(c.previous, c.current, now - c.window * this.windowMs, this.windowMs, this.limit, () => c.current++);
+    return decide(c.previous, c.current, this.elapsed(c, now), this.windowMs, this.limit, () => c.current++);
   }
 
   /**
@@ -104,7 +124,7 @@ export class SlidingWindowCounter {
    */
   admit(key: string, now: number): number {
     const c = this.rolled(key, now);
-    const elapsed = now - c.window * this.windowMs;
+    const elapsed = this.elapsed(c, now);
     if (slidingEstimate(c.previous, c.current, elapsed, this.windowMs) < this.limit) {
       c.current++;
       return 0;
@@ -115,7 +135,7 @@ export class SlidingWindowCounter {
   /** Whether a request of `key` would fit at `now`, without counting it: ms to wait (0: it fits). */
   wait(key: string, now: number): number {
     const c = this.rolled(key, now);
-    return waitMs(c.previous, c.current, now - c.window * this.windowMs, this.windowMs, this.limit);
+    return waitMs(c.previous, c.current, this.elapsed(c, now), this.windowMs, this.limit);
   }
 
   get size(): number {

@@ -15,6 +15,7 @@ import { BlockedUntil, RateLimitStoreUnavailable, type ClusterStore } from '../r
 import type { RateLimitDeps, RateLimitOutcome } from '../rate-limit/deps.ts';
 import { GeoDatabases } from '../rate-limit/geo.ts';
 import { rateLimitKey } from '../rate-limit/visitor-address.ts';
+import { HeldRequests, type KeptRuleState, type VisitorBudget } from '../rate-limit/visitors.ts';
 import { DEFAULT_MAX_KEYS, SYSTEM_CLOCK, SlidingWindowCounter, type RateLimitClock, type WindowDecision } from '../rate-limit/window.ts';
 
 /** Shipped GeoIP databases for edges built without deps (tests, tools): loaded on first need, once per process. */
@@ -33,21 +34,41 @@ export function throttleQueueBound(limit: number): number {
 interface Waiting {
   ctx: RequestContext;
   resolve(verdict: Verdict): void;
+  /** Drops the request from its queue when its visitor disconnects (removed once it leaves the queue). */
+  onClose: () => void;
 }
 
+/** Held requests of edges built without deps (tests, tools). */
+const defaultHeld = new HeldRequests();
+
 /**
- * One rule's state on this edge, kept across recompiles while what it counts is unchanged (StageMemory): the local
- * counts (edge scope, or cluster scope without Redis or failing open), the cluster "blocked until" shortcut, and
- * throttled requests per visitor.
+ * One rule's state on this edge, kept across recompiles while what it counts is unchanged (RateLimitCounters): the
+ * local counts (edge scope, or cluster scope without Redis or failing open), the cluster "blocked until" shortcut,
+ * and throttled requests per visitor.
  */
-class RuleState {
+class RuleState implements KeptRuleState {
   readonly local: SlidingWindowCounter;
   readonly blocked: BlockedUntil;
   readonly queues = new Map<string, Waiting[]>();
 
-  constructor(limit: number, windowMs: number, maxKeys: number) {
-    this.local = new SlidingWindowCounter(limit, windowMs, maxKeys);
-    this.blocked = new BlockedUntil(maxKeys);
+  constructor(
+    limit: number,
+    windowMs: number,
+    maxKeys: number,
+    budget: VisitorBudget | undefined,
+    private readonly keptAt: number,
+  ) {
+    this.local = new SlidingWindowCounter(limit, windowMs, maxKeys, budget);
+    this.blocked = new BlockedUntil(maxKeys, budget);
+  }
+
+  lastUse(): number {
+    return Math.max(this.keptAt, this.local.lastUse);
+  }
+
+  release(): void {
+    this.local.release();
+    this.blocked.release();
   }
 }
 
@@ -174,6 +195,7 @@ class RateLimitStage implements Stage {
     private readonly clock: RateLimitClock,
     private readonly geo: () => GeoDatabases,
     private readonly deps: RateLimitDeps,
+    private readonly held: HeldRequests,
   ) {}
 
   run(ctx: RequestContext): Verdict | Promise<Verdict> {
@@ -206,7 +228,10 @@ class RateLimitStage implements Stage {
       (matched ??= []).push(rule);
       if (typeof (take as Promise<Take>).then === 'function') async = true;
     }
-    if (takes === undefined) return 'next';
+    if (takes === undefined) {
+      if (key !== undefined) this.deps.observe?.(this.endpoint, '', 'allowed');
+      return 'next';
+    }
     if (!async) return this.act(ctx, key!, matched!, takes as Take[]);
     return Promise.all(takes).then((all) => this.act(ctx, key!, matched!, all));
   }
@@ -225,6 +250,7 @@ class RateLimitStage implements Stage {
       this.deps.observe?.(this.endpoint, rule.config.uuid, 'blocked');
       return refuse(ctx, rule, take);
     }
+    this.deps.observe?.(this.endpoint, '', 'allowed');
     return 'next';
   }
 
@@ -235,21 +261,40 @@ class RateLimitStage implements Stage {
   private hold(ctx: RequestContext, key: string, rule: CompiledRule, decision: WindowDecision): Verdict | Promise<Verdict> {
     const queues = rule.state.queues;
     let queue = queues.get(key);
-    if (queue !== undefined && queue.length >= throttleQueueBound(rule.config.requests_per_window)) {
+    const held = this.held;
+    if ((queue !== undefined && queue.length >= throttleQueueBound(rule.config.requests_per_window)) || held.count >= held.max || gone(ctx)) {
       this.deps.observe?.(this.endpoint, rule.config.uuid, 'blocked');
       return refuse(ctx, rule, decision);
     }
     this.deps.observe?.(this.endpoint, rule.config.uuid, 'throttled');
     return new Promise<Verdict>((resolve) => {
-      if (queue === undefined) {
-        queue = [];
-        queues.set(key, queue);
-        queue.push({ ctx, resolve });
-        this.wake(rule, key, queue, decision.retryAfterMs);
-      } else {
-        queue.push({ ctx, resolve });
-      }
+      const fresh = queue === undefined;
+      const q = (queue ??= []);
+      if (fresh) queues.set(key, q);
+      // A visitor who leaves frees their place (and the edge's count) at once, not when the timer next fires.
+      const waiting: Waiting = {
+        ctx,
+        resolve,
+        onClose: () => {
+          const at = q.indexOf(waiting);
+          if (at === -1) return;
+          q.splice(at, 1);
+          this.release(waiting, 'done');
+          if (q.length === 0 && queues.get(key) === q) queues.delete(key);
+        },
+      };
+      q.push(waiting);
+      held.count++;
+      ctx.req.socket.once('close', waiting.onClose);
+      if (fresh) this.wake(rule, key, q, decision.retryAfterMs);
     });
+  }
+
+  /** A held request leaves its queue: the edge's count drops, its close listener goes, its verdict is given. */
+  private release(waiting: Waiting, verdict: Verdict): void {
+    this.held.count--;
+    waiting.ctx.req.socket.off('close', waiting.onClose);
+    waiting.resolve(verdict);
   }
 
   /** In `ms`, admits the queue's head requests while they fit; the rest wait for the next fit. */
@@ -263,7 +308,7 @@ class RateLimitStage implements Stage {
       const head = queue[0];
       if (gone(head.ctx)) {
         queue.shift();
-        head.resolve('done');
+        this.release(head, 'done');
         continue;
       }
       let take: Take;
@@ -272,16 +317,22 @@ class RateLimitStage implements Stage {
       } catch {
         take = 'unavailable';
       }
+      // The visitor may have left while the cluster decided (its place is already freed).
+      if (queue[0] !== head) {
+        if (take !== 'unavailable' && take.allowed) continue;
+        if (queue.length === 0) break;
+        return this.wake(rule, key, queue, take === 'unavailable' ? 1 : take.retryAfterMs);
+      }
       if (take === 'unavailable') {
         queue.shift();
-        head.resolve(unavailable(head.ctx, rule));
+        this.release(head, unavailable(head.ctx, rule));
         continue;
       }
       if (!take.allowed) return this.wake(rule, key, queue, take.retryAfterMs);
       queue.shift();
-      head.resolve('next');
+      this.release(head, 'next');
     }
-    rule.state.queues.delete(key);
+    if (rule.state.queues.get(key) === queue) rule.state.queues.delete(key);
   }
 }
 
@@ -293,15 +344,17 @@ function countsVersion(rule: RateLimitRuleConfig): string {
 function compileRule(endpoint: EndpointConfig, rule: RateLimitRuleConfig, deps: StageDeps, rl: RateLimitDeps, endpointId: string): CompiledRule {
   const limit = rule.requests_per_window;
   const windowMs = rule.window_size_seconds * 1000;
-  const maxKeys = rl.maxKeys ?? DEFAULT_MAX_KEYS;
-  const make = () => new RuleState(limit, windowMs, maxKeys);
-  const state = deps.memory ? deps.memory.keep('rate-limit', `${endpoint.uuid}/${rule.uuid}`, countsVersion(rule), make) : make();
+  const clock = rl.clock ?? SYSTEM_CLOCK;
+  // The edge's own home for counts (src/edge/rate-limit/visitors.ts), keyed by rule uuid and what it counts.
+  const counters = rl.counters;
+  const state = counters
+    ? counters.keep(rule.uuid, countsVersion(rule), (budget) => new RuleState(limit, windowMs, counters.maxKeysPerRule, budget, clock.now()))
+    : new RuleState(limit, windowMs, rl.maxKeys ?? DEFAULT_MAX_KEYS, undefined, clock.now());
   const match = compileRateLimitConditions(rule.conditions);
   const policy = `${limit};w=${rule.window_size_seconds}`;
   const local = (key: string, now: number): Take => state.local.take(key, now);
   const store: ClusterStore | undefined = rule.scope === 'cluster' ? rl.cluster : undefined;
   if (store === undefined) return { config: rule, match, windowMs, state, policy, local: state.local, take: local };
-  const observe = rl.observe;
   return {
     config: rule,
     match,
@@ -321,7 +374,7 @@ function compileRule(endpoint: EndpointConfig, rule: RateLimitRuleConfig, deps: 
         (err: unknown): Take => {
           if (!(err instanceof RateLimitStoreUnavailable)) throw err;
           if (rule.fail_mode === 'closed') return 'unavailable';
-          observe?.(endpointId, rule.uuid, 'fallback' satisfies RateLimitOutcome);
+          rl.observe?.(endpointId, rule.uuid, 'fail_open' satisfies RateLimitOutcome);
           return local(key, now);
         },
       );
@@ -342,6 +395,6 @@ export const rateLimit: StageFactory = {
     // The snapshot's order is the evaluation order; sorted again so a hand-built config cannot change the semantics.
     const ordered = [...configured].sort((a, b) => a.priority - b.priority || a.id - b.id);
     const rules = ordered.map((rule) => compileRule(endpoint, rule, deps, rl, endpoint.uuid));
-    return new RateLimitStage(endpoint.uuid, rules, rl.clock ?? SYSTEM_CLOCK, () => geo, rl);
+    return new RateLimitStage(endpoint.uuid, rules, rl.clock ?? SYSTEM_CLOCK, () => geo, rl, rl.held ?? defaultHeld);
   },
 };

@@ -4,6 +4,10 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { StageMemory } from '../../../src/edge/pipeline/stage-memory.ts';
+import http from 'node:http';
+import type { RateLimitOutcome } from '../../../src/edge/rate-limit/deps.ts';
+import { HeldRequests, RateLimitCounters } from '../../../src/edge/rate-limit/visitors.ts';
+import { eventually } from '../../helpers/eventually.ts';
 import type { StageDeps } from '../../../src/edge/pipeline/stage.ts';
 import { browserOf } from '../../../src/edge/rate-limit/browser.ts';
 import { GeoDatabases } from '../../../src/edge/rate-limit/geo.ts';
@@ -62,8 +66,8 @@ describe('rate-limit stage', () => {
   });
 
   it('keeps counts across recompiles while the rule counts the same, and starts afresh when its limit changes', async () => {
-    const memory = new StageMemory();
-    const deps: StageDeps = { publicHttpsPort: () => 443, memory, rateLimits: { clock } };
+    const counters = new RateLimitCounters({ maxKeysPerRule: 1000 });
+    const deps: StageDeps = { publicHttpsPort: () => 443, rateLimits: { clock, counters } };
     const first = endpointConfig({ rate_limits: [rule(1, 2)] });
     const srv = await serveStage(rateLimit.compile(first, deps)!, first);
     try {
@@ -112,5 +116,70 @@ describe('rate-limit stage', () => {
     assert.equal(throttleQueueBound(1), 1);
     assert.equal(throttleQueueBound(5), 5);
     assert.equal(throttleQueueBound(100_000), 100);
+  });
+  it('keeps a rule’s counts whatever other endpoints and stages churn through the stage cache', async () => {
+    // A one-entry StageMemory (EDGE_CACHE_SIZE shared by every stage of every endpoint) once held the counts: any
+    // other compile evicted them, and the next recompile gave every visitor a fresh window.
+    const memory = new StageMemory(1);
+    const counters = new RateLimitCounters({ maxKeysPerRule: 1000 });
+    const deps: StageDeps = { publicHttpsPort: () => 443, memory, rateLimits: { clock, counters } };
+    const target = endpointConfig({ uuid: '20000000-0000-4000-8000-000000000001', rate_limits: [rule(1, 2)] });
+    const srv = await serveStage(rateLimit.compile(target, deps)!, target);
+    try {
+      assert.equal((await srv.request({ clientIp: '192.0.2.30' })).status, 200);
+      assert.equal((await srv.request({ clientIp: '192.0.2.30' })).status, 200);
+      for (let i = 2; i < 50; i++) {
+        const other = endpointConfig({ uuid: `20000000-0000-4000-8000-${String(i).padStart(12, '0')}`, rate_limits: [rule(100 + i, 5)] });
+        rateLimit.compile(other, deps);
+        memory.keep('auth', other.uuid, 'v', () => ({}));
+      }
+      srv.stage = rateLimit.compile(target, deps)!;
+      assert.equal((await srv.request({ clientIp: '192.0.2.30' })).status, 429);
+    } finally {
+      await srv.close();
+    }
+  });
+
+  it('frees a held request’s place the moment its visitor disconnects, and bounds held requests per edge', async () => {
+    const outcomes: RateLimitOutcome[] = [];
+    const held = new HeldRequests(2);
+    const deps: StageDeps = { publicHttpsPort: () => 443, rateLimits: { clock, held, observe: (_e, _r, o) => outcomes.push(o) } };
+    const endpoint = endpointConfig({ rate_limits: [rule(1, 1, [], { action: 'throttle' })] });
+    const srv = await serveStage(rateLimit.compile(endpoint, deps)!, endpoint);
+    /** A request held by the throttle rule (its window is 60 s of a still clock): resolves once held. */
+    const holdOne = async (ip: string) => {
+      const before = outcomes.filter((o) => o === 'throttled').length;
+      const req = http.request({ host: '127.0.0.1', port: srv.port, path: '/', headers: { 'x-test-client-ip': ip }, agent: false });
+      req.on('error', () => {});
+      req.end();
+      await eventually(async () => (outcomes.filter((o) => o === 'throttled').length > before ? true : undefined));
+      return req;
+    };
+    try {
+      assert.equal((await srv.request({ clientIp: '192.0.2.40' })).status, 200);
+      const first = await holdOne('192.0.2.40');
+      assert.equal(held.count, 1);
+      // The visitor's queue (bound 1) is full: refused.
+      assert.equal((await srv.request({ clientIp: '192.0.2.40' })).status, 429);
+      first.destroy();
+      await eventually(async () => (held.count === 0 ? true : undefined));
+      // Its place is free again at once (not when the rule's timer next fires, a window later).
+      const again = await holdOne('192.0.2.40');
+      assert.equal(held.count, 1);
+      // The edge-wide bound: a second visitor is held, a third refused although its own queue is empty.
+      assert.equal((await srv.request({ clientIp: '192.0.2.41' })).status, 200);
+      const second = await holdOne('192.0.2.41');
+      assert.equal(held.count, 2);
+      assert.equal((await srv.request({ clientIp: '192.0.2.42' })).status, 200);
+      const refused = await srv.request({ clientIp: '192.0.2.42' });
+      assert.equal(refused.status, 429);
+      assert.equal(refused.headers['retry-after'] !== undefined, true);
+      again.destroy();
+      second.destroy();
+      await eventually(async () => (held.count === 0 ? true : undefined));
+      assert.ok(outcomes.includes('allowed'));
+    } finally {
+      await srv.close();
+    }
   });
 });

@@ -1,0 +1,75 @@
+// The edge's own home for rate-limit state (src/edge/rate-limit/visitors.ts): visitors bounded per rule and across
+// rules (a flood through one rule takes from itself, not from a quiet rule), memory taken per visitor, rule state kept
+// by rule uuid and counted version, the least used rule's state dropped first.
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { RateLimitCounters, VisitorBudget, VisitorMap, type KeptRuleState } from '../../../src/edge/rate-limit/visitors.ts';
+import { SlidingWindowCounter } from '../../../src/edge/rate-limit/window.ts';
+
+class State implements KeptRuleState {
+  released = false;
+  constructor(public used: number) {}
+  lastUse(): number {
+    return this.used;
+  }
+  release(): void {
+    this.released = true;
+  }
+}
+
+describe('rate-limit visitor state', () => {
+  it('forgets the least recently seen visitor of a rule beyond its bound', () => {
+    const m = new VisitorMap<number>(2);
+    m.add('a', 1);
+    m.add('b', 2);
+    assert.equal(m.get('a'), 1); // a is now the most recent
+    m.add('c', 3);
+    assert.equal(m.get('b'), undefined);
+    assert.equal(m.get('a'), 1);
+    assert.equal(m.size, 2);
+    assert.throws(() => new VisitorMap(0), RangeError);
+  });
+
+  it('keeps the edge-wide total: a flooded rule gives up its own visitors, never a quiet rule’s', () => {
+    const budget = new VisitorBudget(100);
+    const quiet = new VisitorMap<number>(1000, budget);
+    const flooded = new VisitorMap<number>(1000, budget);
+    for (let i = 0; i < 5; i++) quiet.add(`q${i}`, i);
+    for (let i = 0; i < 10_000; i++) flooded.add(`f${i}`, i);
+    assert.equal(budget.used, 100);
+    assert.equal(quiet.size, 5);
+    for (let i = 0; i < 5; i++) assert.equal(quiet.get(`q${i}`), i);
+    // The quiet rule may still grow (up to its fair share), taking from the flooded one.
+    quiet.add('q5', 5);
+    assert.equal(quiet.size, 6);
+    assert.equal(budget.used, 100);
+    // A released map returns its visitors to the budget.
+    flooded.release();
+    assert.equal(budget.used, 6);
+  });
+
+  it('takes memory per visitor seen, not per bound: an idle rule costs next to nothing', () => {
+    const before = process.memoryUsage().heapUsed;
+    const counters = Array.from({ length: 200 }, () => new SlidingWindowCounter(10, 60_000, 50_000));
+    const grown = process.memoryUsage().heapUsed - before;
+    // A preallocated 50 000-entry LRU costs about a megabyte each: 200 of them would be 200 MB.
+    assert.ok(grown < 20 * 1024 * 1024, `200 idle rule counters took ${grown} bytes`);
+    assert.equal(counters[0].size, 0);
+  });
+
+  it('keeps one state per rule while its version holds, replacing (and freeing) it when the version changes', () => {
+    const counters = new RateLimitCounters({ maxKeysPerRule: 10, maxRules: 2 });
+    const a1 = counters.keep('a', 'v1', () => new State(1));
+    assert.equal(counters.keep('a', 'v1', () => new State(2)), a1);
+    const a2 = counters.keep('a', 'v2', () => new State(3));
+    assert.notEqual(a2, a1);
+    assert.equal(a1.released, true);
+    // Beyond maxRules the least recently used rule's state goes.
+    const b = counters.keep('b', 'v1', () => new State(10));
+    a2.used = 20;
+    counters.keep('c', 'v1', () => new State(5));
+    assert.equal(b.released, true);
+    assert.equal(a2.released, false);
+    assert.equal(counters.size, 2);
+  });
+});
