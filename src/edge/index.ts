@@ -10,6 +10,7 @@ import type { FeedSource } from '../shared/feed/transport.ts';
 import type { Logger } from '../shared/log.ts';
 import type { PresenceStore } from '../shared/presence.ts';
 import type { RecordSink } from '../shared/records/types.ts';
+import { PROBE_KEY_PURPOSE } from '../shared/health-probe.ts';
 import type { SecretBox } from '../shared/secrets.ts';
 import { TUNNEL_PATH } from '../shared/tunnel/protocol.ts';
 import { agentAuthorizer, watchStanding } from './agent-auth.ts';
@@ -30,6 +31,7 @@ import type { RateLimitDeps } from './rate-limit/deps.ts';
 import { GeoDatabases } from './rate-limit/geo.ts';
 import { RuleHits } from './rate-limit/hits.ts';
 import { compileTrustedProxies } from './rate-limit/visitor-address.ts';
+import { HeldRequests, RateLimitCounters } from './rate-limit/visitors.ts';
 import type { RateLimitClock } from './rate-limit/window.ts';
 import { CertificateSelector, platformCertificate } from './tls.ts';
 import { TunnelRegistry } from './tunnels/registry.ts';
@@ -107,7 +109,10 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
     register: deps.register,
     rateLimits: {
       clock: deps.rateLimitClock,
-      observe: deps.rateLimitObserve,
+      // Wired to the metrics (and a test's observer) once they exist, before any listener is bound.
+      observe: undefined,
+      counters: new RateLimitCounters({ maxKeysPerRule: settings.edge.rateLimitMaxKeys }),
+      held: new HeldRequests(),
       geo: new GeoDatabases({ countryDb: settings.edge.geoipCountryDb, asnDb: settings.edge.geoipAsnDb }),
       cluster: rateLimitStore,
       maxKeys: settings.edge.rateLimitMaxKeys,
@@ -170,9 +175,16 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
   // Finished exchanges: counters per endpoint and, where capture is on, the recent ones (src/edge/capture.ts).
   const traffic = new TrafficRecorder();
   // EDGE_TRUSTED_PROXIES was checked when the settings loaded; the visitor address is decided once per request.
-  const pipeline = { config, registry, origins, capture: traffic, logger: log, trustedProxies: compileTrustedProxies(settings.edge.trustedProxies) };
+  // Health probes are verified with a key derived from the shared secret (docs/health-checks.md).
+  const probeKey = deps.secrets.derive(PROBE_KEY_PURPOSE);
+  const pipeline = { config, registry, origins, capture: traffic, logger: log, trustedProxies: compileTrustedProxies(settings.edge.trustedProxies), probeKey };
   const metrics = new EdgeMetrics({ traffic, tunnels: () => registry.size, feed, endpointLimit: settings.edge.metricsEndpointLimit, records: deps.records });
   stageDeps.authOutcome = (endpoint, stage, outcome) => metrics.authOutcome(endpoint, stage, outcome);
+  const observeRateLimit = deps.rateLimitObserve;
+  stageDeps.rateLimits!.observe = (endpoint, rule, outcome) => {
+    metrics.rateLimitOutcome(endpoint, outcome);
+    observeRateLimit?.(endpoint, rule, outcome);
+  };
   // Answers given before any endpoint is known (unknown host) have no exchange to capture; counted here instead.
   const serve = countRefusals(traffic, (req, res, secure) => handleRequest(pipeline, req, res, secure));
   const selector = new CertificateSelector(config, deps.secrets, await platformCertificate({ certFile: settings.tlsCertFile, keyFile: settings.tlsKeyFile }, settings.baseDomain), log);

@@ -5,6 +5,7 @@ import type { FeedSubscriber } from '../shared/feed/subscriber.ts';
 import type { FeedListener, FeedSource } from '../shared/feed/transport.ts';
 import type { RecordSinkStats } from '../shared/records/types.ts';
 import type { TrafficRecorder } from './capture.ts';
+import { RATE_LIMIT_OUTCOMES, type RateLimitOutcome } from './rate-limit/deps.ts';
 
 /** What a visitor-auth stage concluded about a request (the metric's `outcome` label). */
 export type AuthOutcome = 'ok' | 'missing' | 'invalid' | 'unavailable';
@@ -142,6 +143,10 @@ export class EdgeMetrics {
   /** endpoint -> stage -> outcome -> count, least recently active first; bounded by endpointLimit. */
   private readonly auth = new Map<string, Map<string, Tally>>();
   private readonly slowCloses: Counter<'kind'>;
+  /** endpoint -> outcome -> count, least recently active first; bounded by endpointLimit. */
+  private readonly rateLimits = new Map<string, Tally>();
+  /** Node-wide rate-limit outcomes, every endpoint included. */
+  private readonly rateLimitTotals: Record<RateLimitOutcome, number> = { allowed: 0, blocked: 0, throttled: 0, unavailable: 0, fail_open: 0 };
 
   constructor(options: EdgeMetricsOptions) {
     const { traffic, tunnels, feed, endpointLimit, records } = options;
@@ -195,6 +200,30 @@ export class EdgeMetrics {
             for (const [outcome, n] of Object.entries(outcomes)) this.inc({ endpoint, stage, outcome }, n);
           }
         }
+      },
+    });
+    const rateLimits = this.rateLimits;
+    const rateLimitTotals = this.rateLimitTotals;
+    new Counter({
+      name: 'edge_rate_limit_outcomes_total',
+      help: `Requests firewall rate-limit rules matched, by endpoint and outcome (allowed, blocked, throttled, unavailable, fail_open), for the ${endpointLimit} most recently active endpoints`,
+      labelNames: ['endpoint', 'outcome'],
+      registers,
+      collect() {
+        this.reset();
+        for (const [endpoint, outcomes] of rateLimits) {
+          for (const [outcome, n] of Object.entries(outcomes)) this.inc({ endpoint, outcome }, n);
+        }
+      },
+    });
+    new Counter({
+      name: 'edge_node_rate_limit_outcomes_total',
+      help: 'Requests firewall rate-limit rules matched on this edge, by outcome, every endpoint included',
+      labelNames: ['outcome'],
+      registers,
+      collect() {
+        this.reset();
+        for (const outcome of RATE_LIMIT_OUTCOMES) this.inc({ outcome }, rateLimitTotals[outcome]);
       },
     });
     if (records) {
@@ -300,6 +329,24 @@ export class EdgeMetrics {
     this.auth.set(endpoint, stages);
     let outcomes = stages.get(stage);
     if (!outcomes) stages.set(stage, (outcomes = {}));
+    outcomes[outcome] = (outcomes[outcome] ?? 0) + 1;
+  }
+
+  /**
+   * What the rate-limit stage did with a request some rule matched (a fail_open is told besides the request's own
+   * outcome). Counted here without a metric call, per endpoint for the `endpointLimit` most recently active ones.
+   */
+  rateLimitOutcome(endpoint: string, outcome: RateLimitOutcome): void {
+    this.rateLimitTotals[outcome]++;
+    if (this.endpointLimit === 0) return;
+    let outcomes = this.rateLimits.get(endpoint);
+    if (outcomes) {
+      this.rateLimits.delete(endpoint);
+    } else {
+      outcomes = {};
+      if (this.rateLimits.size >= this.endpointLimit) this.rateLimits.delete(this.rateLimits.keys().next().value!);
+    }
+    this.rateLimits.set(endpoint, outcomes);
     outcomes[outcome] = (outcomes[outcome] ?? 0) + 1;
   }
 

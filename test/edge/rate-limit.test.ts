@@ -5,6 +5,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
+import net from 'node:net';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,6 +21,7 @@ import { TOPICS, type RateLimitConditionConfig, type RateLimitRuleConfig } from 
 import { endpointConfig } from '../helpers/endpoint-config.ts';
 import { eventually } from '../helpers/eventually.ts';
 import { visit, type Reply } from '../helpers/http.ts';
+import { sample } from '../helpers/metrics.ts';
 import { startLocalService, type LocalService } from '../helpers/local-service.ts';
 import { startRedisServer, type RedisServer } from '../helpers/redis-server.ts';
 
@@ -85,6 +87,8 @@ const RULES: RateLimitRuleConfig[] = [
   rule('rotate', 2, 60, [['path', 'prefix', '/rotate']]),
   rule('cluster', 4, 60, [['path', 'prefix', '/cluster']], { scope: 'cluster' }),
   rule('login', 5, 60, [['path', 'equals', '/login'], ['method', 'equals', 'POST']]),
+  rule('head', 2, 60, [['path', 'prefix', '/head']]),
+  rule('ws', 1, 60, [['path', 'prefix', '/ws']]),
 ];
 
 describe('rate limits through the edge', () => {
@@ -272,5 +276,45 @@ describe('rate limits through the edge', () => {
     assert.equal((await get(trusted, '/login', '192.0.2.77')).status, 200, 'GET is not limited');
     await clock.advance(120_000);
     assert.equal((await get(trusted, '/login', '192.0.2.77', 'POST')).status, 200);
+  });
+  it('counts HEAD requests and WebSocket upgrades like any other request', async () => {
+    const heads: number[] = [];
+    for (let i = 0; i < 3; i++) heads.push((await get(trusted, '/head', '192.0.2.90', 'HEAD')).status);
+    assert.deepEqual(heads, [200, 200, 429]);
+    assert.equal((await get(trusted, '/head', '192.0.2.90')).status, 429, 'GET shares the count');
+    /** The status line the edge answers a raw upgrade with (or "closed" when it answers nothing before closing). */
+    const upgrade = (visitor: string) =>
+      new Promise<string>((resolve, reject) => {
+        const socket = net.connect(trusted.httpPort, '127.0.0.1', () => {
+          socket.write(
+            `GET /ws HTTP/1.1\r\nHost: ${HOST}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n` +
+              `Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nX-Forwarded-For: ${visitor}\r\nAccept: application/json\r\n\r\n`,
+          );
+        });
+        let text = '';
+        socket.on('data', (d) => {
+          text += d.toString('latin1');
+          if (text.includes('\r\n')) {
+            resolve(text.slice(0, text.indexOf('\r\n')));
+            socket.destroy();
+          }
+        });
+        socket.on('close', () => resolve(text === '' ? 'closed' : text));
+        socket.on('error', reject);
+      });
+    assert.doesNotMatch(await upgrade('192.0.2.91'), / 429 /);
+    assert.match(await upgrade('192.0.2.91'), /^HTTP\/1\.1 429 /);
+    assert.doesNotMatch(await upgrade('192.0.2.92'), / 429 /, 'another visitor has their own count');
+  });
+
+  it('exports rate-limit outcomes on the ops port, per endpoint and for the node', async () => {
+    const text = await (await fetch(`http://127.0.0.1:${trusted.opsPort}/metrics`)).text();
+    for (const outcome of ['allowed', 'blocked', 'throttled']) {
+      assert.ok((sample(text, 'edge_rate_limit_outcomes_total', { endpoint: UUID, outcome }) ?? 0) > 0, `endpoint ${outcome}`);
+      assert.ok((sample(text, 'edge_node_rate_limit_outcomes_total', { outcome }) ?? 0) > 0, `node ${outcome}`);
+    }
+    // Every outcome has a node-wide series from the start, zero until it happens.
+    assert.equal(sample(text, 'edge_node_rate_limit_outcomes_total', { outcome: 'unavailable' }), 0);
+    assert.equal(sample(text, 'edge_node_rate_limit_outcomes_total', { outcome: 'fail_open' }), 0);
   });
 });
