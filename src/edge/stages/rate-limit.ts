@@ -6,7 +6,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { parseIp, type IpWords } from '../../shared/match/cidr.ts';
 import { compileRateLimitConditions, type RateLimitMatcher, type RateLimitRequestFacts } from '../../shared/rate-limit/conditions.ts';
-import type { EndpointConfig, RateLimitRuleConfig } from '../../shared/snapshot.ts';
+import type { EndpointConfig, RateLimitConditionType, RateLimitRuleConfig } from '../../shared/snapshot.ts';
 import { sendEdgeError } from '../http/pages.ts';
 import { cookieValues } from '../match/cookies.ts';
 import { DEFAULT_STAGE_DEPS, type RequestContext, type Stage, type StageDeps, type StageFactory, type Verdict } from '../pipeline/stage.ts';
@@ -154,9 +154,37 @@ class RequestFacts implements RateLimitRequestFacts {
   }
 }
 
-/** Which condition types need a database loaded: loaded at compile, so a missing file fails the compile, not a request. */
+/** Which condition types need a database loaded: loaded at compile, so a request never waits for a file. */
 function needs(rule: RateLimitRuleConfig, type: 'country' | 'asn'): boolean {
   return rule.conditions.some((c) => c.type === type);
+}
+
+/** Databases whose failure was logged already (once per database and process, not once per endpoint compile). */
+const reported = new WeakMap<GeoDatabases, Set<string>>();
+
+/**
+ * Loads the GeoIP databases the rules need. One that cannot be read does not fail the compile: its conditions are
+ * taken as met (compileRateLimitConditions `assumeMet`), so every rule still limits at least the visitors it was
+ * written for, the endpoint stays up, and its other settings still apply on this edge. Logged as an error, once.
+ */
+function loadGeo(geo: GeoDatabases, rules: readonly RateLimitRuleConfig[], deps: StageDeps): ReadonlySet<RateLimitConditionType> | undefined {
+  let missing: Set<RateLimitConditionType> | undefined;
+  for (const type of ['country', 'asn'] as const) {
+    if (!rules.some((r) => needs(r, type))) continue;
+    try {
+      if (type === 'country') geo.requireCountry();
+      else geo.requireAsn();
+    } catch (err) {
+      (missing ??= new Set()).add(type);
+      let seen = reported.get(geo);
+      if (seen === undefined) reported.set(geo, (seen = new Set()));
+      if (!seen.has(type)) {
+        seen.add(type);
+        deps.logger?.error({ err, database: type }, `the ${type} GeoIP database cannot be read: rate-limit ${type} conditions are taken as met on this edge until it can`);
+      }
+    }
+  }
+  return missing;
 }
 
 /**
@@ -341,7 +369,7 @@ function countsVersion(rule: RateLimitRuleConfig): string {
   return JSON.stringify([rule.requests_per_window, rule.window_size_seconds, rule.scope, rule.conditions.map((c) => [c.type, c.operator, c.value, c.logical_operator])]);
 }
 
-function compileRule(endpoint: EndpointConfig, rule: RateLimitRuleConfig, deps: StageDeps, rl: RateLimitDeps, endpointId: string): CompiledRule {
+function compileRule(rule: RateLimitRuleConfig, rl: RateLimitDeps, endpointId: string, assumeMet: ReadonlySet<RateLimitConditionType> | undefined): CompiledRule {
   const limit = rule.requests_per_window;
   const windowMs = rule.window_size_seconds * 1000;
   const clock = rl.clock ?? SYSTEM_CLOCK;
@@ -350,7 +378,7 @@ function compileRule(endpoint: EndpointConfig, rule: RateLimitRuleConfig, deps: 
   const state = counters
     ? counters.keep(rule.uuid, countsVersion(rule), (budget) => new RuleState(limit, windowMs, counters.maxKeysPerRule, budget, clock.now()))
     : new RuleState(limit, windowMs, rl.maxKeys ?? DEFAULT_MAX_KEYS, undefined, clock.now());
-  const match = compileRateLimitConditions(rule.conditions);
+  const match = compileRateLimitConditions(rule.conditions, assumeMet);
   const policy = `${limit};w=${rule.window_size_seconds}`;
   const local = (key: string, now: number): Take => state.local.take(key, now);
   const store: ClusterStore | undefined = rule.scope === 'cluster' ? rl.cluster : undefined;
@@ -389,12 +417,11 @@ export const rateLimit: StageFactory = {
     if (configured === undefined || configured.length === 0) return null;
     const rl: RateLimitDeps = deps.rateLimits ?? {};
     const geo = rl.geo ?? (defaultGeo ??= new GeoDatabases());
-    // Databases a rule needs are loaded now: a missing or corrupt file fails this compile (the previous config stays).
-    if (configured.some((r) => needs(r, 'country'))) geo.requireCountry();
-    if (configured.some((r) => needs(r, 'asn'))) geo.requireAsn();
+    // Databases a rule needs are loaded now; one that cannot be read makes its conditions hold (loadGeo).
+    const assumeMet = loadGeo(geo, configured, deps);
     // The snapshot's order is the evaluation order; sorted again so a hand-built config cannot change the semantics.
     const ordered = [...configured].sort((a, b) => a.priority - b.priority || a.id - b.id);
-    const rules = ordered.map((rule) => compileRule(endpoint, rule, deps, rl, endpoint.uuid));
+    const rules = ordered.map((rule) => compileRule(rule, rl, endpoint.uuid, assumeMet));
     return new RateLimitStage(endpoint.uuid, rules, rl.clock ?? SYSTEM_CLOCK, () => geo, rl, rl.held ?? defaultHeld);
   },
 };

@@ -496,12 +496,18 @@ const matchEverything: RateLimitMatcher = () => true;
 
 /**
  * One rule's conditions compiled into a single matcher, built once per cache load. AND binds tighter than OR (see
- * the module comment); zero conditions match everything; evaluation stops at the first deciding condition, so
+ * the module comment); zero conditions match everything; conditions of a type in `assumeMet` always hold; evaluation stops at the first deciding condition, so
  * costly facts (GeoIP, UA parsing) are looked up only when an earlier condition did not already decide.
  */
-export function compileRateLimitConditions(conditions: readonly RateLimitConditionConfig[]): RateLimitMatcher {
+export function compileRateLimitConditions(conditions: readonly RateLimitConditionConfig[], assumeMet?: ReadonlySet<RateLimitConditionType>): RateLimitMatcher {
   if (conditions.length === 0) return matchEverything;
-  const groups = conditionGroups(conditions).map((group) => group.map(compileRateLimitCondition));
+  const compile = (c: RateLimitConditionConfig): RateLimitMatcher => {
+    const matcher = compileRateLimitCondition(c);
+    // A fact this edge cannot establish (its GeoIP database unreadable): the condition is taken as met, whichever
+    // way it tests, so the rule limits at least every visitor it was written for (docs/rate-limits.md).
+    return assumeMet?.has(c.type) ? matchEverything : matcher;
+  };
+  const groups = conditionGroups(conditions).map((group) => group.map(compile));
   const conjunction = (all: RateLimitMatcher[]): RateLimitMatcher => {
     if (all.length === 1) return all[0];
     if (all.length === 2) {

@@ -8,6 +8,7 @@ import http from 'node:http';
 import type { RateLimitOutcome } from '../../../src/edge/rate-limit/deps.ts';
 import { HeldRequests, RateLimitCounters } from '../../../src/edge/rate-limit/visitors.ts';
 import { eventually } from '../../helpers/eventually.ts';
+import { capturedLogger } from '../../helpers/logger.ts';
 import type { StageDeps } from '../../../src/edge/pipeline/stage.ts';
 import { browserOf } from '../../../src/edge/rate-limit/browser.ts';
 import { GeoDatabases } from '../../../src/edge/rate-limit/geo.ts';
@@ -103,13 +104,31 @@ describe('rate-limit stage', () => {
     }
   });
 
-  it('fails the compile, not a request, when a GeoIP database a rule needs cannot be read', () => {
+  it('keeps the endpoint up when a GeoIP database cannot be read, taking its conditions as met (logged once)', async () => {
     const geo = new GeoDatabases({ countryDb: '/nonexistent/country.mmdb', asnDb: '/nonexistent/asn.mmdb' });
-    const deps: StageDeps = { publicHttpsPort: () => 443, rateLimits: { clock, geo } };
-    assert.throws(() => rateLimit.compile(endpointConfig({ rate_limits: [rule(1, 1, [['country', 'in', 'US']])] }), deps), /ENOENT/);
-    assert.throws(() => rateLimit.compile(endpointConfig({ rate_limits: [rule(1, 1, [['asn', 'equals', '13335']])] }), deps), /ENOENT/);
-    // Rules that need neither never open them.
-    assert.notEqual(rateLimit.compile(endpointConfig({ rate_limits: [rule(1, 1, [['path', 'prefix', '/x']])] }), deps), null);
+    const { logger, lines } = capturedLogger('error');
+    const deps: StageDeps = { publicHttpsPort: () => 443, logger, rateLimits: { clock, geo } };
+    // A promise kept in the strict direction: `country in US` and `asn not_in 13335` both hold for every visitor.
+    const endpoint = endpointConfig({
+      rate_limits: [rule(1, 1, [['path', 'prefix', '/c'], ['country', 'in', 'US']]), rule(2, 1, [['path', 'prefix', '/a'], ['asn', 'not_in', '13335']]), rule(3, 1, [['path', 'prefix', '/p']])],
+    });
+    const stage = rateLimit.compile(endpoint, deps);
+    assert.notEqual(stage, null);
+    rateLimit.compile(endpoint, deps);
+    const logs = lines.map((l) => String(l.msg));
+    assert.equal(logs.filter((l) => /country GeoIP database cannot be read/.test(l)).length, 1);
+    assert.equal(logs.filter((l) => /asn GeoIP database cannot be read/.test(l)).length, 1);
+    const srv = await serveStage(stage!, endpoint);
+    try {
+      for (const path of ['/c', '/a', '/p']) {
+        assert.equal((await srv.request({ path, clientIp: '192.0.2.50' })).status, 200, path);
+        assert.equal((await srv.request({ path, clientIp: '192.0.2.50' })).status, 429, path);
+      }
+      // Other paths match no rule: served.
+      assert.equal((await srv.request({ path: '/other', clientIp: '192.0.2.50' })).status, 200);
+    } finally {
+      await srv.close();
+    }
   });
 
   it('bounds a throttle queue by the limit, at most 100', () => {
