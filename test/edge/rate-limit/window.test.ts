@@ -78,6 +78,16 @@ describe('sliding window', () => {
     assert.equal(c.take('10.0.0.0', 10).allowed, true);
   });
 
+  it('keeps a visitor in their window when the clock steps back across a window boundary', () => {
+    const c = new SlidingWindowCounter(2, 1000);
+    assert.equal(c.take('v', 10_100).allowed, true);
+    assert.equal(c.take('v', 10_200).allowed, true);
+    assert.equal(c.take('v', 10_300).allowed, false);
+    // NTP steps the clock back into the previous window: no empty window handed out.
+    assert.equal(c.take('v', 9_900).allowed, false);
+    assert.equal(c.admit('v', 9_950) > 0, true);
+  });
+
   it('refuses a limit or window that is not a positive integer', () => {
     assert.throws(() => new SlidingWindowCounter(0, 1000), RangeError);
     assert.throws(() => new SlidingWindowCounter(1.5, 1000), RangeError);
