@@ -155,6 +155,12 @@ describe('rate-limit conditions', () => {
     assert.equal(canonicalRateLimitCondition('path', 'equals', '/caf%c3%a9').value, '/caf%C3%A9');
     refuses('path', 'equals', 'login', /must start with "\/"/);
     refuses('path', 'prefix', '/a/../b', /dot segments/);
+    // A glob's per-request cost grows with its segments times the visitor's: bounded at 16 segments.
+    const sixteen = '/**/' + Array(14).fill('a').join('/') + '/b';
+    assert.equal(match('path', 'matches', sixteen, { path: '/x/' + Array(14).fill('a').join('/') + '/b' }), true);
+    refuses('path', 'matches', '/**/' + Array(500).fill('a').join('/') + '/b', /at most 16 segments/);
+    // Without a wildcard it is an equality, whatever its length.
+    assert.equal(match('path', 'matches', '/' + Array(40).fill('a').join('/'), { path: '/' + Array(40).fill('a').join('/') }), true);
   });
 
   it('endpoint: host name or endpoint uuid', () => {
