@@ -26,6 +26,8 @@ import { ephemeralJanitor } from './worker/janitor.ts';
 import type { PeriodicJob } from './worker/periodic.ts';
 import { portActivator } from './worker/ports.ts';
 import { ruleHitPruner, writeRuleHits } from './worker/rate-limit-hits.ts';
+import { HealthProber } from './worker/health-prober.ts';
+import { PROBE_KEY_PURPOSE } from './shared/health-probe.ts';
 import { RecordWorker } from './worker/records.ts';
 
 export interface NodeHandle {
@@ -34,6 +36,8 @@ export interface NodeHandle {
   control?: ControlServer;
   edge?: EdgeNode;
   janitor?: PeriodicJob;
+  /** The worker's health prober, when this node probes (docs/health-checks.md). */
+  healthProber?: HealthProber;
   /** The edge role's copy of the config feed. */
   edgeFeed?: { subscriber: FeedSubscriber; mirror: FeedMirror };
   publisher?: FeedPublisher;
@@ -235,6 +239,31 @@ export async function startNode(config: Config, logger: Logger): Promise<NodeHan
       const hitPruner = ruleHitPruner(handle.db!, { intervalMs: config.janitor.intervalMs, logger: logger.child({ component: 'rate-limit-hits' }) });
       hitPruner.start();
       closers.push(() => hitPruner.stop());
+      // Health checks probe through an edge's public listener as visitors do: EDGE_PROBE_EDGE_URL, else this process's
+      // own edge over loopback (docs/health-checks.md). A worker-only node without the setting does not probe.
+      const probeEdge = (): string | null => {
+        if (config.health.probeEdgeUrl) return config.health.probeEdgeUrl;
+        const edge = handle.edge;
+        if (!edge) return null;
+        const host = config.bindHost === '0.0.0.0' || config.bindHost === '::' ? '127.0.0.1' : config.bindHost;
+        return `http://${host.includes(':') ? `[${host}]` : host}:${edge.httpPort}`;
+      };
+      if (config.health.probeEdgeUrl || runs(config, 'edge')) {
+        const prober = new HealthProber(handle.db!, {
+          edgeUrl: probeEdge,
+          probeKey: secrets.derive(PROBE_KEY_PURPOSE),
+          timeoutMs: config.health.probeTimeoutMs,
+          minIntervalSeconds: config.health.minIntervalSeconds,
+          concurrency: config.health.concurrency,
+          node: config.nodeId,
+          logger: logger.child({ component: 'health-prober' }),
+        });
+        prober.start();
+        handle.healthProber = prober;
+        closers.push(() => prober.stop());
+      } else {
+        logger.warn('EDGE_PROBE_EDGE_URL is not set: this worker does not run health checks');
+      }
       logger.info({ idle_seconds: config.janitor.ephemeralIdleSeconds }, 'worker started: ephemeral janitor');
     }
     return handle;

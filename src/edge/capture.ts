@@ -53,6 +53,8 @@ export function captureExchange(sink: CaptureSink, ctx: RequestContext): void {
   const at = Date.now();
   const { res } = ctx;
   lastArmed = res;
+  // A verified health probe is the platform's own request, not visitor traffic: neither counted nor stored.
+  if (ctx.probe === true) return;
   res.once('close', () => {
     sink.record(
       {

@@ -64,6 +64,24 @@ export const ConfigSchema = Type.Object(
       },
       { additionalProperties: false },
     ),
+    // Health checks (docs/health-checks.md): the worker's prober and the control API's uptime cache.
+    health: Type.Object(
+      {
+        // Where the prober sends probes: an edge's public HTTP listener (http:// or https://, no path), reached as
+        // visitors reach it. Empty = this node's own edge; a worker-only node without it does not probe.
+        probeEdgeUrl: Type.String({ pattern: '^(https?://[^/?#\\s]+/?)?$' }),
+        // A probe with no complete response head by then is a `timeout` verdict.
+        probeTimeoutMs: Type.Integer({ minimum: 100, maximum: 60000 }),
+        // For tests: the prober's effective interval for the API's minimum (60 s); every configured interval is
+        // scaled by minIntervalSeconds / 60 (60 = no scaling). The API's accepted range stays 60 to 86400.
+        minIntervalSeconds: Type.Integer({ minimum: 1, maximum: 60 }),
+        // How long GET health's uptime aggregates are kept per endpoint in a control process (SPEC.md: about 5 min).
+        uptimeCacheSeconds: Type.Integer({ minimum: 0, maximum: 3600 }),
+        // Checks probed at once by one worker, at most.
+        concurrency: Type.Integer({ minimum: 1, maximum: 1000 }),
+      },
+      { additionalProperties: false },
+    ),
     edge: Type.Object(
       {
         maxHeaderBytes: Type.Integer({ minimum: 1024, maximum: 1048576 }),
@@ -163,6 +181,11 @@ export const ENV_SETTINGS = {
   EDGE_PRESENCE_STALE_MS: 'presence.staleMs',
   EDGE_JANITOR_INTERVAL_MS: 'janitor.intervalMs',
   EDGE_EPHEMERAL_IDLE_SECONDS: 'janitor.ephemeralIdleSeconds',
+  EDGE_PROBE_EDGE_URL: 'health.probeEdgeUrl',
+  EDGE_HEALTH_PROBE_TIMEOUT_MS: 'health.probeTimeoutMs',
+  EDGE_HEALTH_MIN_INTERVAL_SECONDS: 'health.minIntervalSeconds',
+  EDGE_HEALTH_UPTIME_CACHE_SECONDS: 'health.uptimeCacheSeconds',
+  EDGE_HEALTH_CONCURRENCY: 'health.concurrency',
   EDGE_HEADERS_TIMEOUT_MS: 'edge.headersTimeoutMs',
   EDGE_KEEPALIVE_TIMEOUT_MS: 'edge.keepAliveTimeoutMs',
   EDGE_REQUEST_BODY_IDLE_TIMEOUT_MS: 'edge.requestBodyIdleTimeoutMs',

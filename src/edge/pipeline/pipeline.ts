@@ -3,6 +3,7 @@
 import { ServerResponse, type IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
+import { PROBE_HEADER, verifyProbe } from '../../shared/health-probe.ts';
 import type { Logger } from '../../shared/log.ts';
 import { captureExchange, type CaptureSink } from '../capture.ts';
 import type { EdgeConfig } from '../config.ts';
@@ -31,6 +32,31 @@ export interface PipelineDeps {
    * visitor-address.ts). Absent or null: the socket's peer is the client, whatever the visitor sends.
    */
   trustedProxies?: TrustedProxies | null;
+  /**
+   * The key health probes are signed with (SecretBox.derive(PROBE_KEY_PURPOSE), src/shared/health-probe.ts). Absent:
+   * no request is taken for a probe.
+   */
+  probeKey?: Buffer;
+}
+
+/**
+ * The stages a verified health probe skips (docs/health-checks.md): the probe is the platform's own GET or HEAD of the
+ * configured path, so it is not counted by rate limits and passes the visitor-auth family, so that protected
+ * endpoints can be monitored; it still goes through routing and forwarding, so it sees what visitors see there.
+ */
+const PROBE_SKIPS: ReadonlySet<string> = new Set(['mtls', 'https-redirect', 'rate-limit', 'auth', 'jwt', 'webhook', 'rbac']);
+const probeStageLists = new WeakMap<readonly Stage[], readonly Stage[]>();
+
+/** An endpoint's stages for a verified probe, filtered once per compiled endpoint. */
+function probeStages(endpoint: CompiledEndpoint): readonly Stage[] {
+  // An endpoint compiled closed (a security stage failed) stays closed: visitors get 503, so must the probe.
+  if (endpoint.failure !== undefined) return endpoint.stages;
+  let stages = probeStageLists.get(endpoint.stages);
+  if (stages === undefined) {
+    stages = endpoint.stages.filter((s) => !PROBE_SKIPS.has(s.name));
+    probeStageLists.set(endpoint.stages, stages);
+  }
+  return stages;
 }
 
 /**
@@ -107,6 +133,8 @@ function resolve(deps: PipelineDeps, req: IncomingMessage, res: ServerResponse, 
     clientIp: clientAddress(req, deps.trustedProxies ?? null),
     secure,
     upstreamHeaders: {},
+    // One header lookup per request; the HMAC runs only when the header is there.
+    probe: deps.probeKey !== undefined && req.headers[PROBE_HEADER] !== undefined && verifyProbe(deps.probeKey, req.headers[PROBE_HEADER], endpoint.config.uuid, req.method ?? '', req.url ?? ''),
   };
   return { ctx, endpoint };
 }
@@ -186,7 +214,7 @@ export function handleRequest(deps: PipelineDeps, req: IncomingMessage, res: Ser
   const { ctx, endpoint } = resolved;
   // Armed first, so answers from stages (redirects, refusals) are counted and captured like forwarded ones.
   captureExchange(deps.capture, ctx);
-  judge(deps, ctx, endpoint.stages, forward);
+  judge(deps, ctx, ctx.probe === true ? probeStages(endpoint) : endpoint.stages, forward);
 }
 
 function forward(deps: PipelineDeps, ctx: RequestContext): void {

@@ -72,6 +72,11 @@ export interface RequestContext {
   country?: string | null;
   /** Set by the rbac stage when the visitor is one of the endpoint's RBAC clients; for capture. */
   rbacClientId?: number;
+  /**
+   * A health probe whose signature the edge verified (src/shared/health-probe.ts): it skips rate limits and visitor
+   * auth and is not captured as visitor traffic (docs/health-checks.md).
+   */
+  readonly probe?: boolean;
 }
 
 /** Who the auth stage admitted a visitor as (docs/rbac.md maps each kind to an RBAC client). */
