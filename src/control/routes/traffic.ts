@@ -246,7 +246,7 @@ function replayHeaders(captured: Record<string, unknown> | null, hostname: strin
     out[key] = values.length === 1 ? values[0] : values;
   }
   out.host = hostname;
-  out['x-edge-replay-of'] = String(logId);
+  out['x-replay-of'] = String(logId);
   if (bodyLength > 0) out['content-length'] = String(bodyLength);
   return out;
 }
