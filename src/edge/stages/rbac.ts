@@ -130,6 +130,8 @@ export function rbacStage(options: RbacStageOptions = {}): StageFactory {
         run(ctx) {
           const client = clientOf(policy, ctx.visitor);
           if (client === undefined) return notAClient(ctx);
+          // For capture: whose request this was, refused or not (a session names no client id of its own).
+          ctx.rbacClientId = client.id;
           if (!client.active) {
             sendEdgeError(ctx.res, 'rbac_client_inactive', ctx.req.headers.accept);
             return 'done';

@@ -287,6 +287,23 @@ describe('rbac stage', () => {
     assert.equal((await s.request({ method: 'GET', path: '/reports', headers: { ...alice, 'x-http-method-override': 'DELETE' } })).status, 403);
   });
 
+  it('names the client a session maps to in ctx.rbacClientId, for capture', async () => {
+    const e = endpoint();
+    const inner = rbac.compile(e)!;
+    const noting: Stage = {
+      name: 'noting',
+      run(ctx) {
+        const v = inner.run(ctx) as 'next' | 'done';
+        if (v === 'next') ctx.upstreamHeaders['x-test-client-id'] = String(ctx.rbacClientId);
+        return v;
+      },
+    };
+    const s = await serve(asVisitor(noting), e);
+    const r = await s.request({ path: '/reports', headers: visitorHeader({ kind: 'session', provider: '7', subject: 'sub-alice', email: null }) });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.passed!.upstreamHeaders['x-test-client-id'], '1');
+  });
+
   it('a client with no roles left still authenticates but is granted nothing (403)', async () => {
     const e = endpoint();
     const s = await serve(asVisitor(rbac.compile(e)!), e);
