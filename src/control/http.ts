@@ -9,6 +9,7 @@ import { Value } from '@sinclair/typebox/value';
 import type { TSchema } from '@sinclair/typebox';
 import { Registry, collectDefaultMetrics, Counter, Histogram } from 'prom-client';
 import { EdgeError, fail } from '../shared/errors.ts';
+import type { AlertNotifier } from '../shared/alerts.ts';
 import type { Config } from '../shared/config.ts';
 import type { Logger } from '../shared/log.ts';
 import { parseInt64 } from '../shared/schema.ts';
@@ -38,6 +39,8 @@ export interface ControlDeps {
    * `verifyTls` false only for this process's own edge on loopback, whose certificate may be the development one.
    */
   replayEdge?: (secure: boolean) => { origin: string; verifyTls: boolean } | null;
+  /** Sends alert notifications (POST /v1/traffic/alerts/{uuid}/test); the composition root builds it (src/worker/notify.ts). */
+  alertNotifier?: AlertNotifier;
 }
 
 export type ControlApp = FastifyInstance<any, any, any, any, TypeBoxTypeProvider>;

@@ -17,10 +17,11 @@ import { rateLimitRoutes } from './routes/rate-limits.ts';
 import { rbacClientRoutes } from './routes/rbac-clients.ts';
 import { rbacRoleRoutes } from './routes/rbac-roles.ts';
 import { routingRuleRoutes } from './routes/routing-rules.ts';
+import { trafficAlertRoutes } from './routes/traffic-alerts.ts';
 import { trafficRoutes } from './routes/traffic.ts';
 
 /** Every route module, in the order they are registered. Adding an API area is one entry here. */
-const ROUTES = [accountRoutes, adminRoutes, endpointRoutes, domainRoutes, certificateRoutes, presenceRoutes, routingRuleRoutes, endpointOriginRoutes, endpointSettingsRoutes, endpointApiKeyRoutes, oauthProviderRoutes, rbacClientRoutes, rbacRoleRoutes, rateLimitRoutes, trafficRoutes, healthRoutes];
+const ROUTES = [accountRoutes, adminRoutes, endpointRoutes, domainRoutes, certificateRoutes, presenceRoutes, routingRuleRoutes, endpointOriginRoutes, endpointSettingsRoutes, endpointApiKeyRoutes, oauthProviderRoutes, rbacClientRoutes, rbacRoleRoutes, rateLimitRoutes, trafficRoutes, healthRoutes, trafficAlertRoutes];
 
 export interface ControlServer {
   app: ControlApp;
