@@ -119,7 +119,7 @@ export class GeoDatabases {
 
   constructor(private readonly paths: GeoPaths = {}) {}
 
-  /** Loads the country database now (compile time), so a missing file fails the compile, not a request. */
+  /** Loads the country database now (compile time), so no request waits on a file; the stage decides what a failure means. */
   requireCountry(): void {
     this.countryLookup ??= mmdbLookup(this.paths.countryDb || defaultCountryDb(), countryOf);
   }
