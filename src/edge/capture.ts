@@ -1,14 +1,50 @@
 // The capture hook: the pipeline's last step, run when a visitor's exchange ends. Every exchange counts toward the
 // endpoint's traffic figures; the exchange's details are kept only where the endpoint has capture on (SPEC.md).
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import type { EndpointConfig } from '../shared/snapshot.ts';
+import { TRAFFIC_BODY_LIMIT } from '../shared/records/types.ts';
 import { edgeErrorOf } from './http/pages.ts';
 import type { RequestContext } from './pipeline/stage.ts';
 
-/** One finished exchange, as capture keeps it (metadata only: no headers or bodies). */
+/** What capture keeps of an endpoint's exchanges: nothing (counters only), the metadata, or headers and bodies too. */
+export type CaptureLevel = 'off' | 'metadata' | 'full';
+
+/**
+ * The endpoint's capture level. `capture_level` off forces capture off (SPEC.md "Capture"); capture on with no level
+ * stored (the default, capture_enabled true) captures in full, as an inspector is expected to.
+ */
+export function captureLevelOf(endpoint: Pick<EndpointConfig, 'capture_enabled' | 'capture_level'>): CaptureLevel {
+  if (!endpoint.capture_enabled || endpoint.capture_level === 'off') return 'off';
+  return endpoint.capture_level === 'metadata' ? 'metadata' : 'full';
+}
+
+/** The first TRAFFIC_BODY_LIMIT bytes of a body that passed through, copied as it passed. */
+export interface CapturedBody {
+  chunks: Buffer[];
+  size: number;
+  /** More bytes passed than were kept. */
+  truncated: boolean;
+}
+
+/** What a full capture adds, raw: the shipper redacts and encodes it off the request's path (traffic-shipper.ts). */
+export interface CapturedDetail {
+  request_headers: IncomingHttpHeaders;
+  /** The response head exactly as written (status line and fields), or null when none was sent. */
+  response_head: string | null;
+  request_body: CapturedBody;
+  response_body: CapturedBody;
+}
+
+/** One finished exchange, as capture keeps it. */
 export interface CapturedExchange {
   endpoint: string;
-  /** When the request arrived (ISO 8601). */
+  /** The endpoint's account and hostname, so the exchange can be stored even after the endpoint is deleted. */
+  account: number;
+  hostname: string;
+  /** When the request arrived (ISO 8601), and the same in ms since the epoch. */
   at: string;
+  time: number;
   method: string;
   host: string;
   /** The normalised path that was judged and forwarded, and the raw query. */
@@ -17,14 +53,27 @@ export interface CapturedExchange {
   /** 0 when the exchange ended before a response head was sent (visitor gone, connection cut). */
   status: number;
   duration_ms: number;
+  /** Request body bytes received; bytes written to the visitor's connection for the response (head and body). */
+  bytes_in: number;
+  bytes_out: number;
   client_ip: string;
+  /** The visitor's country, when the rate-limit stage looked it up for a rule; else null. */
+  country: string | null;
+  user_agent: string;
   secure: boolean;
   /** The routing rule that chose the agents, if one did. */
   rule: string | null;
   /** The edge's own error code when the edge answered (X-Edge-Error), else null. */
   edge_error: string | null;
+  /** What visitor authentication decided (authOutcomeOf), or null where it did not run. */
+  auth_outcome: string | null;
+  /** The RBAC client the visitor was, when known. */
+  client_id: string | null;
   /** False when the response did not finish (the visitor left or the upstream cut it mid-body). */
   completed: boolean;
+  level: CaptureLevel;
+  /** Present at level full only. */
+  detail?: CapturedDetail;
 }
 
 /** Per-endpoint counters, kept for every exchange whatever the capture setting. */
@@ -44,35 +93,138 @@ export interface CaptureSink {
 /** The response whose exchange was armed last; `countRefusals` reads it back synchronously (see there). */
 let lastArmed: ServerResponse | null = null;
 
+/** Edge answers that are visitor authentication refusing (auth, JWT, webhook, mTLS, login). */
+const AUTH_REFUSALS = new Set([
+  'auth_required', 'invalid_credentials', 'invalid_token', 'invalid_signature', 'too_many_auth_failures', 'auth_unavailable',
+  'login_required', 'login_failed', 'login_forbidden', 'client_certificate_required', 'client_certificate_invalid',
+]);
+
 /**
- * Watches one request's response and reports it to `sink` when the exchange ends. One 'close' listener and one
- * timestamp per request; the record is built only then.
+ * What visitor authentication decided, from what the stages left: `authenticated` when a stage admitted the visitor,
+ * `denied` when the edge refused them for authentication, `rbac_denied` for an RBAC refusal, null otherwise (no
+ * authentication on the endpoint, or the exchange ended before it ran).
+ */
+export function authOutcomeOf(ctx: RequestContext, edgeError: string | null): string | null {
+  if (edgeError !== null) {
+    if (edgeError.startsWith('rbac_')) return 'rbac_denied';
+    if (AUTH_REFUSALS.has(edgeError)) return 'denied';
+  }
+  return ctx.visitor !== undefined ? 'authenticated' : null;
+}
+
+function emptyBody(): CapturedBody {
+  return { chunks: [], size: 0, truncated: false };
+}
+
+/** Copies what fits of `chunk` into `body` (bounded by TRAFFIC_BODY_LIMIT); never changes what passes. */
+function keep(body: CapturedBody, chunk: unknown, encoding?: unknown): void {
+  let buf: Buffer;
+  if (Buffer.isBuffer(chunk)) buf = chunk;
+  else if (chunk instanceof Uint8Array) buf = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+  else if (typeof chunk === 'string') buf = Buffer.from(chunk, typeof encoding === 'string' ? (encoding as BufferEncoding) : 'utf8');
+  else return;
+  if (buf.length === 0) return;
+  const room = TRAFFIC_BODY_LIMIT - body.size;
+  if (room <= 0) {
+    body.truncated = true;
+    return;
+  }
+  const part = buf.length > room ? buf.subarray(0, room) : buf;
+  body.chunks.push(Buffer.from(part));
+  body.size += part.length;
+  if (buf.length > room) body.truncated = true;
+}
+
+/** Whether the request has a body (RFC 9112 §6.3: Content-Length other than 0, or Transfer-Encoding). */
+function hasBody(req: IncomingMessage): boolean {
+  const length = req.headers['content-length'];
+  return length !== undefined ? length !== '0' : req.headers['transfer-encoding'] !== undefined;
+}
+
+/** Counts (and, for a full capture, copies) the request body as the HTTP parser pushes it, leaving the flow alone. */
+function watchRequestBody(req: IncomingMessage, counted: { bytes: number }, body: CapturedBody | null): void {
+  const push = req.push;
+  req.push = function (chunk: unknown, encoding?: BufferEncoding): boolean {
+    if (chunk !== null && chunk !== undefined) {
+      counted.bytes += (chunk as Buffer).length;
+      if (body !== null) keep(body, chunk, encoding);
+    }
+    return push.call(this, chunk, encoding);
+  };
+}
+
+/** Copies the response body's first bytes as they are written (res.write and res.end), for a full capture. */
+function watchResponseBody(res: ServerResponse, body: CapturedBody): void {
+  const write = res.write;
+  const end = res.end;
+  res.write = function (this: ServerResponse, chunk: unknown, ...rest: unknown[]): boolean {
+    keep(body, chunk, rest[0]);
+    return (write as (...args: unknown[]) => boolean).call(this, chunk, ...rest);
+  } as ServerResponse['write'];
+  res.end = function (this: ServerResponse, chunk?: unknown, ...rest: unknown[]): ServerResponse {
+    if (typeof chunk !== 'function') keep(body, chunk, rest[0]);
+    return (end as (...args: unknown[]) => ServerResponse).call(this, chunk, ...rest);
+  } as ServerResponse['end'];
+}
+
+/**
+ * Watches one request's response and reports it to `sink` when the exchange ends. Per request: one 'close'
+ * listener, two clock readings and the socket's write count; a request with a body also gets a counting wrapper on
+ * its `push` (what the parser received, whether or not anything read it), and a full capture wrappers that copy the first bytes of each body (bounded,
+ * copied as they pass, so forwarding is neither slowed by waiting nor changed). The record is built only at the end.
  */
 export function captureExchange(sink: CaptureSink, ctx: RequestContext): void {
   const started = performance.now();
   const at = Date.now();
-  const { res } = ctx;
+  const { req, res } = ctx;
   lastArmed = res;
-  // A verified health probe is the platform's own request, not visitor traffic: neither counted nor stored.
-  if (ctx.probe === true) return;
+  const level = captureLevelOf(ctx.endpoint);
+  const socket: Socket = req.socket;
+  const writtenBefore = socket.bytesWritten;
+  const counted = { bytes: 0 };
+  let detail: CapturedDetail | undefined;
+  if (level === 'full') {
+    detail = { request_headers: req.headers, response_head: null, request_body: emptyBody(), response_body: emptyBody() };
+    watchRequestBody(req, counted, detail.request_body);
+    watchResponseBody(res, detail.response_body);
+  } else if (hasBody(req)) {
+    watchRequestBody(req, counted, null);
+  }
   res.once('close', () => {
+    // Health probes (the prober's own requests) are neither counted nor captured.
+    if (ctx.probe === true) return;
+    const edgeError = edgeErrorOf(res) ?? null;
+    const visitor = ctx.visitor;
+    const clientId = visitor !== undefined && visitor.kind !== 'session' && visitor.clientId !== undefined ? visitor.clientId : ctx.rbacClientId;
+    if (detail !== undefined && res.headersSent) detail.response_head = (res as unknown as { _header?: string | null })._header ?? null;
     sink.record(
       {
         endpoint: ctx.endpoint.uuid,
+        account: ctx.endpoint.account_id,
+        hostname: ctx.endpoint.hostname,
         at: new Date(at).toISOString(),
+        time: at,
         method: ctx.method,
         host: ctx.host,
         path: ctx.path,
         query: ctx.query,
         status: res.headersSent ? res.statusCode : 0,
         duration_ms: Math.round((performance.now() - started) * 1000) / 1000,
+        bytes_in: counted.bytes,
+        bytes_out: Math.max(0, socket.bytesWritten - writtenBefore),
         client_ip: ctx.clientIp,
+        country: ctx.country ?? null,
+        user_agent: req.headers['user-agent'] ?? '',
         secure: ctx.secure,
         rule: ctx.selector?.rule ?? null,
-        edge_error: edgeErrorOf(res) ?? null,
+        edge_error: edgeError,
+        auth_outcome: authOutcomeOf(ctx, edgeError),
+        client_id: clientId === undefined ? null : String(clientId),
         completed: res.writableFinished,
+        level,
+        ...(detail === undefined ? {} : { detail }),
       },
-      ctx.endpoint.capture_enabled,
+      level !== 'off',
     );
   });
 }
@@ -152,6 +304,8 @@ export class TrafficRecorder implements CaptureSink {
     count(this.total, cls, exchange.edge_error);
 
     if (!detailed) return;
+    // The ring is for a look at recent traffic on this edge: bodies would make it megabytes per endpoint.
+    if (exchange.detail !== undefined) exchange = { ...exchange, detail: undefined };
     const size = this.options.perEndpoint ?? 100;
     if (traffic.recent.length < size) traffic.recent.push(exchange);
     else traffic.recent[traffic.next] = exchange;

@@ -38,6 +38,8 @@ export const PlanSchema = Type.Object(
     protocols: Type.Array(Type.Union(PROTOCOLS.map((p) => Type.Literal(p))), { minItems: 1 }),
     // feature -> verification flags the user must hold before using it.
     verification_gates: Type.Record(Type.String(), Type.Array(Type.Union(VERIFICATION_FLAGS.map((f) => Type.Literal(f))))),
+    // Days captured traffic (traffic_logs) and its per-minute rollup are kept; the worker deletes older rows.
+    traffic_retention_days: Type.Integer({ minimum: 1, maximum: 3650 }),
   },
   { additionalProperties: false },
 );

@@ -6,6 +6,8 @@ import type { Database, Queryable } from '../store/db.ts';
 import { addRuleHits, pruneRuleHitDays, utcDay, type RuleHitDay, type RuleHitTotal } from '../store/rate-limit-hits.ts';
 import { HIT_DAYS } from '../store/rate-limit-rules.ts';
 import { PeriodicJob } from './periodic.ts';
+import type { RecordOrigin } from './records.ts';
+import { freshRecords } from './traffic.ts';
 
 /**
  * One read's records summed: per rule the hits and the latest match, and per (rule, UTC day of the record's flush)
@@ -38,9 +40,14 @@ export function sumRuleHits(records: readonly RateLimitHitsRecord[], now: Date =
   };
 }
 
-/** The record handler for kind rate_limit_hits (src/worker/records.ts). */
-export async function writeRuleHits(tx: Queryable, records: RateLimitHitsRecord[]): Promise<void> {
-  const { totals, days } = sumRuleHits(records);
+/**
+ * The record handler for kind rate_limit_hits (src/worker/records.ts). Each batch's hits are added once: its key is
+ * claimed in applied_record_batches in the same transaction, so a redelivered batch adds nothing. Without origins
+ * (callers outside the record worker) every record is added.
+ */
+export async function writeRuleHits(tx: Queryable, records: RateLimitHitsRecord[], origins?: RecordOrigin[]): Promise<void> {
+  const fresh = origins === undefined ? records : await freshRecords(tx, records, origins);
+  const { totals, days } = sumRuleHits(fresh);
   await addRuleHits(tx, totals, days);
 }
 

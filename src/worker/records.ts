@@ -4,8 +4,22 @@ import type { Logger } from '../shared/log.ts';
 import type { RecordBatch, RecordSource, TrafficRecord, TrafficRecordKind } from '../shared/records/types.ts';
 import type { Database, Queryable } from '../store/db.ts';
 
-/** Writes one read's records of one kind, in the read's transaction. */
-export type RecordHandler<K extends TrafficRecordKind> = (tx: Queryable, records: Extract<TrafficRecord, { kind: K }>[]) => Promise<void>;
+/**
+ * Where a record came from: its batch (the transport's entry id) and its place among the batch's parsed records.
+ * Parsing is deterministic, so a redelivered batch gives every record the same origin again: handlers key their
+ * writes on it to stay idempotent (docs/traffic-records.md "Delivery").
+ */
+export interface RecordOrigin {
+  batch: string;
+  index: number;
+}
+
+/** Writes one read's records of one kind, in the read's transaction; `origins[i]` is where `records[i]` came from. */
+export type RecordHandler<K extends TrafficRecordKind> = (
+  tx: Queryable,
+  records: Extract<TrafficRecord, { kind: K }>[],
+  origins: RecordOrigin[],
+) => Promise<void>;
 export type RecordHandlers = { [K in TrafficRecordKind]?: RecordHandler<K> };
 
 export interface RecordWorkerOptions {
@@ -18,8 +32,8 @@ export interface RecordWorkerOptions {
 
 /**
  * At least once: a crash between the commit and the acknowledgement delivers the read again (to this node's next
- * run, or to another worker after the transport's reclaim timeout), so its records are written twice. Handlers add
- * counts, so that rare case counts twice; docs/traffic-records.md says so.
+ * run, or to another worker after the transport's reclaim timeout). Handlers make that harmless with the origins
+ * they are given: unique row keys, or the batch ids they applied recorded in the same transaction.
  */
 export class RecordWorker {
   private readonly count: number;
@@ -108,22 +122,23 @@ export class RecordWorker {
   }
 
   private async write(batches: RecordBatch[]): Promise<void> {
-    const byKind = new Map<TrafficRecordKind, TrafficRecord[]>();
+    const byKind = new Map<TrafficRecordKind, { records: TrafficRecord[]; origins: RecordOrigin[] }>();
     let skipped = 0;
     for (const batch of batches) {
       skipped += batch.skipped;
-      for (const record of batch.records) {
+      batch.records.forEach((record, index) => {
         let list = byKind.get(record.kind);
-        if (!list) byKind.set(record.kind, (list = []));
-        list.push(record);
-      }
+        if (!list) byKind.set(record.kind, (list = { records: [], origins: [] }));
+        list.records.push(record);
+        list.origins.push({ batch: batch.id, index });
+      });
     }
     // Malformed records, or kinds a newer edge sends that this worker does not know: acknowledged, not retried.
     if (skipped > 0) this.logger.warn({ skipped }, 'skipped traffic records that did not parse');
     const handled = [...byKind].filter(([kind]) => this.handlers[kind] !== undefined);
     if (handled.length === 0) return;
     await this.db.transaction(async (tx) => {
-      for (const [kind, records] of handled) await (this.handlers[kind] as RecordHandler<typeof kind>)(tx, records as never);
+      for (const [kind, { records, origins }] of handled) await (this.handlers[kind] as RecordHandler<typeof kind>)(tx, records as never, origins);
     });
   }
 }

@@ -20,6 +20,16 @@ function exchange(over: Partial<CapturedExchange> = {}): CapturedExchange {
     rule: null,
     edge_error: null,
     completed: true,
+    account: 1,
+    hostname: 'h.example',
+    time: 0,
+    bytes_in: 0,
+    bytes_out: 0,
+    country: null,
+    user_agent: '',
+    auth_outcome: null,
+    client_id: null,
+    level: 'full',
     ...over,
   };
 }

@@ -25,6 +25,16 @@ function exchange(endpoint: string, status: number, extra: Partial<CapturedExcha
     rule: null,
     edge_error: null,
     completed: true,
+    account: 1,
+    hostname: 'h.example',
+    time: 0,
+    bytes_in: 0,
+    bytes_out: 0,
+    country: null,
+    user_agent: '',
+    auth_outcome: null,
+    client_id: null,
+    level: 'full',
     ...extra,
   };
 }

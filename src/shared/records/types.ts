@@ -1,5 +1,5 @@
-// Traffic records: what edges observe about requests (rate-limit hits now, captured requests later) and ship to the
-// worker, which rolls them into the store. Typed by `kind`; the transport (redis.ts, memory.ts) carries any kind.
+// Traffic records: what edges observe about requests (rate-limit hits, captured exchanges, usage) and ship to the
+// worker, which writes them to the store. Typed by `kind`; the transport (redis.ts, memory.ts) carries any kind.
 
 /** Per-rule match counts an edge gathered over one flush interval (src/edge/rate-limit/hits.ts). */
 export interface RateLimitHitsRecord {
@@ -14,8 +14,78 @@ export interface RateLimitHitsRecord {
   last: Record<string, string>;
 }
 
-/** Every record kind. A new kind (issue #13's captured requests) joins this union and `parseRecord`. */
-export type TrafficRecord = RateLimitHitsRecord;
+/**
+ * One captured exchange of an endpoint with capture on (src/edge/traffic-shipper.ts), written as one traffic_logs row.
+ * `level` full adds headers (secrets redacted at the edge) and the first TRAFFIC_BODY_LIMIT bytes of each body.
+ */
+export interface TrafficExchangeRecord {
+  kind: 'traffic_exchange';
+  edge: string;
+  /** When the request reached the edge (ISO 8601). */
+  at: string;
+  region: string;
+  /** The endpoint's account id and uuid, and its hostname (the subdomain label is kept if the endpoint goes). */
+  account: number;
+  endpoint: string;
+  hostname: string;
+  method: string;
+  host: string;
+  path: string;
+  query: string;
+  /** 0 when no response head was sent. */
+  status: number;
+  duration_ms: number;
+  bytes_in: number;
+  bytes_out: number;
+  client_ip: string;
+  country: string | null;
+  user_agent: string;
+  secure: boolean;
+  rule: string | null;
+  edge_error: string | null;
+  auth_outcome: string | null;
+  client_id: string | null;
+  completed: boolean;
+  level: 'metadata' | 'full';
+  request_headers?: Record<string, string>;
+  response_headers?: Record<string, string>;
+  /** Base64 of at most TRAFFIC_BODY_LIMIT bytes. */
+  request_body?: string;
+  response_body?: string;
+  request_body_truncated?: boolean;
+  response_body_truncated?: boolean;
+}
+
+/** One endpoint's exchanges in one UTC minute, as one edge counted them over a flush interval. */
+export interface TrafficUsageEntry {
+  endpoint: string;
+  account: number;
+  /** The minute's start (ISO 8601); the UTC day of the daily counters is this minute's. */
+  minute: string;
+  requests: number;
+  errors_4xx: number;
+  errors_5xx: number;
+  edge_errors: number;
+  aborted: number;
+  bytes_in: number;
+  bytes_out: number;
+  duration_sum_ms: number;
+  duration_max_ms: number;
+  /** Counts per TRAFFIC_LATENCY_BOUNDS_MS bucket, plus one last for slower exchanges (length bounds + 1). */
+  latency: number[];
+}
+
+/** Usage counted for every exchange, capture on or off: per endpoint and minute, flushed every couple of seconds. */
+export interface TrafficUsageRecord {
+  kind: 'traffic_usage';
+  edge: string;
+  /** When the edge flushed the interval (ISO 8601). */
+  at: string;
+  usage: TrafficUsageEntry[];
+}
+
+/** Every record kind. A new kind joins this union and `parseRecord`. */
+export type TrafficRecord = RateLimitHitsRecord | TrafficExchangeRecord | TrafficUsageRecord;
 export type TrafficRecordKind = TrafficRecord['kind'];
 
 /** One appended batch as the worker receives it: `id` is the transport's (a Redis stream entry id). */
@@ -73,7 +143,29 @@ export const RECORD_LIMITS = {
   rulesPerRecord: 5_000,
   /** Records in one appended batch; a larger append is split. */
   recordsPerBatch: 500,
+  /** Endpoint-minutes in one traffic_usage record. */
+  usagePerRecord: 5_000,
+  /** Headers kept per side of a full capture, and the length of a name and of a value. */
+  headersPerSide: 200,
+  headerNameLength: 256,
+  headerValueLength: 8_192,
+  /** Lengths of a captured exchange's strings (the edge cuts longer ones to these). */
+  path: 8_192,
+  query: 8_192,
+  host: 255,
+  userAgent: 1_024,
+  shortText: 128,
 } as const;
+
+/** Bytes of each body a full capture keeps. */
+export const TRAFFIC_BODY_LIMIT = 10_240;
+
+/**
+ * Upper bounds (ms, inclusive) of the latency histogram buckets in traffic_usage records and
+ * endpoint_traffic_minutely.latency_buckets; one more bucket counts anything slower. Percentiles read from it are
+ * the bucket's upper bound: coarse, but they add up across edges, minutes and endpoints.
+ */
+export const TRAFFIC_LATENCY_BOUNDS_MS: readonly number[] = [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000];
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 /** Far beyond any interval's real count, well inside bigint and a double's exact range. */
@@ -85,6 +177,91 @@ function isObject(value: unknown): value is Record<string, unknown> {
 
 function isTime(value: unknown): value is string {
   return typeof value === 'string' && value.length <= 40 && !Number.isNaN(Date.parse(value));
+}
+
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+/** Base64 length of TRAFFIC_BODY_LIMIT bytes. */
+const MAX_BODY_BASE64 = Math.ceil(TRAFFIC_BODY_LIMIT / 3) * 4;
+const MAX_DURATION_MS = 7 * 86_400_000;
+
+const isText = (value: unknown, max: number): value is string => typeof value === 'string' && value.length <= max;
+const isTextOrNull = (value: unknown, max: number): value is string | null => value === null || isText(value, max);
+const isCount = (value: unknown): value is number => Number.isSafeInteger(value) && (value as number) >= 0 && (value as number) <= MAX_COUNT;
+const isMs = (value: unknown): value is number => typeof value === 'number' && Number.isFinite(value) && value >= 0 && value <= MAX_DURATION_MS;
+
+function parseHeaders(value: unknown): Record<string, string> | null | undefined {
+  if (value === undefined) return undefined;
+  if (!isObject(value)) return null;
+  const entries = Object.entries(value);
+  if (entries.length > RECORD_LIMITS.headersPerSide) return null;
+  const out: Record<string, string> = {};
+  for (const [name, v] of entries) {
+    if (name.length === 0 || name.length > RECORD_LIMITS.headerNameLength || !isText(v, RECORD_LIMITS.headerValueLength)) return null;
+    out[name] = v;
+  }
+  return out;
+}
+
+function parseBody(value: unknown): string | null | undefined {
+  if (value === undefined) return undefined;
+  return isText(value, MAX_BODY_BASE64) && BASE64.test(value) ? value : null;
+}
+
+function parseExchange(v: Record<string, unknown>, edge: string, at: string): TrafficExchangeRecord | null {
+  const L = RECORD_LIMITS;
+  if (
+    !isText(v.region, L.shortText) || !Number.isSafeInteger(v.account) || (v.account as number) < 1 ||
+    !isText(v.endpoint, 36) || !UUID.test(v.endpoint) || !isText(v.hostname, L.host) ||
+    !isText(v.method, 32) || v.method === '' || !isText(v.host, L.host) || !isText(v.path, L.path) || !isText(v.query, L.query) ||
+    !Number.isInteger(v.status) || (v.status as number) < 0 || (v.status as number) > 999 || !isMs(v.duration_ms) ||
+    !isCount(v.bytes_in) || !isCount(v.bytes_out) || !isText(v.client_ip, 64) || !isTextOrNull(v.country, 8) ||
+    !isText(v.user_agent, L.userAgent) || typeof v.secure !== 'boolean' || !isTextOrNull(v.rule, L.shortText * 2) ||
+    !isTextOrNull(v.edge_error, L.shortText) || !isTextOrNull(v.auth_outcome, L.shortText) || !isTextOrNull(v.client_id, L.shortText) ||
+    typeof v.completed !== 'boolean' || (v.level !== 'metadata' && v.level !== 'full')
+  ) {
+    return null;
+  }
+  const record: TrafficExchangeRecord = {
+    kind: 'traffic_exchange', edge, at, region: v.region, account: v.account as number, endpoint: v.endpoint, hostname: v.hostname,
+    method: v.method, host: v.host, path: v.path, query: v.query, status: v.status as number, duration_ms: v.duration_ms,
+    bytes_in: v.bytes_in, bytes_out: v.bytes_out, client_ip: v.client_ip, country: v.country, user_agent: v.user_agent,
+    secure: v.secure, rule: v.rule, edge_error: v.edge_error, auth_outcome: v.auth_outcome, client_id: v.client_id,
+    completed: v.completed, level: v.level,
+  };
+  if (v.level === 'full') {
+    const requestHeaders = parseHeaders(v.request_headers);
+    const responseHeaders = parseHeaders(v.response_headers);
+    const requestBody = parseBody(v.request_body);
+    const responseBody = parseBody(v.response_body);
+    if (requestHeaders === null || responseHeaders === null || requestBody === null || responseBody === null) return null;
+    record.request_headers = requestHeaders ?? {};
+    record.response_headers = responseHeaders ?? {};
+    if (requestBody !== undefined) record.request_body = requestBody;
+    if (responseBody !== undefined) record.response_body = responseBody;
+    record.request_body_truncated = v.request_body_truncated === true;
+    record.response_body_truncated = v.response_body_truncated === true;
+  }
+  return record;
+}
+
+function parseUsageEntry(v: unknown): TrafficUsageEntry | null {
+  if (!isObject(v)) return null;
+  const { latency } = v;
+  if (
+    !isText(v.endpoint, 36) || !UUID.test(v.endpoint) || !Number.isSafeInteger(v.account) || (v.account as number) < 1 || !isTime(v.minute) ||
+    !isCount(v.requests) || !isCount(v.errors_4xx) || !isCount(v.errors_5xx) || !isCount(v.edge_errors) || !isCount(v.aborted) ||
+    !isCount(v.bytes_in) || !isCount(v.bytes_out) || typeof v.duration_sum_ms !== 'number' || !Number.isFinite(v.duration_sum_ms) ||
+    v.duration_sum_ms < 0 || !isMs(v.duration_max_ms) || !Array.isArray(latency) ||
+    latency.length !== TRAFFIC_LATENCY_BOUNDS_MS.length + 1 || !latency.every(isCount)
+  ) {
+    return null;
+  }
+  const minute = new Date(Math.floor(Date.parse(v.minute) / 60_000) * 60_000).toISOString();
+  return {
+    endpoint: v.endpoint, account: v.account as number, minute, requests: v.requests, errors_4xx: v.errors_4xx, errors_5xx: v.errors_5xx,
+    edge_errors: v.edge_errors, aborted: v.aborted, bytes_in: v.bytes_in, bytes_out: v.bytes_out,
+    duration_sum_ms: v.duration_sum_ms, duration_max_ms: v.duration_max_ms, latency: latency as number[],
+  };
 }
 
 /**
@@ -105,6 +282,19 @@ export function parseRecord(value: unknown): TrafficRecord | null {
         out.counts[uuid] = n as number;
         const seen = last[uuid];
         out.last[uuid] = isTime(seen) ? seen : value.at;
+      }
+      return out;
+    }
+    case 'traffic_exchange':
+      return parseExchange(value, value.edge, value.at);
+    case 'traffic_usage': {
+      const { usage } = value;
+      if (!Array.isArray(usage) || usage.length > RECORD_LIMITS.usagePerRecord) return null;
+      const out: TrafficUsageRecord = { kind: 'traffic_usage', edge: value.edge, at: value.at, usage: [] };
+      // An entry out of bounds is dropped alone, as hits entries are.
+      for (const item of usage) {
+        const entry = parseUsageEntry(item);
+        if (entry) out.usage.push(entry);
       }
       return out;
     }

@@ -4,7 +4,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { RuleHits } from '../../../src/edge/rate-limit/hits.ts';
 import { MemoryRecords } from '../../../src/shared/records/memory.ts';
-import type { TrafficRecord } from '../../../src/shared/records/types.ts';
+import type { RateLimitHitsRecord, TrafficRecord } from '../../../src/shared/records/types.ts';
 
 const A = '0b4f6a52-3c1d-4e8a-9f00-2b7c5d6e7f80';
 const B = '1b4f6a52-3c1d-4e8a-9f00-2b7c5d6e7f80';
@@ -41,7 +41,7 @@ describe('RuleHits', () => {
     assert.deepEqual(await sent(records), [], 'an idle interval sends nothing');
     hits.hit(B);
     hits.close();
-    assert.deepEqual((await sent(records)).map((r) => r.counts), [{ [B]: 1 }], 'close sends the last interval');
+    assert.deepEqual((await sent(records)).map((r) => (r as RateLimitHitsRecord).counts), [{ [B]: 1 }], 'close sends the last interval');
   });
 
   it('counts at most maxRules distinct rules per interval and says how many hits it dropped', async () => {
@@ -51,7 +51,7 @@ describe('RuleHits', () => {
     hits.hit(B);
     hits.hit(A);
     hits.close();
-    assert.deepEqual((await sent(records)).map((r) => r.counts), [{ [A]: 2 }]);
+    assert.deepEqual((await sent(records)).map((r) => (r as RateLimitHitsRecord).counts), [{ [A]: 2 }]);
     assert.equal(hits.dropped, 1);
   });
 

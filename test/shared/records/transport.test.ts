@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { MemoryRecords } from '../../../src/shared/records/memory.ts';
 import { RedisRecords } from '../../../src/shared/records/redis.ts';
-import { RECORD_LIMITS, parseBatch, parseRecord, type RecordBatch, type RecordSink, type RecordSource, type TrafficRecord } from '../../../src/shared/records/types.ts';
+import { RECORD_LIMITS, parseBatch, parseRecord, type RecordBatch, type RecordSink, type RecordSource, type TrafficRecord, type RateLimitHitsRecord } from '../../../src/shared/records/types.ts';
 import { eventually } from '../../helpers/eventually.ts';
 import { startRedisServer, type RedisServer } from '../../helpers/redis-server.ts';
 
@@ -18,7 +18,7 @@ function hits(n: number, edge = 'edge-a'): TrafficRecord {
 }
 
 function countsOf(batches: RecordBatch[]): number[] {
-  return batches.flatMap((b) => b.records.map((r) => r.counts[RULE]));
+  return batches.flatMap((b) => b.records.map((r) => (r as RateLimitHitsRecord).counts[RULE]));
 }
 
 /**

@@ -1,0 +1,291 @@
+// The edge's end of traffic storage: counts every finished exchange into per-endpoint, per-minute usage (sent every
+// couple of seconds as one traffic_usage record) and queues the exchanges of endpoints with capture on, sent in
+// batches as traffic_exchange records on the record stream (docs/traffic.md "Storage"). Nothing here waits.
+import type { IncomingHttpHeaders } from 'node:http';
+import {
+  RECORD_LIMITS,
+  TRAFFIC_LATENCY_BOUNDS_MS,
+  type RecordSink,
+  type TrafficExchangeRecord,
+  type TrafficUsageEntry,
+  type TrafficUsageRecord,
+} from '../shared/records/types.ts';
+import type { CaptureSink, CapturedBody, CapturedExchange } from './capture.ts';
+
+/** Header values never stored, whatever the configuration adds (lower-case). */
+export const ALWAYS_REDACTED = ['authorization', 'proxy-authorization', 'cookie', 'set-cookie'] as const;
+export const REDACTED = '[redacted]';
+
+export interface TrafficShipperOptions {
+  sink: RecordSink;
+  /** This edge's node id and region, written into each record. */
+  edge: string;
+  region: string;
+  /** More header names to redact (EDGE_CAPTURE_REDACT_HEADERS), any case. */
+  redactHeaders?: readonly string[];
+  /** How often usage is sent (ms); 0 or less: only on flush(). */
+  usageIntervalMs?: number;
+  /** How often queued exchanges are sent when fewer than a batch are waiting (ms); 0 or less: only on flush(). */
+  exchangeIntervalMs?: number;
+  /** Exchanges sent together once this many are queued. */
+  batchSize?: number;
+  /** Exchanges queued at most; beyond it new ones are dropped and counted (a stalled sender must not grow memory). */
+  maxQueued?: number;
+  /** Endpoint-minutes counted per interval at most before usage is sent early. */
+  maxUsageEntries?: number;
+}
+
+/** One endpoint's exchanges in one minute, mutated in place (a request allocates nothing after its minute's first). */
+interface MinuteTally {
+  endpoint: string;
+  account: number;
+  minute: number;
+  requests: number;
+  errors4xx: number;
+  errors5xx: number;
+  edgeErrors: number;
+  aborted: number;
+  bytesIn: number;
+  bytesOut: number;
+  durationSum: number;
+  durationMax: number;
+  latency: number[];
+}
+
+/** What the shipper has done since the edge started: for metrics (src/edge/metrics.ts). */
+export interface TrafficShipperStats {
+  /** Captured exchanges handed to the record stream. */
+  shipped: number;
+  /** Captured exchanges dropped because the queue was full. */
+  dropped: number;
+  /** Captured exchanges waiting to be sent. */
+  queued: number;
+}
+
+const BUCKETS = TRAFFIC_LATENCY_BOUNDS_MS.length;
+
+/** The latency bucket of `ms`: the first bound it does not exceed, or the last (slower than every bound). */
+export function latencyBucket(ms: number): number {
+  for (let i = 0; i < BUCKETS; i++) if (ms <= TRAFFIC_LATENCY_BOUNDS_MS[i]) return i;
+  return BUCKETS;
+}
+
+export class TrafficShipper implements CaptureSink {
+  private readonly sink: RecordSink;
+  private readonly edge: string;
+  private readonly region: string;
+  private readonly redact: ReadonlySet<string>;
+  private readonly batchSize: number;
+  private readonly maxQueued: number;
+  private readonly maxUsageEntries: number;
+  private readonly timers: NodeJS.Timeout[] = [];
+  /** Each endpoint's current minute; a minute left behind (the clock moved on) waits in `closed` until the flush. */
+  private tallies = new Map<string, MinuteTally>();
+  private closed: MinuteTally[] = [];
+  private queue: CapturedExchange[] = [];
+  private sendQueued = false;
+  private shipped = 0;
+  private dropped = 0;
+
+  constructor(options: TrafficShipperOptions) {
+    const usageIntervalMs = options.usageIntervalMs ?? 2_000;
+    const exchangeIntervalMs = options.exchangeIntervalMs ?? 1_000;
+    this.batchSize = options.batchSize ?? 100;
+    this.maxQueued = options.maxQueued ?? 10_000;
+    this.maxUsageEntries = options.maxUsageEntries ?? RECORD_LIMITS.usagePerRecord;
+    for (const [name, value, min] of [
+      ['usageIntervalMs', usageIntervalMs, -Infinity],
+      ['exchangeIntervalMs', exchangeIntervalMs, -Infinity],
+      ['batchSize', this.batchSize, 1],
+      ['maxQueued', this.maxQueued, 1],
+      ['maxUsageEntries', this.maxUsageEntries, 1],
+    ] as const) {
+      if (!Number.isInteger(value) || value < min) throw new RangeError(`TrafficShipper ${name} must be an integer of at least ${min}, got ${value}`);
+    }
+    if (this.batchSize > RECORD_LIMITS.recordsPerBatch || this.maxUsageEntries > RECORD_LIMITS.usagePerRecord) {
+      throw new RangeError('TrafficShipper batchSize and maxUsageEntries must stay within RECORD_LIMITS');
+    }
+    this.sink = options.sink;
+    this.edge = options.edge;
+    this.region = options.region;
+    this.redact = new Set([...ALWAYS_REDACTED, ...(options.redactHeaders ?? []).map((h) => h.trim().toLowerCase()).filter((h) => h !== '')]);
+    // Statistics never keep a process alive; close() sends what is left.
+    if (usageIntervalMs > 0) this.timers.push(setInterval(() => this.flushUsage(), usageIntervalMs));
+    if (exchangeIntervalMs > 0) this.timers.push(setInterval(() => this.sendExchanges(), exchangeIntervalMs));
+    for (const t of this.timers) t.unref();
+  }
+
+  record(exchange: CapturedExchange, detailed: boolean): void {
+    this.count(exchange);
+    if (!detailed || exchange.level === 'off') return;
+    if (this.queue.length >= this.maxQueued) {
+      this.dropped++;
+      return;
+    }
+    this.queue.push(exchange);
+    // A full batch goes at the next turn of the event loop, not inside this request's close handler.
+    if (this.queue.length >= this.batchSize && !this.sendQueued) {
+      this.sendQueued = true;
+      setImmediate(() => {
+        this.sendQueued = false;
+        this.sendExchanges();
+      });
+    }
+  }
+
+  stats(): TrafficShipperStats {
+    return { shipped: this.shipped, dropped: this.dropped, queued: this.queue.length };
+  }
+
+  /** Sends everything counted and queued now (tests, shutdown). */
+  flush(): void {
+    this.sendExchanges();
+    this.flushUsage();
+  }
+
+  /** Stops the timers and sends what is left (shutdown; the caller flushes the sink after). */
+  close(): void {
+    for (const t of this.timers) clearInterval(t);
+    this.flush();
+  }
+
+  private count(x: CapturedExchange): void {
+    const minute = x.time - (x.time % 60_000);
+    let t = this.tallies.get(x.endpoint);
+    if (t === undefined || t.minute !== minute) {
+      if (t !== undefined) this.closed.push(t);
+      else if (this.tallies.size >= this.maxUsageEntries) this.flushUsage();
+      if (this.closed.length >= this.maxUsageEntries) this.flushUsage();
+      t = {
+        endpoint: x.endpoint, account: x.account, minute, requests: 0, errors4xx: 0, errors5xx: 0, edgeErrors: 0, aborted: 0,
+        bytesIn: 0, bytesOut: 0, durationSum: 0, durationMax: 0, latency: new Array<number>(BUCKETS + 1).fill(0),
+      };
+      this.tallies.set(x.endpoint, t);
+    }
+    t.requests++;
+    if (x.status >= 500) t.errors5xx++;
+    else if (x.status >= 400) t.errors4xx++;
+    if (x.edge_error !== null) t.edgeErrors++;
+    if (!x.completed || x.status === 0) t.aborted++;
+    t.bytesIn += x.bytes_in;
+    t.bytesOut += x.bytes_out;
+    t.durationSum += x.duration_ms;
+    if (x.duration_ms > t.durationMax) t.durationMax = x.duration_ms;
+    t.latency[latencyBucket(x.duration_ms)]++;
+  }
+
+  private flushUsage(): void {
+    if (this.tallies.size === 0 && this.closed.length === 0) return;
+    const tallies = [...this.closed, ...this.tallies.values()];
+    this.tallies = new Map();
+    this.closed = [];
+    const at = new Date().toISOString();
+    const records: TrafficUsageRecord[] = [];
+    for (let i = 0; i < tallies.length; i += RECORD_LIMITS.usagePerRecord) {
+      records.push({ kind: 'traffic_usage', edge: this.edge, at, usage: tallies.slice(i, i + RECORD_LIMITS.usagePerRecord).map(usageEntry) });
+    }
+    this.sink.append(records);
+  }
+
+  private sendExchanges(): void {
+    while (this.queue.length > 0) {
+      const batch = this.queue.length <= this.batchSize ? this.queue : this.queue.slice(0, this.batchSize);
+      this.queue = batch === this.queue ? [] : this.queue.slice(this.batchSize);
+      this.sink.append(batch.map((x) => exchangeRecord(x, this.edge, this.region, this.redact)));
+      this.shipped += batch.length;
+    }
+  }
+}
+
+function usageEntry(t: MinuteTally): TrafficUsageEntry {
+  return {
+    endpoint: t.endpoint, account: t.account, minute: new Date(t.minute).toISOString(), requests: t.requests,
+    errors_4xx: t.errors4xx, errors_5xx: t.errors5xx, edge_errors: t.edgeErrors, aborted: t.aborted,
+    bytes_in: t.bytesIn, bytes_out: t.bytesOut, duration_sum_ms: Math.round(t.durationSum * 1000) / 1000,
+    duration_max_ms: t.durationMax, latency: t.latency,
+  };
+}
+
+const cut = (s: string, max: number) => (s.length > max ? s.slice(0, max) : s);
+
+/** Stored headers: names lower-case, repeated fields joined, secrets replaced, bounded as records must be. */
+function storedHeaders(fields: Iterable<[string, string]>, redact: ReadonlySet<string>): Record<string, string> {
+  const out: Record<string, string> = Object.create(null) as Record<string, string>;
+  let n = 0;
+  for (const [rawName, value] of fields) {
+    const name = rawName.toLowerCase();
+    if (name === '' || name.length > RECORD_LIMITS.headerNameLength) continue;
+    const kept = redact.has(name) ? REDACTED : cut(value, RECORD_LIMITS.headerValueLength);
+    if (name in out) {
+      if (out[name] !== REDACTED) out[name] = cut(`${out[name]}, ${kept}`, RECORD_LIMITS.headerValueLength);
+      continue;
+    }
+    if (n++ >= RECORD_LIMITS.headersPerSide) break;
+    out[name] = kept;
+  }
+  return { ...out };
+}
+
+function* requestFields(headers: IncomingHttpHeaders): Generator<[string, string]> {
+  for (const [name, value] of Object.entries(headers)) {
+    if (value === undefined) continue;
+    yield [name, Array.isArray(value) ? value.join(', ') : value];
+  }
+}
+
+/** The fields of a response head as written ("HTTP/1.1 200 OK\r\nname: value\r\n...\r\n\r\n"). */
+function* responseFields(head: string | null): Generator<[string, string]> {
+  if (head === null) return;
+  const lines = head.split('\r\n');
+  for (let i = 1; i < lines.length; i++) {
+    const colon = lines[i].indexOf(':');
+    if (colon <= 0) continue;
+    yield [lines[i].slice(0, colon).trim(), lines[i].slice(colon + 1).trim()];
+  }
+}
+
+function bodyOf(body: CapturedBody): string {
+  return (body.chunks.length === 1 ? body.chunks[0] : Buffer.concat(body.chunks, body.size)).toString('base64');
+}
+
+/** The record of one captured exchange, with its strings cut to what records allow. */
+export function exchangeRecord(x: CapturedExchange, edge: string, region: string, redact: ReadonlySet<string>): TrafficExchangeRecord {
+  const L = RECORD_LIMITS;
+  const record: TrafficExchangeRecord = {
+    kind: 'traffic_exchange',
+    edge,
+    at: x.at,
+    region: cut(region, L.shortText),
+    account: x.account,
+    endpoint: x.endpoint,
+    hostname: cut(x.hostname, L.host),
+    method: cut(x.method, 32),
+    host: cut(x.host, L.host),
+    path: cut(x.path, L.path),
+    query: cut(x.query, L.query),
+    status: x.status,
+    duration_ms: x.duration_ms,
+    bytes_in: x.bytes_in,
+    bytes_out: x.bytes_out,
+    client_ip: cut(x.client_ip, 64),
+    country: x.country === null ? null : cut(x.country, 8),
+    user_agent: cut(x.user_agent, L.userAgent),
+    secure: x.secure,
+    rule: x.rule === null ? null : cut(x.rule, L.shortText * 2),
+    edge_error: x.edge_error === null ? null : cut(x.edge_error, L.shortText),
+    auth_outcome: x.auth_outcome,
+    client_id: x.client_id === null ? null : cut(x.client_id, L.shortText),
+    completed: x.completed,
+    level: x.level === 'full' && x.detail !== undefined ? 'full' : 'metadata',
+  };
+  const d = x.detail;
+  if (record.level === 'full' && d !== undefined) {
+    record.request_headers = storedHeaders(requestFields(d.request_headers), redact);
+    record.response_headers = storedHeaders(responseFields(d.response_head), redact);
+    if (d.request_body.size > 0) record.request_body = bodyOf(d.request_body);
+    if (d.response_body.size > 0) record.response_body = bodyOf(d.response_body);
+    record.request_body_truncated = d.request_body.truncated;
+    record.response_body_truncated = d.response_body.truncated;
+  }
+  return record;
+}
