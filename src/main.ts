@@ -26,6 +26,7 @@ import { ephemeralJanitor } from './worker/janitor.ts';
 import type { PeriodicJob } from './worker/periodic.ts';
 import { portActivator } from './worker/ports.ts';
 import { ruleHitPruner, writeRuleHits } from './worker/rate-limit-hits.ts';
+import { trafficRetention, writeTrafficExchanges, writeTrafficUsage } from './worker/traffic.ts';
 import { HealthProber } from './worker/health-prober.ts';
 import { PROBE_KEY_PURPOSE } from './shared/health-probe.ts';
 import { RecordWorker } from './worker/records.ts';
@@ -160,7 +161,7 @@ export async function startNode(config: Config, logger: Logger): Promise<NodeHan
     }
     if (runs(config, 'worker')) {
       // Started before the edge so that it stops after it: what the edge flushes at shutdown is still written.
-      const recordWorker = new RecordWorker(handle.db!, records!, { rate_limit_hits: writeRuleHits }, { logger: logger.child({ component: 'traffic-records' }) });
+      const recordWorker = new RecordWorker(handle.db!, records!, { rate_limit_hits: writeRuleHits, traffic_exchange: writeTrafficExchanges, traffic_usage: writeTrafficUsage }, { logger: logger.child({ component: 'traffic-records' }) });
       recordWorker.start();
       closers.push(() => recordWorker.stop());
     }
@@ -239,6 +240,10 @@ export async function startNode(config: Config, logger: Logger): Promise<NodeHan
       const hitPruner = ruleHitPruner(handle.db!, { intervalMs: config.janitor.intervalMs, logger: logger.child({ component: 'rate-limit-hits' }) });
       hitPruner.start();
       closers.push(() => hitPruner.stop());
+      // Captured traffic and its per-minute rollup past each plan's traffic_retention_days (docs/traffic.md); same cadence.
+      const retention = trafficRetention(handle.db!, { plans: config.plans, intervalMs: config.janitor.intervalMs, logger: logger.child({ component: 'traffic-retention' }) });
+      retention.start();
+      closers.push(() => retention.stop());
       // Health checks probe through an edge's public listener as visitors do: EDGE_PROBE_EDGE_URL, else this process's
       // own edge over loopback (docs/health-checks.md). A worker-only node without the setting does not probe.
       const probeEdge = (): string | null => {

@@ -114,6 +114,9 @@ export const ConfigSchema = Type.Object(
         rateLimitRedisTimeoutMs: Type.Integer({ minimum: 5, maximum: 10000 }),
         // Visitors counted per rate-limit rule in memory (least recently seen forgotten first): the memory bound.
         rateLimitMaxKeys: Type.Integer({ minimum: 100, maximum: 10000000 }),
+        // Header names (comma-separated, any case) whose values full traffic capture stores as [redacted], beyond
+        // Authorization, Proxy-Authorization, Cookie and Set-Cookie (docs/traffic.md "Storage").
+        captureRedactHeaders: Type.String({ pattern: "^[A-Za-z0-9!#$%&'*+.^_`|~,\\s-]*$" }),
       },
       { additionalProperties: false },
     ),
@@ -177,6 +180,7 @@ export const ENV_SETTINGS = {
   EDGE_GEOIP_ASN_DB: 'edge.geoipAsnDb',
   EDGE_RATE_LIMIT_REDIS_TIMEOUT_MS: 'edge.rateLimitRedisTimeoutMs',
   EDGE_RATE_LIMIT_MAX_KEYS: 'edge.rateLimitMaxKeys',
+  EDGE_CAPTURE_REDACT_HEADERS: 'edge.captureRedactHeaders',
   EDGE_PRESENCE_INTERVAL_MS: 'presence.intervalMs',
   EDGE_PRESENCE_STALE_MS: 'presence.staleMs',
   EDGE_JANITOR_INTERVAL_MS: 'janitor.intervalMs',
