@@ -17,7 +17,7 @@ import { agentAuthorizer, watchStanding } from './agent-auth.ts';
 import { SessionKeys } from './auth/session.ts';
 import { OriginPools } from './forward/origin.ts';
 import { DedicatedPorts } from './ports.ts';
-import { TrafficRecorder, countRefusals } from './capture.ts';
+import { TrafficRecorder, countRefusals, type CaptureSink } from './capture.ts';
 import { EdgeConfig } from './config.ts';
 import { CredentialUse } from './credential-use.ts';
 import { EdgeMetrics, FeedProgress } from './metrics.ts';
@@ -36,6 +36,7 @@ import type { RateLimitClock } from './rate-limit/window.ts';
 import { CertificateSelector, platformCertificate } from './tls.ts';
 import { TunnelRegistry } from './tunnels/registry.ts';
 import { TunnelServer } from './tunnels/tunnel-server.ts';
+import { TrafficShipper } from './traffic-shipper.ts';
 
 export interface EdgeDeps {
   settings: Config;
@@ -45,7 +46,10 @@ export interface EdgeDeps {
   logger: Logger;
   /** Creates an ephemeral endpoint through the control API with the agent's key; returns its uuid. */
   createEphemeral(apiKey: string): Promise<string>;
-  /** Where traffic records go (rate-limit hit statistics; src/shared/records); absent: rule matches are not counted. */
+  /**
+   * Where traffic records go (rate-limit hit statistics, captured exchanges, usage; src/shared/records); absent: rule
+   * matches and traffic are not shipped (the edge's own counters still count).
+   */
   records?: RecordSink;
   /** Drives rate-limit windows and throttle timers (tests and benches); absent: the wall clock. */
   rateLimitClock?: RateLimitClock;
@@ -174,11 +178,29 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
   config.on('endpoint', (_uuid, next, previous) => origins.track(previous, next));
   // Finished exchanges: counters per endpoint and, where capture is on, the recent ones (src/edge/capture.ts).
   const traffic = new TrafficRecorder();
+  // Usage of every exchange and the exchanges of endpoints with capture on, shipped to the worker in batches
+  // (docs/traffic.md "Storage").
+  const shipper = deps.records
+    ? new TrafficShipper({
+        sink: deps.records,
+        edge: settings.nodeId,
+        region: settings.region,
+        redactHeaders: settings.edge.captureRedactHeaders.split(','),
+      })
+    : undefined;
+  const capture: CaptureSink = shipper
+    ? {
+        record(exchange, detailed) {
+          traffic.record(exchange, detailed);
+          shipper.record(exchange, detailed);
+        },
+      }
+    : traffic;
   // EDGE_TRUSTED_PROXIES was checked when the settings loaded; the visitor address is decided once per request.
   // Health probes are verified with a key derived from the shared secret (docs/health-checks.md).
   const probeKey = deps.secrets.derive(PROBE_KEY_PURPOSE);
-  const pipeline = { config, registry, origins, capture: traffic, logger: log, trustedProxies: compileTrustedProxies(settings.edge.trustedProxies), probeKey };
-  const metrics = new EdgeMetrics({ traffic, tunnels: () => registry.size, feed, endpointLimit: settings.edge.metricsEndpointLimit, records: deps.records });
+  const pipeline = { config, registry, origins, capture, logger: log, trustedProxies: compileTrustedProxies(settings.edge.trustedProxies), probeKey };
+  const metrics = new EdgeMetrics({ traffic, tunnels: () => registry.size, feed, endpointLimit: settings.edge.metricsEndpointLimit, records: deps.records, capture: shipper });
   stageDeps.authOutcome = (endpoint, stage, outcome) => metrics.authOutcome(endpoint, stage, outcome);
   const observeRateLimit = deps.rateLimitObserve;
   stageDeps.rateLimits!.observe = (endpoint, rule, outcome) => {
@@ -290,6 +312,7 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
       await origins.close();
       // The last interval's rule matches, sent while the transport is still open (main.ts closes it after the edge).
       ruleHits?.close();
+      shipper?.close();
       await deps.records?.flush();
       rateLimitStore?.close();
       await config.flush();

@@ -5,6 +5,7 @@ import type { FeedSubscriber } from '../shared/feed/subscriber.ts';
 import type { FeedListener, FeedSource } from '../shared/feed/transport.ts';
 import type { RecordSinkStats } from '../shared/records/types.ts';
 import type { TrafficRecorder } from './capture.ts';
+import type { TrafficShipperStats } from './traffic-shipper.ts';
 import { RATE_LIMIT_OUTCOMES, type RateLimitOutcome } from './rate-limit/deps.ts';
 
 /** What a visitor-auth stage concluded about a request (the metric's `outcome` label). */
@@ -24,6 +25,8 @@ export interface EdgeMetricsOptions {
   endpointLimit: number;
   /** The traffic-record sink (src/shared/records): records sent, buffered and dropped. Absent: no such series. */
   records?: { stats(): RecordSinkStats };
+  /** The traffic shipper (src/edge/traffic-shipper.ts): captured exchanges shipped, queued and dropped. Absent: no such series. */
+  capture?: { stats(): TrafficShipperStats };
 }
 
 /**
@@ -149,7 +152,7 @@ export class EdgeMetrics {
   private readonly rateLimitTotals: Record<RateLimitOutcome, number> = { allowed: 0, blocked: 0, throttled: 0, unavailable: 0, fail_open: 0 };
 
   constructor(options: EdgeMetricsOptions) {
-    const { traffic, tunnels, feed, endpointLimit, records } = options;
+    const { traffic, tunnels, feed, endpointLimit, records, capture } = options;
     if (!Number.isInteger(endpointLimit) || endpointLimit < 0) throw new RangeError(`EdgeMetrics endpointLimit must be a non-negative integer, got ${endpointLimit}`);
     this.endpointLimit = endpointLimit;
     const registers = [this.registry];
@@ -226,10 +229,38 @@ export class EdgeMetrics {
         for (const outcome of RATE_LIMIT_OUTCOMES) this.inc({ outcome }, rateLimitTotals[outcome]);
       },
     });
+    if (capture) {
+      new Counter({
+        name: 'edge_capture_shipped_total',
+        help: 'Captured exchanges (endpoints with capture on) this edge sent to the record stream',
+        registers,
+        collect() {
+          this.reset();
+          this.inc(capture.stats().shipped);
+        },
+      });
+      new Counter({
+        name: 'edge_capture_dropped_total',
+        help: 'Captured exchanges dropped because the capture queue was full (the record stream not keeping up)',
+        registers,
+        collect() {
+          this.reset();
+          this.inc(capture.stats().dropped);
+        },
+      });
+      new Gauge({
+        name: 'edge_capture_queued',
+        help: 'Captured exchanges waiting on this edge to be sent',
+        registers,
+        collect() {
+          this.set(capture.stats().queued);
+        },
+      });
+    }
     if (records) {
       new Counter({
         name: 'edge_traffic_records_sent_total',
-        help: 'Traffic records (rate-limit hit statistics) this edge handed to the record stream',
+        help: 'Traffic records (rate-limit hits, captured exchanges, usage) this edge handed to the record stream',
         registers,
         collect() {
           this.reset();

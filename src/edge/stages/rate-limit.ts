@@ -111,7 +111,8 @@ class RequestFacts implements RateLimitRequestFacts {
     return this.ip_;
   }
   country(): string | null {
-    if (this.country_ === undefined) this.country_ = this.geo().country(this.ctx.clientIp, this.ip);
+    // Left on the context too, so capture records the country without a lookup of its own.
+    if (this.country_ === undefined) this.country_ = this.ctx.country = this.geo().country(this.ctx.clientIp, this.ip);
     return this.country_;
   }
   asn(): number | null {
