@@ -27,6 +27,8 @@ import type { PeriodicJob } from './worker/periodic.ts';
 import { portActivator } from './worker/ports.ts';
 import { ruleHitPruner, writeRuleHits } from './worker/rate-limit-hits.ts';
 import { trafficRetention, writeTrafficExchanges, writeTrafficUsage } from './worker/traffic.ts';
+import { alertEvaluator } from './worker/alerts.ts';
+import { createNotifier, type Notifier } from './worker/notify.ts';
 import { HealthProber } from './worker/health-prober.ts';
 import { PROBE_KEY_PURPOSE } from './shared/health-probe.ts';
 import { RecordWorker } from './worker/records.ts';
@@ -166,6 +168,22 @@ export async function startNode(config: Config, logger: Logger): Promise<NodeHan
       closers.push(() => recordWorker.stop());
     }
 
+    // Alert notifications (docs/traffic.md "Alerts"): the worker's evaluator and the control API's test operation send
+    // through one notifier, so a test reaches a channel exactly as a real alert would.
+    let notifier: Notifier | undefined;
+    if (needsDb) {
+      const built = createNotifier({
+        allowPrivate: config.originAllowPrivate,
+        smtpUrl: config.alerts.smtpUrl,
+        smtpFrom: config.alerts.smtpFrom,
+        baseDomain: config.baseDomain,
+        webhookTimeoutMs: config.alerts.webhookTimeoutMs,
+        logger: logger.child({ component: 'alerts' }),
+      });
+      notifier = built;
+      closers.push(() => built.close());
+    }
+
     if (runs(config, 'control')) {
       const db = handle.db!;
       const boot = await bootstrapAdmin(db, config);
@@ -196,7 +214,7 @@ export async function startNode(config: Config, logger: Logger): Promise<NodeHan
         return secure ? { origin: `https://${hostPart}:${edge.httpsPort}`, verifyTls: false } : { origin: `http://${hostPart}:${edge.httpPort}`, verifyTls: true };
       };
       if (!config.replayEdgeUrl && !runs(config, 'edge')) logger.warn('EDGE_REPLAY_EDGE_URL is not set: traffic replays will answer 503 on this control node');
-      const control = await startControl({ config, db, logger, secrets, presence, readiness, publicHttpsPort, replayEdge });
+      const control = await startControl({ config, db, logger, secrets, presence, readiness, publicHttpsPort, replayEdge, alertNotifier: notifier?.notify });
       handle.control = control;
       closers.push(() => control.close());
       logger.info({ port: control.port, host: config.bindHost }, 'control API listening');
@@ -244,6 +262,17 @@ export async function startNode(config: Config, logger: Logger): Promise<NodeHan
       const retention = trafficRetention(handle.db!, { plans: config.plans, intervalMs: config.janitor.intervalMs, logger: logger.child({ component: 'traffic-retention' }) });
       retention.start();
       closers.push(() => retention.stop());
+      // Alert rules, judged every EDGE_ALERT_EVALUATION_INTERVAL_MS under a lease long enough for three webhook attempts.
+      const evaluator = alertEvaluator(handle.db!, {
+        intervalMs: config.alerts.evaluationIntervalMs,
+        owner: `${config.nodeId}-${randomBytes(3).toString('hex')}`,
+        leaseMs: Math.max(120_000, 2 * config.alerts.evaluationIntervalMs),
+        notifier: notifier!.notify,
+        secrets,
+        logger: logger.child({ component: 'alert-evaluator' }),
+      });
+      evaluator.start();
+      closers.push(() => evaluator.stop());
       // Health checks probe through an edge's public listener as visitors do: EDGE_PROBE_EDGE_URL, else this process's
       // own edge over loopback (docs/health-checks.md). A worker-only node without the setting does not probe.
       const probeEdge = (): string | null => {

@@ -120,6 +120,19 @@ export const ConfigSchema = Type.Object(
       },
       { additionalProperties: false },
     ),
+    // Traffic alerts (docs/traffic.md "Alerts"): how often the worker evaluates every rule, and how e-mail leaves.
+    alerts: Type.Object(
+      {
+        evaluationIntervalMs: Type.Integer({ minimum: 50, maximum: 3600000 }),
+        // smtp:// or smtps:// URL with any credentials (nodemailer's form); empty = e-mail channels are not notified.
+        smtpUrl: Type.String({ pattern: '^(smtps?://.+)?$' }),
+        // The From of alert e-mail; empty = "Edge alerts <alerts@{baseDomain}>".
+        smtpFrom: Type.String({ maxLength: 320 }),
+        // One webhook delivery attempt may take this long; three attempts are made with backoff.
+        webhookTimeoutMs: Type.Integer({ minimum: 100, maximum: 60000 }),
+      },
+      { additionalProperties: false },
+    ),
     databaseUrl: Type.String(),
     databaseSchema: Type.String({ pattern: '^[a-z_][a-z0-9_]{0,62}$' }),
     redisUrl: Type.String(),
@@ -203,10 +216,14 @@ export const ENV_SETTINGS = {
   EDGE_RATE_LIMIT_ID_SUNSET: 'rateLimitIdSunset',
   EDGE_FEED_CHECK_INTERVAL_MS: 'feed.checkIntervalMs',
   EDGE_FEED_PUBLISH_POLL_MS: 'feed.publishPollMs',
+  EDGE_ALERT_EVALUATION_INTERVAL_MS: 'alerts.evaluationIntervalMs',
+  EDGE_SMTP_URL: 'alerts.smtpUrl',
+  EDGE_SMTP_FROM: 'alerts.smtpFrom',
+  EDGE_ALERT_WEBHOOK_TIMEOUT_MS: 'alerts.webhookTimeoutMs',
 } as const;
 
 /** Settings whose values are secrets: a message about a bad one does not quote it. */
-const SECRET_SETTINGS: ReadonlySet<string> = new Set(['adminApiKey', 'secretKey', 'edge.sessionKeys']);
+const SECRET_SETTINGS: ReadonlySet<string> = new Set(['adminApiKey', 'secretKey', 'edge.sessionKeys', 'alerts.smtpUrl']);
 
 export class ConfigError extends Error {
   override name = 'ConfigError';

@@ -155,17 +155,19 @@ export async function listAlertEvents(q: Queryable, ruleId: number, limit: numbe
 // ---------------------------------------------------------------------------------------------------------------
 
 /**
- * Takes up to `batch` rules whose lease has lapsed for `owner`, for `leaseMs`. Under PostgreSQL a competing
+ * Takes up to `batch` rules whose lease has lapsed for `owner`, for `leaseMs`, except those of `skip` (already judged
+ * in this pass: a released rule is due again at once). Under PostgreSQL a competing
  * evaluator skips rows another is leasing (SKIP LOCKED) and re-checks lease_until on rows it waited for, so a rule
  * is never held by two; PGlite has one backend and runs the statements one after the other.
  */
-export async function leaseDueAlertRules(q: Queryable, owner: string, leaseMs: number, batch: number): Promise<AlertRuleRow[]> {
+export async function leaseDueAlertRules(q: Queryable, owner: string, leaseMs: number, batch: number, skip: readonly number[] = []): Promise<AlertRuleRow[]> {
   const { rows } = await q.query<{ uuid: string }>(
     `UPDATE alert_rules SET lease_owner = $1, lease_until = now() + make_interval(secs => $2::double precision / 1000)
-     WHERE id IN (SELECT id FROM alert_rules WHERE lease_until < now() ORDER BY lease_until, id LIMIT $3 FOR UPDATE SKIP LOCKED)
+     WHERE id IN (SELECT id FROM alert_rules WHERE lease_until < now() AND NOT (id = ANY($4::bigint[]))
+                  ORDER BY lease_until, id LIMIT $3 FOR UPDATE SKIP LOCKED)
        AND lease_until < now()
      RETURNING uuid::text AS uuid`,
-    [owner, leaseMs, batch],
+    [owner, leaseMs, batch, skip],
   );
   if (rows.length === 0) return [];
   const { rows: rules } = await q.query<AlertRuleRow>(`SELECT ${RULE_COLUMNS} FROM ${RULE_FROM} WHERE r.uuid = ANY($1::uuid[]) ORDER BY r.id`, [
@@ -207,7 +209,7 @@ export async function recordEvaluation(q: Queryable, ruleId: number, owner: stri
 
 /** Gives the rule back, so the next pass of any evaluator may take it. */
 export async function releaseAlertLease(q: Queryable, ruleId: number, owner: string): Promise<void> {
-  await q.query(`UPDATE alert_rules SET lease_owner = NULL, lease_until = now() WHERE id = $1 AND lease_owner = $2`, [ruleId, owner]);
+  await q.query(`UPDATE alert_rules SET lease_owner = NULL, lease_until = '-infinity' WHERE id = $1 AND lease_owner = $2`, [ruleId, owner]);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
