@@ -49,6 +49,7 @@ describe(`health checks end to end (${process.env.DATABASE_URL ? 'PostgreSQL' : 
 
   it('healthy, then unhealthy when the service fails (uptime drops); probes pass auth, skip rate limits and capture', async () => {
     const e = await createEndpoint(t, user);
+    await edgeCaughtUp(t);
     agent = await startAgent({ edgeUrl: `http://127.0.0.1:${t.node.edge!.httpPort}`, apiKey: user.api_key, endpoint: e.uuid, protocol: 'http', target: service.port, agentId: 'health-agent' });
     // Visitors must sign in, and /health admits one request an hour.
     await expectBody(200, t.api('PUT', `/v1/endpoints/${e.uuid}/settings`, { key: user.api_key, body: { mode: 'basic', basic_users: [{ username: 'visitor', password: 'password-123' }] } }));

@@ -8,7 +8,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { startAgent, type Agent } from '../../src/agent/agent.ts';
 import { recordProbe } from '../../src/store/health.ts';
-import { createEndpoint, expectBody, orgWithMember, type User } from '../helpers/endpoint-api.ts';
+import { createEndpoint, edgeCaughtUp, expectBody, orgWithMember, type User } from '../helpers/endpoint-api.ts';
 import { eventually } from '../helpers/eventually.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
 
@@ -133,6 +133,7 @@ describe(`health-check configuration and health status (${process.env.DATABASE_U
 
     // A unified endpoint whose only agent is a tcp agent.
     const tcp = await createEndpoint(t, user);
+    await edgeCaughtUp(t);
     const port = (service.address() as AddressInfo).port;
     agents.push(await startAgent({ edgeUrl: `http://127.0.0.1:${t.node.edge!.httpPort}`, apiKey: user.api_key, endpoint: tcp.uuid, protocol: 'tcp', target: port, agentId: 'tcp-agent' }));
     await eventually(async () => ((await expectBody(200, get(user, tcp.uuid))).supported === false ? true : undefined));
@@ -221,6 +222,7 @@ describe(`health-check configuration and health status (${process.env.DATABASE_U
   it('has_active_agent follows presence', async () => {
     const user = await t.createUser('free');
     const e = await createEndpoint(t, user);
+    await edgeCaughtUp(t);
     const agent = await startAgent({ edgeUrl: `http://127.0.0.1:${t.node.edge!.httpPort}`, apiKey: user.api_key, endpoint: e.uuid, protocol: 'http', target: (service.address() as AddressInfo).port, agentId: 'presence-agent' });
     agents.push(agent);
     await eventually(async () => ((await expectBody(200, health(user, e.uuid))).has_active_agent ? true : undefined));
