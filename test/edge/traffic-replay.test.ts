@@ -64,6 +64,7 @@ describe('traffic replay through the edge', () => {
         req.on('end', () => {
           const entry = { method: req.method!, url: req.url!, headers: req.headers, body: Buffer.concat(chunks).toString('utf8') };
           record(entry);
+          if (req.url === '/status-503') return void res.writeHead(503, { 'content-type': 'text/plain' }).end('down');
           if (req.url === '/big') {
             res.writeHead(200, { 'content-type': 'application/octet-stream' });
             return void res.end(Buffer.alloc(BIG, 0x61));
@@ -160,6 +161,49 @@ describe('traffic replay through the edge', () => {
     assert.equal(body.status, 200);
     assert.equal(body.request.url, `https://${endpoint.hostname}/secure`);
     assert.equal(service.seen.at(-1)!.headers['x-forwarded-proto'], 'https');
+  });
+
+  it('captures real traffic through the program, lists its error among recent errors and in metrics, and replays it', async () => {
+    const visitor = await visit(t.node.edge!.httpPort, endpoint.hostname, '/real/fail?x=1', {
+      method: 'PUT',
+      body: 'payload-1',
+      headers: { 'content-type': 'text/plain', 'x-trace': 'real-1', authorization: 'Bearer secret-token' },
+    });
+    assert.equal(visitor.status, 200);
+    // The edge ships the exchange; the worker writes it (with the rollup) shortly after.
+    const row = await eventually(async () => (await sql<{ id: number }>("SELECT id FROM traffic_logs WHERE path = '/real/fail' AND method = 'PUT'"))[0]);
+    const log = await expectBody(200, t.api('GET', `/v1/traffic/logs/${row.id}`, { key: user.api_key }));
+    assert.equal(log.capture_level, 'full');
+    assert.equal(log.query, 'x=1');
+    assert.equal(log.request.headers.authorization, '[redacted]');
+    assert.deepEqual(log.request.body, { encoding: 'utf8', data: 'payload-1', size: 9, truncated: false });
+    const listed = await expectBody(200, t.api('GET', `/v1/traffic/logs?endpoint=${endpoint.uuid}&method=put&path_prefix=/real/`, { key: user.api_key }));
+    assert.deepEqual(
+      listed.items.map((r: any) => r.id),
+      [row.id],
+    );
+
+    const before = service.seen.length;
+    const replayed = await expectBody(200, replay(row.id, '?force=true'));
+    assert.equal(replayed.status, 200);
+    const seen = service.seen.at(-1)!;
+    assert.equal(service.seen.length, before + 1);
+    assert.deepEqual([seen.method, seen.url, seen.body, seen.headers['x-trace'], seen.headers.authorization], ['PUT', '/real/fail?x=1', 'payload-1', 'real-1', undefined]);
+
+    // A 5xx from the service: an error row for recent errors, and a count in the minute rollup.
+    const failing = await visit(t.node.edge!.httpPort, endpoint.hostname, '/status-503');
+    assert.equal(failing.status, 503);
+    const recent = await eventually(async () => {
+      const body = await expectBody(200, t.api('GET', '/v1/traffic/errors/recent?tier=5XX', { key: user.api_key }));
+      return body.errors.find((r: any) => r.path === '/status-503');
+    });
+    assert.deepEqual([recent.status_code, recent.method, recent.host, recent.endpoint_uuid, recent.endpoint_name], [503, 'GET', endpoint.hostname, endpoint.uuid, endpoint.subdomain]);
+    const metrics = await eventually(async () => {
+      const body = await expectBody(200, t.api('GET', `/v1/traffic/metrics?bucket=minute&endpoint=${endpoint.uuid}`, { key: user.api_key }));
+      const points = body.series[0]?.points ?? [];
+      return points.some((p: any) => p.errors_5xx > 0) ? points : undefined;
+    });
+    assert.ok(metrics.reduce((n: number, p: any) => n + p.requests, 0) >= 2);
   });
 
   it('meets the endpoint as it is now: with basic auth turned on, the edge refuses the replay before the service', async () => {
