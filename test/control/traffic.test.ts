@@ -31,7 +31,8 @@ const RECENT_ROW_KEYS = ['created_at', 'endpoint_name', 'endpoint_uuid', 'host',
 describe('traffic inspector API', () => {
   let t: TestNode;
   before(async () => {
-    t = await startTestNode();
+    // The worker's retention pass would delete rows inserted older than a plan keeps; these tests place rows in time.
+    t = await startTestNode({ EDGE_JANITOR_INTERVAL_MS: '3600000' });
   });
   after(() => t.close());
 
@@ -137,7 +138,7 @@ describe('traffic inspector API', () => {
     });
 
     it('takes hours 1-720 (default 24) and falls back to 24 for 0, 721 and abc, echoing the resolved window', async () => {
-      const user = await t.createUser('free');
+      const user = await t.createUser('business');
       const ids = {
         halfHour: await insertLog({ accountId: user.account_id, status: 500, minutesAgo: 30 }),
         threeHours: await insertLog({ accountId: user.account_id, status: 500, minutesAgo: 180 }),
