@@ -1,6 +1,7 @@
 // Alert rules and events (migration 012): the API's reads and writes, the evaluator's lease and compare-and-set
 // transitions, and the traffic figures it judges rules by, read from the per-minute rollup of migration 011.
-import type { AlertComparison, AlertEventStatus, AlertMetric, AlertRuleStatus } from '../shared/alerts.ts';
+import type { AlertChannel, AlertComparison, AlertEventStatus, AlertMetric, AlertRuleStatus } from '../shared/alerts.ts';
+import type { SecretBox } from '../shared/secrets.ts';
 import type { Queryable } from './db.ts';
 
 /** Bounds the API enforces (400 beyond them). */
@@ -66,6 +67,18 @@ const EVENT_COLUMNS = 'id, rule_id, status, value, triggered_at, notified, notif
 function normalizeRule(row: AlertRuleRow): AlertRuleRow {
   if (typeof row.channels === 'string') row.channels = JSON.parse(row.channels) as StoredChannel[];
   return row;
+}
+
+/**
+ * The channels as the notifier takes them, webhook secrets opened; or why they cannot be (a secret sealed under
+ * another EDGE_SECRET_KEY), which the event then records instead of failing the evaluation or the request.
+ */
+export function openAlertChannels(channels: readonly StoredChannel[], secrets: SecretBox): AlertChannel[] | string {
+  try {
+    return channels.map((c) => (c.type === 'webhook' ? { type: 'webhook', url: c.url, secret: c.secret_sealed === null ? null : secrets.open(c.secret_sealed) } : c));
+  } catch {
+    return 'a webhook secret cannot be opened with this node’s EDGE_SECRET_KEY';
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------------------

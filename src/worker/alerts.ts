@@ -2,13 +2,14 @@
 // the per-minute traffic rollup (or the last health verdicts), and on ok → firing / firing → ok records the event
 // and notifies. One evaluator at a time holds a rule, and a transition is a compare-and-set, so none notifies twice.
 import { randomBytes } from 'node:crypto';
-import { thresholdCrossed, type AlertChannel, type AlertNotifier, type AlertRuleStatus } from '../shared/alerts.ts';
+import { thresholdCrossed, type AlertNotifier, type AlertRuleStatus } from '../shared/alerts.ts';
 import type { Logger } from '../shared/log.ts';
 import { TRAFFIC_LATENCY_BOUNDS_MS } from '../shared/records/types.ts';
 import type { SecretBox } from '../shared/secrets.ts';
 import {
   accountEndpointIds,
   latencyHistogram,
+  openAlertChannels,
   leaseDueAlertRules,
   recordEvaluation,
   recordNotification,
@@ -95,17 +96,8 @@ export interface PassReport {
   resolved: string[];
 }
 
-/** The channels with webhook secrets opened; a secret sealed under another key leaves its channel unsigned-and-failed. */
-function openChannels(rule: AlertRuleRow, secrets: SecretBox): AlertChannel[] | string {
-  try {
-    return rule.channels.map((c) => (c.type === 'webhook' ? { type: 'webhook', url: c.url, secret: c.secret_sealed === null ? null : secrets.open(c.secret_sealed) } : c));
-  } catch {
-    return 'a webhook secret cannot be opened with this node’s EDGE_SECRET_KEY';
-  }
-}
-
 async function notifyEvent(db: Database, rule: AlertRuleRow, event: AlertEventRow, opts: EvaluatorOptions): Promise<void> {
-  const channels = openChannels(rule, opts.secrets);
+  const channels = openAlertChannels(rule.channels, opts.secrets);
   const outcome =
     typeof channels === 'string'
       ? { notified: false, error: channels }

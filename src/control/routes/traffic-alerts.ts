@@ -9,7 +9,6 @@ import {
   canonicalWebhookUrl,
   MAX_WEBHOOK_URL_LENGTH,
   WebhookUrlError,
-  type AlertChannel,
   type AlertComparison,
   type AlertMetric,
   type AlertNotifier,
@@ -248,11 +247,6 @@ function ruleInput(body: RuleBodyT, endpointId: number | null, opts: { allowPriv
   };
 }
 
-/** The channels with their webhook secrets opened, for a notification. */
-export function openChannels(channels: readonly StoredChannel[], secrets: SecretBox): AlertChannel[] {
-  return channels.map((c) => (c.type === 'webhook' ? { type: 'webhook', url: c.url, secret: c.secret_sealed === null ? null : secrets.open(c.secret_sealed) } : c));
-}
-
 // ---------------------------------------------------------------------------------------------------------------
 // Access
 // ---------------------------------------------------------------------------------------------------------------
@@ -437,16 +431,19 @@ export function trafficAlertRoutes(app: ControlApp, { db, config, secrets, alert
       req.caller.requirePermission('endpoints:write');
       const rule = await visibleRule(db, req.caller, req.params.uuid);
       const event = await store.insertAlertEvent(db, rule.id, 'test', rule.last_value ?? 0);
-      const outcome = alertNotifier
-        ? await alertNotifier(openChannels(rule.channels, secrets), {
-            rule: { uuid: rule.uuid, name: rule.name, metric: rule.metric, comparison: rule.comparison, threshold: rule.threshold },
-            status: 'test',
-            value: event.value,
-            triggered_at: iso(event.triggered_at),
-            ...(rule.endpoint_uuid ? { endpoint: { uuid: rule.endpoint_uuid, name: rule.endpoint_name ?? '' } } : {}),
-            event_id: event.id,
-          })
-        : { notified: false, error: 'notifications are not configured on this node' };
+      const channels = store.openAlertChannels(rule.channels, secrets);
+      const outcome = !alertNotifier
+        ? { notified: false, error: 'notifications are not configured on this node' }
+        : typeof channels === 'string'
+          ? { notified: false, error: channels }
+          : await alertNotifier(channels, {
+              rule: { uuid: rule.uuid, name: rule.name, metric: rule.metric, comparison: rule.comparison, threshold: rule.threshold },
+              status: 'test',
+              value: event.value,
+              triggered_at: iso(event.triggered_at),
+              ...(rule.endpoint_uuid ? { endpoint: { uuid: rule.endpoint_uuid, name: rule.endpoint_name ?? '' } } : {}),
+              event_id: event.id,
+            });
       const recorded = await store.recordNotification(db, event.id, outcome.notified, outcome.error);
       // The rule may have been deleted meanwhile (its events with it): the event is still what happened.
       return eventView(recorded ?? { ...event, notified: outcome.notified, notification_err: outcome.error });
