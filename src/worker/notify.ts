@@ -5,12 +5,13 @@
 // later (DNS rebinding), so connections go through a lookup that refuses any answer the platform's address policy
 // (src/shared/address-policy.ts) does not call public, as the edge's origin pools do, and IP literals are judged
 // before connecting. Redirects are not followed: a public receiver could otherwise bounce the worker inside.
-import { lookup as systemLookup, type LookupAddress } from 'node:dns';
+import { lookup as systemLookup } from 'node:dns';
 import { isIP, type LookupFunction } from 'node:net';
 import nodemailer from 'nodemailer';
 import type { Transporter } from 'nodemailer';
 import { Agent, request } from 'undici';
-import { addressRefusal, isPublicAddress } from '../shared/address-policy.ts';
+import { addressRefusal } from '../shared/address-policy.ts';
+import { PrivateAddressError, publicOnlyLookup } from '../shared/public-lookup.ts';
 import {
   DELIVERY_HEADER,
   SIGNATURE_HEADER,
@@ -45,26 +46,6 @@ export interface NotifierOptions {
 export interface Notifier {
   notify: AlertNotifier;
   close(): Promise<void>;
-}
-
-/** A webhook connection refused because its name resolved to an address outside the policy. */
-class PrivateAddressError extends Error {
-  override name = 'PrivateAddressError';
-}
-
-/** Resolves every address of a name and refuses the whole answer when any is not public (see the file's head). */
-function publicOnlyLookup(resolve: LookupFunction): LookupFunction {
-  return (hostname, options, callback) => {
-    resolve(hostname, { ...options, all: true }, (err, answer) => {
-      if (err) return callback(err, '');
-      const addresses = answer as unknown as LookupAddress[];
-      if (addresses.length === 0) return callback(Object.assign(new Error(`no address for ${hostname}`), { code: 'ENOTFOUND' }), '');
-      const refused = addresses.find((a) => !isPublicAddress(a.address));
-      if (refused) return callback(new PrivateAddressError(`${hostname} resolves to ${refused.address}, which is not a public address`), '');
-      if (options.all) callback(null, addresses);
-      else callback(null, addresses[0].address, addresses[0].family);
-    });
-  };
 }
 
 /** A failed attempt, and whether another could succeed. */

@@ -6,7 +6,6 @@
 // rebinding). So names are resolved through a lookup that refuses any answer the platform's address policy does not
 // call public (src/shared/address-policy.ts, the policy the API applies to literals), and IP literals are checked
 // before any connection, unless the edge runs with EDGE_ORIGIN_ALLOW_PRIVATE=true.
-import { lookup as systemLookup, type LookupAddress } from 'node:dns';
 import http, { ServerResponse } from 'node:http';
 import https from 'node:https';
 import { isIP, type LookupFunction } from 'node:net';
@@ -14,6 +13,7 @@ import type { Duplex } from 'node:stream';
 import { Pool } from 'undici';
 import type { Logger } from '../../shared/log.ts';
 import { isPublicAddress } from '../../shared/address-policy.ts';
+import { PrivateAddressError as PrivateOriginError, publicOnlyLookup } from '../../shared/public-lookup.ts';
 import type { EndpointConfig } from '../../shared/snapshot.ts';
 import { endToEndHeaders } from '../../shared/tunnel/headers.ts';
 import { sendEdgeError } from '../http/pages.ts';
@@ -36,35 +36,7 @@ interface Origin {
 }
 
 /** A connection refused because the origin's address is loopback, private or link-local. */
-export class PrivateOriginError extends Error {
-  override name = 'PrivateOriginError';
-  readonly code = 'EDGE_ORIGIN_PRIVATE_ADDRESS';
-  constructor(
-    readonly host: string,
-    readonly address: string,
-  ) {
-    super(`origin ${host} resolves to ${address}, which is not a public address`);
-  }
-}
-
-/**
- * A lookup for origin connections: resolves every address of the name (as net's happy-eyeballs connect does) and
- * fails with PrivateOriginError when any is private. Refusing the whole answer rather than filtering it keeps a
- * name that mixes public and private addresses from reaching the private one on a later connection.
- */
-export function publicOnlyLookup(resolve: LookupFunction = systemLookup as LookupFunction): LookupFunction {
-  return (hostname, options, callback) => {
-    resolve(hostname, { ...options, all: true }, (err, answer) => {
-      if (err) return callback(err, '');
-      const addresses = answer as LookupAddress[];
-      if (addresses.length === 0) return callback(Object.assign(new Error(`no address for ${hostname}`), { code: 'ENOTFOUND' }), '');
-      const refused = addresses.find((a) => !isPublicAddress(a.address));
-      if (refused) return callback(new PrivateOriginError(hostname, refused.address), '');
-      if (options.all) callback(null, addresses);
-      else callback(null, addresses[0].address, addresses[0].family);
-    });
-  };
-}
+export { PrivateAddressError as PrivateOriginError, publicOnlyLookup } from '../../shared/public-lookup.ts';
 
 export interface OriginPoolsOptions {
   /** EDGE_ORIGIN_ALLOW_PRIVATE: connect to loopback, private and link-local addresses too (default false). */
