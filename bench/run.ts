@@ -1,5 +1,6 @@
 // `npm run bench`: runs every benchmark in this folder in one process and prints one results table.
 // Load runs target 127.0.0.1 only and are bounded in time; figures are for this machine, read them as ratios.
+import { benchCapture, describeCapture } from './capture.ts';
 import { benchConfigApply, describeConfigApply } from './config-apply.ts';
 import { benchFeedLatency } from './feed-latency.ts';
 import { benchProxy, formatTable, type Row } from './proxy.ts';
@@ -31,6 +32,9 @@ rows.push(...describeRbac(await benchRbac()));
 // The rate-limit decision (targets: local under 2 µs, 10 rules with conditions under 5 µs) and the limiter's accuracy
 // against an exact sliding log over simulated time, as Cloudflare publishes theirs.
 rows.push(...describeRateLimit(await benchRateLimit(), accuracyRuns()));
+
+// The capture path on the edge (target: capture on adds under 3 µs per request over capture off, batching included).
+rows.push(...describeCapture(await benchCapture()));
 
 // The whole request path: upstream direct, a bare http-proxy-3 proxy (the baseline), the edge + an agent tunnel,
 // each in its own pinned process (about two minutes).

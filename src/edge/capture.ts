@@ -12,11 +12,12 @@ export type CaptureLevel = 'off' | 'metadata' | 'full';
 
 /**
  * The endpoint's capture level. `capture_level` off forces capture off (SPEC.md "Capture"); capture on with no level
- * stored (the default, capture_enabled true) captures in full, as an inspector is expected to.
+ * stored (the default, capture_enabled true) keeps metadata: headers and bodies may carry personal data and cost
+ * more to keep, so keeping them is the user's explicit choice (`full`).
  */
 export function captureLevelOf(endpoint: Pick<EndpointConfig, 'capture_enabled' | 'capture_level'>): CaptureLevel {
   if (!endpoint.capture_enabled || endpoint.capture_level === 'off') return 'off';
-  return endpoint.capture_level === 'metadata' ? 'metadata' : 'full';
+  return endpoint.capture_level === 'full' ? 'full' : 'metadata';
 }
 
 /** The first TRAFFIC_BODY_LIMIT bytes of a body that passed through, copied as it passed. */
@@ -185,7 +186,7 @@ export function captureExchange(sink: CaptureSink, ctx: RequestContext): void {
   let detail: CapturedDetail | undefined;
   if (level === 'full') {
     detail = { request_headers: req.headers, response_head: null, request_body: emptyBody(), response_body: emptyBody() };
-    watchRequestBody(req, counted, detail.request_body);
+    if (hasBody(req)) watchRequestBody(req, counted, detail.request_body);
     watchResponseBody(res, detail.response_body);
   } else if (hasBody(req)) {
     watchRequestBody(req, counted, null);

@@ -208,40 +208,51 @@ function usageEntry(t: MinuteTally): TrafficUsageEntry {
 
 const cut = (s: string, max: number) => (s.length > max ? s.slice(0, max) : s);
 
-/** Stored headers: names lower-case, repeated fields joined, secrets replaced, bounded as records must be. */
-function storedHeaders(fields: Iterable<[string, string]>, redact: ReadonlySet<string>): Record<string, string> {
-  const out: Record<string, string> = Object.create(null) as Record<string, string>;
+/**
+ * Stored request headers: as Node parsed them (names lower-case and unique, repeated fields already joined except
+ * set-cookie), secrets replaced, bounded as records must be. Plain loops: this runs for every full capture.
+ */
+function requestHeaders(headers: IncomingHttpHeaders, redact: ReadonlySet<string>): Record<string, string> {
+  const out: Record<string, string> = {};
   let n = 0;
-  for (const [rawName, value] of fields) {
-    const name = rawName.toLowerCase();
-    if (name === '' || name.length > RECORD_LIMITS.headerNameLength) continue;
-    const kept = redact.has(name) ? REDACTED : cut(value, RECORD_LIMITS.headerValueLength);
-    if (name in out) {
-      if (out[name] !== REDACTED) out[name] = cut(`${out[name]}, ${kept}`, RECORD_LIMITS.headerValueLength);
-      continue;
-    }
+  for (const name in headers) {
+    const value = headers[name];
+    if (value === undefined || name === '__proto__' || name.length > RECORD_LIMITS.headerNameLength) continue;
     if (n++ >= RECORD_LIMITS.headersPerSide) break;
-    out[name] = kept;
+    out[name] = redact.has(name) ? REDACTED : cut(typeof value === 'string' ? value : value.join(', '), RECORD_LIMITS.headerValueLength);
   }
-  return { ...out };
+  return out;
 }
 
-function* requestFields(headers: IncomingHttpHeaders): Generator<[string, string]> {
-  for (const [name, value] of Object.entries(headers)) {
-    if (value === undefined) continue;
-    yield [name, Array.isArray(value) ? value.join(', ') : value];
+/**
+ * Stored response headers, from the head as written ("HTTP/1.1 200 OK\r\nName: value\r\n...\r\n\r\n"): names
+ * lower-cased, repeated fields joined with ", ", secrets replaced, bounded.
+ */
+function responseHeaders(head: string | null, redact: ReadonlySet<string>): Record<string, string> {
+  const out: Record<string, string> = {};
+  if (head === null) return out;
+  let n = 0;
+  let pos = head.indexOf('\r\n') + 2;
+  while (pos > 1 && pos < head.length) {
+    const eol = head.indexOf('\r\n', pos);
+    if (eol <= pos) break;
+    const colon = head.indexOf(':', pos);
+    if (colon > pos && colon < eol) {
+      const name = head.slice(pos, colon).trim().toLowerCase();
+      // "__proto__" cannot be a plain property; own properties only, so "constructor" is a header like any other.
+      if (name !== '' && name !== '__proto__' && name.length <= RECORD_LIMITS.headerNameLength) {
+        const value = redact.has(name) ? REDACTED : head.slice(colon + 1, eol).trim();
+        const seen = Object.hasOwn(out, name) ? out[name] : undefined;
+        if (seen !== undefined) {
+          if (seen !== REDACTED) out[name] = cut(`${seen}, ${value}`, RECORD_LIMITS.headerValueLength);
+        } else if (n++ < RECORD_LIMITS.headersPerSide) {
+          out[name] = cut(value, RECORD_LIMITS.headerValueLength);
+        }
+      }
+    }
+    pos = eol + 2;
   }
-}
-
-/** The fields of a response head as written ("HTTP/1.1 200 OK\r\nname: value\r\n...\r\n\r\n"). */
-function* responseFields(head: string | null): Generator<[string, string]> {
-  if (head === null) return;
-  const lines = head.split('\r\n');
-  for (let i = 1; i < lines.length; i++) {
-    const colon = lines[i].indexOf(':');
-    if (colon <= 0) continue;
-    yield [lines[i].slice(0, colon).trim(), lines[i].slice(colon + 1).trim()];
-  }
+  return out;
 }
 
 function bodyOf(body: CapturedBody): string {
@@ -280,8 +291,8 @@ export function exchangeRecord(x: CapturedExchange, edge: string, region: string
   };
   const d = x.detail;
   if (record.level === 'full' && d !== undefined) {
-    record.request_headers = storedHeaders(requestFields(d.request_headers), redact);
-    record.response_headers = storedHeaders(responseFields(d.response_head), redact);
+    record.request_headers = requestHeaders(d.request_headers, redact);
+    record.response_headers = responseHeaders(d.response_head, redact);
     if (d.request_body.size > 0) record.request_body = bodyOf(d.request_body);
     if (d.response_body.size > 0) record.response_body = bodyOf(d.response_body);
     record.request_body_truncated = d.request_body.truncated;

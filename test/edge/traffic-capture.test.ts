@@ -57,9 +57,9 @@ describe('traffic capture, edge to store', () => {
     for (const level of ['full', 'metadata', 'off'] as const) {
       const endpoint = await createEndpoint(t, user);
       endpoints[level] = endpoint;
-      // Full is the default (capture on, no level stored); the others are set as a user would.
-      if (level !== 'full') {
-        const body = level === 'off' ? { capture_enabled: false, capture_level: 'off' } : { capture_enabled: true, capture_level: 'metadata' };
+      // Metadata is the default (capture on, no level stored): that endpoint keeps it; the others are set as a user would.
+      if (level !== 'metadata') {
+        const body = level === 'off' ? { capture_enabled: false, capture_level: 'off' } : { capture_enabled: true, capture_level: 'full' };
         await expectBody(200, t.api('PUT', `/v1/endpoints/${endpoint.uuid}/settings/capture`, { key: user.api_key, body }));
       }
     }
@@ -115,7 +115,7 @@ describe('traffic capture, edge to store', () => {
     assert.equal(Buffer.from(row.response_body!).toString(), 'echo:{"item":42}');
   });
 
-  it('metadata capture: the exchange without headers or bodies; an upstream error is a row too', async () => {
+  it('metadata capture (the default): the exchange without headers or bodies; an upstream error is a row too', async () => {
     const res = await visit(t.node.edge!.httpPort, endpoints.metadata.hostname, '/status/503', { method: 'PUT', body: 'x', headers: { authorization: 'Basic eA==' } });
     assert.equal(res.status, 503);
     const [row] = await rowsWhenThere(endpoints.metadata, 1);

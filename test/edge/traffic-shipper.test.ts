@@ -137,8 +137,8 @@ describe('the traffic shipper', () => {
     assert.equal(x.response_body_truncated, true);
   });
 
-  it('full with small bodies keeps them whole and says nothing was cut; capture on with no level stored is full', async () => {
-    await send('default.edge.test', '/small?size=5', { method: 'PUT', body: Buffer.from('hello') });
+  it('full with small bodies keeps them whole and says nothing was cut', async () => {
+    await send('full.edge.test', '/small?size=5', { method: 'PUT', body: Buffer.from('hello') });
     const [x] = await exchanges();
     assert.equal(x.level, 'full');
     assert.equal(Buffer.from(x.request_body!, 'base64').toString(), 'hello');
@@ -157,6 +157,14 @@ describe('the traffic shipper', () => {
     for (const field of ['request_headers', 'response_headers', 'request_body', 'response_body', 'request_body_truncated'] as const) assert.equal(x[field], undefined, field);
     assert.equal(received.at(-1)!.length, 3000);
     assert.ok(parseRecord(JSON.parse(JSON.stringify(x))), 'the worker accepts it');
+  });
+
+  it('capture on with no level stored (the default) keeps metadata only', async () => {
+    await send('default.edge.test', '/d', { headers: { 'x-visible': 'v' } });
+    const [x] = await exchanges();
+    assert.equal(x.endpoint, DEFAULT.uuid);
+    assert.equal(x.level, 'metadata');
+    assert.equal(x.request_headers, undefined);
   });
 
   it('capture off: no exchange shipped, but usage counts every exchange per endpoint and minute', async () => {
