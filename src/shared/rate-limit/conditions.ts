@@ -15,6 +15,7 @@
 //
 // Negated operators (`not_in`, `not_exists`) are the exact complement of their positive form, including when the
 // fact is unknown: `country not_in US` matches a request whose country cannot be determined.
+import { MAX_GLOB_SEGMENTS } from '../match/condition.ts';
 import { RATE_LIMIT_CONDITION_TYPES, type RateLimitConditionConfig, type RateLimitConditionType } from '../snapshot.ts';
 import { parseCidr, type IpWords } from '../match/cidr.ts';
 import { canonicalPathPattern, ConditionError, CONTROL_CHARS } from '../match/condition.ts';
@@ -23,8 +24,8 @@ import { compilePathGlob, compilePathPrefix, compileValueGlob, type StringMatche
 /** Longest stored condition_value, and most entries in one list. */
 export const MAX_CONDITION_VALUE_LENGTH = 1024;
 export const MAX_LIST_ITEMS = 64;
-/** Most segments in a path `matches` glob (the matching cost grows with them; see parseRateLimitCondition). */
-export const MAX_GLOB_SEGMENTS = 16;
+/** Most segments in a path `matches` glob: the bound routing and RBAC patterns have (src/shared/match/condition.ts). */
+export { MAX_GLOB_SEGMENTS } from '../match/condition.ts';
 
 export const RATE_LIMIT_OPERATORS = ['equals', 'in', 'not_in', 'contains', 'prefix', 'matches', 'exists', 'not_exists'] as const;
 export type RateLimitOperator = (typeof RATE_LIMIT_OPERATORS)[number];

@@ -42,6 +42,8 @@ describe('canonicalCondition', () => {
       ['path', '', '/a//b', 'pattern', /empty segments/],
       ['path', '', '/a%2', 'pattern', /malformed percent-escape/],
       ['path', '', '/a?b', 'pattern', /cannot appear/],
+      // Glob matching costs pattern × path segments, and visitors choose the path.
+      ['path', 'glob', `/**${'/a'.repeat(16)}`, 'pattern', /at most 16 segments/],
       ['method', '', ' , ', 'pattern', /at least one method/],
       ['method', 'x', 'GET', 'condition_key', /must be empty/],
       ['header', '', '*', 'condition_key', /header name/],
