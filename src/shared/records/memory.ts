@@ -1,5 +1,6 @@
 // The traffic-record stream inside one process (all roles, no REDIS_URL): the same contract as RedisRecords, so the
 // worker's loop and its tests do not care which one they read. Batches are kept as JSON, as Redis would hold them.
+import { randomBytes } from 'node:crypto';
 import { RECORD_LIMITS, parseBatch, type ReadOptions, type RecordBatch, type RecordSink, type RecordSinkStats, type RecordSource, type TrafficRecord } from './types.ts';
 
 export interface MemoryRecordsOptions {
@@ -25,6 +26,7 @@ export class MemoryRecords implements RecordSink, RecordSource {
    */
   private readonly pending = new Map<string, Stored>();
   private seq = 0;
+  private readonly tag = randomBytes(4).toString('hex');
   private lastMs = 0;
   private queuedRecords = 0;
   private dropped = 0;
@@ -119,6 +121,8 @@ export class MemoryRecords implements RecordSink, RecordSource {
       this.lastMs = ms;
       this.seq = 0;
     } else this.seq++;
-    return `${this.lastMs}-${this.seq}`;
+    // Time-based like Redis's, plus this stream's own tag: the worker keys idempotent writes on batch ids, and two
+    // processes with in-process streams may write to one database.
+    return `${this.lastMs}-${this.seq}-${this.tag}`;
   }
 }
