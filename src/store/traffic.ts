@@ -261,16 +261,20 @@ export async function pruneTraffic(
     ['a.plan <> ALL($1::text[])', knownPlans, longest],
   ];
   for (const [condition, param, days] of groups) {
+    // Account by account (LATERAL), so each lookup is a range of the (account_id, time) index rather than a scan
+    // of the whole table for old rows.
     result.logs += await repeat(
       `DELETE FROM traffic_logs WHERE id IN (
-         SELECT t.id FROM traffic_logs t JOIN accounts a ON a.id = t.account_id
-          WHERE ${condition} AND t.created_at < $2 LIMIT $3)`,
+         SELECT t.id FROM accounts a CROSS JOIN LATERAL (
+           SELECT id FROM traffic_logs WHERE account_id = a.id AND created_at < $2 LIMIT $3) t
+          WHERE ${condition} LIMIT $3)`,
       [param, cutoff(days)],
     );
     result.minutes += await repeat(
       `DELETE FROM endpoint_traffic_minutely WHERE (endpoint_uuid, minute) IN (
-         SELECT m.endpoint_uuid, m.minute FROM endpoint_traffic_minutely m JOIN accounts a ON a.id = m.account_id
-          WHERE ${condition} AND m.minute < $2 LIMIT $3)`,
+         SELECT m.endpoint_uuid, m.minute FROM accounts a CROSS JOIN LATERAL (
+           SELECT endpoint_uuid, minute FROM endpoint_traffic_minutely WHERE account_id = a.id AND minute < $2 LIMIT $3) m
+          WHERE ${condition} LIMIT $3)`,
       [param, cutoff(days)],
     );
   }
