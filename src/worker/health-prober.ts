@@ -58,23 +58,31 @@ export function probeOnce(base: URL, check: Pick<ClaimedCheck, 'uuid' | 'hostnam
       clearTimeout(timer);
       resolve(result);
     };
-    const req = (secure ? https : http).request({
-      protocol: base.protocol,
-      hostname: base.hostname.replace(/^\[|\]$/g, ''),
-      port: base.port || (secure ? 443 : 80),
-      method: 'GET',
-      path: target,
-      // A fresh connection per probe: a probe measures what a visitor's first request meets, and nothing lingers.
-      agent: false,
-      servername: secure ? check.hostname : undefined,
-      headers: {
-        host: check.hostname,
-        'user-agent': PROBE_USER_AGENT,
-        accept: '*/*',
-        [PROBE_HEADER]: signProbe(key, check.uuid, 'GET', target),
-        connection: 'close',
-      },
-    });
+    let req: http.ClientRequest;
+    try {
+      req = (secure ? https : http).request({
+        protocol: base.protocol,
+        hostname: base.hostname.replace(/^\[|\]$/g, ''),
+        port: base.port || (secure ? 443 : 80),
+        method: 'GET',
+        path: target,
+        // A fresh connection per probe: a probe measures what a visitor's first request meets, and nothing lingers.
+        agent: false,
+        servername: secure ? check.hostname : undefined,
+        headers: {
+          host: check.hostname,
+          'user-agent': PROBE_USER_AGENT,
+          accept: '*/*',
+          [PROBE_HEADER]: signProbe(key, check.uuid, 'GET', target),
+          connection: 'close',
+        },
+      });
+    } catch (err) {
+      // Node refuses some targets synchronously (a character a request line cannot carry, in a row stored before the
+      // API refused it): the check cannot be probed as configured, which is an `error` verdict, not a failed worker.
+      const e = err as NodeJS.ErrnoException;
+      return resolve({ status: 'error', status_code: null, latency_ms: elapsed(), error_message: oneLine(e.code ? `${e.code}: ${e.message}` : e.message) });
+    }
     const timer = setTimeout(() => {
       settle({ status: 'timeout', status_code: null, latency_ms: elapsed(), error_message: `no response within ${timeoutMs} ms` });
       req.destroy();
@@ -162,9 +170,10 @@ export class HealthProber {
     return claimed.length;
   }
 
+  /** Never rejects: nothing awaits a probe (a rejection would be unhandled, which ends the process). */
   private async probe(base: URL, check: ClaimedCheck): Promise<void> {
-    const result = await probeOnce(base, check, this.options.probeKey, this.options.timeoutMs);
     try {
+      const result = await probeOnce(base, check, this.options.probeKey, this.options.timeoutMs);
       await recordProbe(this.db, check.endpoint_id, this.owner, result);
       this.options.logger.debug({ endpoint: check.uuid, status: result.status, status_code: result.status_code, latency_ms: result.latency_ms }, 'health probe');
     } catch (err) {

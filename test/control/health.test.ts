@@ -96,6 +96,10 @@ describe(`health-check configuration and health status (${process.env.DATABASE_U
     await refused(put(user, e.uuid, { path: '/' + 'a'.repeat(255) }), /path must be at most 255 characters/);
     await refused(put(user, e.uuid, { path: '/a b' }), /path/);
     await refused(put(user, e.uuid, { path: '/a#b' }), /path/);
+    // What a request line cannot carry as is (the prober used to throw on these): percent-encoded, they are fine.
+    await refused(put(user, e.uuid, { path: '/\u20ac' }), /path.*percent-encode/);
+    await refused(put(user, e.uuid, { path: '/caf\u00e9' }), /path.*percent-encode/);
+    await refused(put(user, e.uuid, { path: '/a\u2028b' }), /path/);
     await refused(put(user, e.uuid, { path: 42 }), /path/);
     await refused(put(user, e.uuid, { enabled: 'yes' }), /enabled/);
     await refused(put(user, e.uuid, { enabled: null }), /enabled/);

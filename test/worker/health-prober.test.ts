@@ -160,6 +160,22 @@ describe(`the prober (${process.env.DATABASE_URL ? 'PostgreSQL' : 'PGlite'})`, (
     assert.match(result.error_message!, /ECONNREFUSED/);
   });
 
+  it('a path no request line can carry (stored before the API refused it) is an error verdict, not a crashed worker', async () => {
+    // Node's client throws synchronously on characters above U+00FF in a path; unhandled, that ended the process.
+    const result = await probeOnce(new URL(edgeUrl), { uuid: '6f1c1f7e-8d3a-4a8e-9a59-0d1f0e0b7c11', hostname: 'x.example.test', path: '/\u20ac' }, KEY, 2000);
+    assert.deepEqual([result.status, result.status_code], ['error', null]);
+    assert.match(result.error_message!, /ERR_UNESCAPED_CHARACTERS/);
+    const e = await newCheck({ path: '/caf\u00e9/\u65e5\u672c' });
+    const p = prober();
+    await p.pass();
+    await due(e.id);
+    assert.equal(await p.pass(), 1);
+    await p.idle();
+    const [row] = await recentProbes(t.db, e.id);
+    assert.deepEqual([row.status, row.status_code], ['error', null]);
+    assert.equal(probesOf(e.hostname).length, 0);
+  });
+
   it('two workers never probe one endpoint twice within its interval', async () => {
     const e = await newCheck({ interval: 60 });
     const [a, b] = [prober({ node: 'a' }), prober({ node: 'b' })];

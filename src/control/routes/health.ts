@@ -117,8 +117,10 @@ function validatePatch(body: { enabled?: boolean; path?: string | null; interval
   if (typeof path === 'string' && path !== '') {
     if (!path.startsWith('/')) throw fail.invalid_request('path must start with "/"');
     if (path.length > HEALTH_LIMITS.maxPathLength) throw fail.invalid_request(`path must be at most ${HEALTH_LIMITS.maxPathLength} characters, got ${path.length}`);
-    // Probes send the path as a request target: no fragment, and nothing a request line cannot carry.
+    // Probes send the path as a request target: no fragment, and nothing a request line cannot carry. Characters
+    // beyond ASCII are refused too (an HTTP client throws on them; the prober would have nothing to send).
     if (/[\s#\x00-\x1f\x7f]/.test(path)) throw fail.invalid_request('path must not contain spaces, control characters or "#"');
+    if (/[^\x21-\x7e]/.test(path)) throw fail.invalid_request('path must be ASCII: percent-encode other characters (/caf%C3%A9, not /café)');
   }
 }
 
