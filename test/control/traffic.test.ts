@@ -137,6 +137,16 @@ describe('traffic inspector API', () => {
       for (const bad of ['0', '101', '-1', '5.5', 'abc', '', '1e1']) assert.equal(await count(`?limit=${bad}`), 20, `limit=${bad}`);
     });
 
+    it('falls back to the defaults for parameters given more than once (not one number), never a 400', async () => {
+      const user = await t.createUser('free');
+      const ids = [await insertLog({ accountId: user.account_id, status: 503, minutesAgo: 1 }), await insertLog({ accountId: user.account_id, status: 404, minutesAgo: 2 })];
+      for (let i = 0; i < 22; i++) await insertLog({ accountId: user.account_id, status: 500, minutesAgo: 3 + i });
+      const body = await expectBody(200, get(user, '/v1/traffic/errors/recent?limit=1&limit=2&hours=1&hours=2&tier=5xx&tier=4xx'));
+      assert.equal(body.hours, 24);
+      assert.equal(body.errors.length, 20);
+      assert.deepEqual(body.errors.slice(0, 2).map((r: any) => r.id), ids, 'every tier');
+    });
+
     it('takes hours 1-720 (default 24) and falls back to 24 for 0, 721 and abc, echoing the resolved window', async () => {
       const user = await t.createUser('business');
       const ids = {

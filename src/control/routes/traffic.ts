@@ -17,15 +17,22 @@ import { ErrorBody, ErrorResponses, iso } from '../views.ts';
 
 const RECENT = { limit: { min: 1, max: 100, fallback: 20 }, hours: { min: 1, max: 720, fallback: 24 } } as const;
 
+/**
+ * A recent-errors parameter as the query string gave it: a string, or several when repeated (`?limit=1&limit=2`).
+ * The schema admits both so that a repeated parameter falls back like any other value that is not one number
+ * (SPEC.md: these parameters never fail), instead of the 400 a string-only schema answers.
+ */
+const LenientParam = (description: string) => Type.Optional(Type.Union([Type.String(), Type.Array(Type.String())], { description }));
+
 /** A decimal integer inside [min, max], else the fallback: SPEC.md's "out-of-range or non-numeric falls back". */
-function lenientInt(value: string | undefined, bounds: { min: number; max: number; fallback: number }): number {
-  if (value === undefined || !/^[0-9]{1,9}$/.test(value)) return bounds.fallback;
+function lenientInt(value: string | string[] | undefined, bounds: { min: number; max: number; fallback: number }): number {
+  if (typeof value !== 'string' || !/^[0-9]{1,9}$/.test(value)) return bounds.fallback;
   const n = Number(value);
   return n >= bounds.min && n <= bounds.max ? n : bounds.fallback;
 }
 
-function tierOf(value: string | undefined): '4xx' | '5xx' | null {
-  const v = value?.toLowerCase();
+function tierOf(value: string | string[] | undefined): '4xx' | '5xx' | null {
+  const v = typeof value === 'string' ? value.toLowerCase() : undefined;
   return v === '4xx' || v === '5xx' ? v : null;
 }
 
@@ -358,9 +365,9 @@ export function trafficRoutes(app: ControlApp, { db, replayEdge }: ControlDeps):
           'anything else all errors. Needs traffic:read in the active account.',
         tags: ['traffic'],
         querystring: Type.Object({
-          limit: Type.Optional(Type.String({ description: 'Integer 1-100, default 20' })),
-          hours: Type.Optional(Type.String({ description: 'Integer 1-720, default 24' })),
-          tier: Type.Optional(Type.String({ description: '`4xx` (400-499) or `5xx` (500 and above), case-insensitive' })),
+          limit: LenientParam('Integer 1-100, default 20'),
+          hours: LenientParam('Integer 1-720, default 24'),
+          tier: LenientParam('`4xx` (400-499) or `5xx` (500 and above), case-insensitive'),
         }),
         response: { 200: Type.Object({ errors: Type.Array(RecentErrorRow), hours: Type.Integer() }), ...ErrorResponses },
       },
