@@ -55,8 +55,8 @@ export async function findHealthCheck(db: Queryable, endpointId: number, opts: {
 
 /**
  * Writes the whole configuration (the caller merged a partial update into the current one). Enabling a check, or
- * changing its interval, clears its schedule: the prober then gives it a first probe time, spread over at most 30 s
- * (the propagation SPEC.md promises), so a thousand checks enabled at once do not fire in the same second.
+ * changing its interval, clears its schedule: the prober then gives it a first probe time, spread over at most 25 s
+ * (with a poll, the 30 s propagation SPEC.md promises), so a thousand checks enabled at once do not fire in the same second.
  */
 export async function saveHealthCheck(tx: Queryable, endpointId: number, check: { enabled: boolean; path: string | null; interval_seconds: number | null }): Promise<HealthCheckRow> {
   const { rows } = await tx.query<HealthCheckRow>(
@@ -202,12 +202,13 @@ export interface ClaimedCheck {
 
 /**
  * Gives enabled checks without a schedule (just enabled, or given a new interval) their first probe time: random
- * within the first min(interval × scale, 30 s), so config changes apply within about 30 s and checks enabled
+ * within the first min(interval × scale, 25 s), so with the prober's poll (at most 5 s) config changes apply within
+ * about 30 s (SPEC.md), and checks enabled
  * together are spread out. Returns how many were scheduled.
  */
 export async function scheduleNewChecks(db: Queryable, scale: number): Promise<number> {
   const { rowCount } = await db.query(
-    `UPDATE health_checks SET next_probe_at = now() + make_interval(secs => random() * LEAST(COALESCE(interval_seconds, 60) * $1::float8, 30))
+    `UPDATE health_checks SET next_probe_at = now() + make_interval(secs => random() * LEAST(COALESCE(interval_seconds, 60) * $1::float8, 25))
      WHERE enabled AND next_probe_at IS NULL`,
     [scale],
   );

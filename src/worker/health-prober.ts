@@ -115,6 +115,9 @@ export class HealthProber {
   private readonly inFlight = new Set<Promise<void>>();
   private stopped = false;
   private warnedNoEdge = false;
+  /** The last round filled every free slot (more may be due); a refill round is queued or running. */
+  private backlog = false;
+  private refilling = false;
 
   constructor(
     private readonly db: Database,
@@ -150,6 +153,7 @@ export class HealthProber {
   }
 
   private async round(): Promise<number> {
+    this.backlog = false;
     if (this.stopped) return 0;
     const edge = this.options.edgeUrl();
     if (edge === null) {
@@ -162,12 +166,29 @@ export class HealthProber {
     if (free <= 0) return 0;
     const leaseSeconds = this.options.timeoutMs / 1000 + 5;
     const claimed = await claimDueChecks(this.db, this.owner, { limit: free, leaseSeconds, scale: this.scale });
+    // Every free slot taken: more checks may be due than this worker runs at once. Each finished probe then claims
+    // again at once, so throughput follows how fast probes finish, not concurrency per poll.
+    this.backlog = claimed.length >= free;
     const base = new URL(edge);
     for (const check of claimed) {
-      const probe = this.probe(base, check).finally(() => this.inFlight.delete(probe));
+      const probe = this.probe(base, check).finally(() => {
+        this.inFlight.delete(probe);
+        this.refill();
+      });
       this.inFlight.add(probe);
     }
     return claimed.length;
+  }
+
+  /** After a probe ends while due checks may be waiting: one more round, unless one is already queued. */
+  private refill(): void {
+    if (!this.backlog || this.stopped || this.refilling) return;
+    this.refilling = true;
+    void this.pass().finally(() => {
+      this.refilling = false;
+      // Probes that ended while this round ran had their slots counted by it, or not: claim for those too.
+      if (this.inFlight.size < this.options.concurrency) this.refill();
+    });
   }
 
   /** Never rejects: nothing awaits a probe (a rejection would be unhandled, which ends the process). */
