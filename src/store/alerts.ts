@@ -168,19 +168,20 @@ export async function listAlertEvents(q: Queryable, ruleId: number, limit: numbe
 // ---------------------------------------------------------------------------------------------------------------
 
 /**
- * Takes up to `batch` rules whose lease has lapsed for `owner`, for `leaseMs`, except those of `skip` (already judged
- * in this pass: a released rule is due again at once). Under PostgreSQL a competing
- * evaluator skips rows another is leasing (SKIP LOCKED) and re-checks lease_until on rows it waited for, so a rule
- * is never held by two; PGlite has one backend and runs the statements one after the other.
+ * Takes up to `batch` rules whose lease has lapsed for `owner`, for `leaseMs`, in id order after `afterId` (a pass
+ * walks the rules once: a released rule is due again at once, and the position, unlike a list of the ids judged so
+ * far, costs the same at the last batch as at the first). Under PostgreSQL a competing evaluator skips rows another
+ * is leasing (SKIP LOCKED) and re-checks lease_until on rows it waited for, so a rule is never held by two; PGlite
+ * has one backend and runs the statements one after the other.
  */
-export async function leaseDueAlertRules(q: Queryable, owner: string, leaseMs: number, batch: number, skip: readonly number[] = []): Promise<AlertRuleRow[]> {
+export async function leaseDueAlertRules(q: Queryable, owner: string, leaseMs: number, batch: number, afterId = 0): Promise<AlertRuleRow[]> {
   const { rows } = await q.query<{ uuid: string }>(
     `UPDATE alert_rules SET lease_owner = $1, lease_until = now() + make_interval(secs => $2::double precision / 1000)
-     WHERE id IN (SELECT id FROM alert_rules WHERE lease_until < now() AND NOT (id = ANY($4::bigint[]))
-                  ORDER BY lease_until, id LIMIT $3 FOR UPDATE SKIP LOCKED)
+     WHERE id IN (SELECT id FROM alert_rules WHERE lease_until < now() AND id > $4
+                  ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED)
        AND lease_until < now()
      RETURNING uuid::text AS uuid`,
-    [owner, leaseMs, batch, skip],
+    [owner, leaseMs, batch, afterId],
   );
   if (rows.length === 0) return [];
   const { rows: rules } = await q.query<AlertRuleRow>(`SELECT ${RULE_COLUMNS} FROM ${RULE_FROM} WHERE r.uuid = ANY($1::uuid[]) ORDER BY r.id`, [

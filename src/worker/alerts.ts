@@ -130,18 +130,18 @@ async function evaluateRule(db: Database, rule: AlertRuleRow, owner: string, opt
   }
 }
 
-/** One pass: every rule whose lease has lapsed, in batches, until none is left. */
+/** One pass: every rule whose lease has lapsed, in id order, in batches, until none is left. */
 export async function evaluateAlerts(db: Database, opts: EvaluatorOptions): Promise<PassReport> {
   const owner = opts.owner ?? `evaluator-${randomBytes(4).toString('hex')}`;
   const report: PassReport = { evaluated: 0, fired: [], resolved: [] };
-  const seen = new Set<number>();
+  let after = 0;
   for (;;) {
-    const rules = await leaseDueAlertRules(db, owner, opts.leaseMs, opts.batch ?? 20, [...seen]);
+    const rules = await leaseDueAlertRules(db, owner, opts.leaseMs, opts.batch ?? 20, after);
     if (rules.length === 0) return report;
+    after = Math.max(...rules.map((r) => r.id));
     const outcomes = await Promise.allSettled(rules.map((r) => evaluateRule(db, r, owner, opts)));
     outcomes.forEach((o, i) => {
       const rule = rules[i];
-      seen.add(rule.id);
       report.evaluated++;
       if (o.status === 'rejected') opts.logger.warn({ err: o.reason, rule: rule.uuid }, 'alert rule not evaluated');
       else if (o.value === 'firing') report.fired.push(rule.uuid);

@@ -270,6 +270,16 @@ describe(`alert evaluator (${process.env.DATABASE_URL ? 'PostgreSQL' : 'PGlite'}
     assert.deepEqual(await sql('SELECT lease_owner FROM alert_rules WHERE id = $1', [rule.id]), [{ lease_owner: null }], 'released');
   });
 
+  it('a pass judges every rule exactly once across batches, and a rule another evaluator holds is left to it', async () => {
+    const rules = [];
+    for (let i = 0; i < 7; i++) rules.push(await newRule('requests', 'gt', 1_000_000));
+    await sql(`UPDATE alert_rules SET lease_owner = 'other', lease_until = now() + interval '1 minute' WHERE id = $1`, [rules[3].id]);
+    const report = await evaluate({ batch: 3 });
+    assert.equal(report.evaluated, 6);
+    const judged = await sql<{ id: number; status: string }>('SELECT id, status FROM alert_rules WHERE account_id = $1 ORDER BY id', [user.account]);
+    assert.deepEqual(judged.map((r) => r.status), rules.map((_, i) => (i === 3 ? 'unknown' : 'ok')));
+  });
+
   it('webhook retries: 500, 503 then 200 is notified after 3 attempts; 500 throughout is not; a 4xx is not retried', async () => {
     const rule = await newRule('error_rate', 'gt', 0.5);
     receiver.answer(500, 503, 200);
