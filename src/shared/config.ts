@@ -315,6 +315,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     const origin = source['edge.trustedProxies'] ? ` (from ${source['edge.trustedProxies']})` : '';
     throw new ConfigError(`invalid setting "edge.trustedProxies"${origin}: ${(err as Error).message}`);
   }
+  // Base URLs of an edge's public listener (probes, replays): the pattern lets through what no URL parser takes.
+  for (const path of ['health.probeEdgeUrl', 'replayEdgeUrl'] as const) {
+    const value = path === 'replayEdgeUrl' ? config.replayEdgeUrl : config.health.probeEdgeUrl;
+    if (value !== '' && !URL.canParse(value)) {
+      const origin = source[path] ? ` (from ${source[path]})` : '';
+      throw new ConfigError(`invalid setting "${path}"${origin}: not a valid URL (http://host:port or https://host:port, no path), got ${JSON.stringify(value)}`);
+    }
+  }
   if (Number.isNaN(Date.parse(config.rateLimitIdSunset))) {
     const origin = source.rateLimitIdSunset ? ` (from ${source.rateLimitIdSunset})` : '';
     throw new ConfigError(`invalid setting "rateLimitIdSunset"${origin}: not a valid RFC 3339 date, got ${JSON.stringify(config.rateLimitIdSunset)}`);

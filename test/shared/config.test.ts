@@ -62,6 +62,15 @@ describe('loadConfig', () => {
       [{ EDGE_JWKS_TIMEOUT_MS: '0' }, /"edge.jwksTimeoutMs" \(from EDGE_JWKS_TIMEOUT_MS\)/],
       [{ EDGE_JWKS_COOLDOWN_MS: '-1' }, /"edge.jwksCooldownMs" \(from EDGE_JWKS_COOLDOWN_MS\)/],
       [{ EDGE_JWKS_CACHE_MAX_AGE_MS: '10' }, /"edge.jwksCacheMaxAgeMs" \(from EDGE_JWKS_CACHE_MAX_AGE_MS\)/],
+      // Health probes and replays: a base URL of an edge's public listener, checked whole (the pattern alone let
+      // "http://[::1:8080" through, and every probe round then failed).
+      [{ EDGE_PROBE_EDGE_URL: 'http://edge:8080/probe' }, /"health.probeEdgeUrl" \(from EDGE_PROBE_EDGE_URL\)/],
+      [{ EDGE_PROBE_EDGE_URL: 'http://[::1:8080' }, /"health.probeEdgeUrl" \(from EDGE_PROBE_EDGE_URL\): not a valid URL/],
+      [{ EDGE_REPLAY_EDGE_URL: 'http://[::1:8080' }, /"replayEdgeUrl" \(from EDGE_REPLAY_EDGE_URL\): not a valid URL/],
+      [{ EDGE_HEALTH_MIN_INTERVAL_SECONDS: '0' }, /"health.minIntervalSeconds" \(from EDGE_HEALTH_MIN_INTERVAL_SECONDS\)/],
+      [{ EDGE_HEALTH_CONCURRENCY: '0' }, /"health.concurrency" \(from EDGE_HEALTH_CONCURRENCY\)/],
+      [{ EDGE_SMTP_URL: 'mail.example.com:25' }, /"alerts.smtpUrl" \(from EDGE_SMTP_URL\).*not shown/],
+      [{ EDGE_ALERT_EVALUATION_INTERVAL_MS: '10' }, /"alerts.evaluationIntervalMs" \(from EDGE_ALERT_EVALUATION_INTERVAL_MS\)/],
     ];
     for (const [env, message] of cases) {
       assert.throws(() => loadConfig(env), (err: Error) => err instanceof ConfigError && message.test(err.message), JSON.stringify(env));
