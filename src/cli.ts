@@ -161,6 +161,9 @@ Options:
   --id ID            Agent id, stable across reconnects (default: hostname + random)
   --tags a,b         Tags routing rules can select this agent by
   --host-header H    Fixed Host header for the local service
+  --transport T      auto (default), raw or ws (default EDGE_TRANSPORT): raw runs HTTP/2 on the connection
+                     after an edge-tunnel/2 upgrade; ws carries it in WebSocket messages, for proxies that pass
+                     only WebSockets; auto tries raw and falls back to ws
 
 The agent prints the public URL, reconnects with backoff after any drop, and exits non-zero when the edge refuses it.`;
 
@@ -175,6 +178,7 @@ async function agentCommand(args: string[]): Promise<void> {
       id: { type: 'string' },
       tags: { type: 'string' },
       'host-header': { type: 'string' },
+      transport: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -184,6 +188,8 @@ async function agentCommand(args: string[]): Promise<void> {
   if (!target || positionals.length > 2) throw new UsageError(`give one local target (a port, host:port or URL)\n\n${AGENT_HELP}`);
   const apiKey = values['api-key'] ?? process.env.EDGE_API_KEY;
   if (!apiKey) throw new UsageError('an API key is needed: --api-key or EDGE_API_KEY');
+  const transport = values.transport ?? process.env.EDGE_TRANSPORT ?? 'auto';
+  if (transport !== 'auto' && transport !== 'raw' && transport !== 'ws') throw new UsageError(`--transport must be auto, raw or ws, got "${transport}"`);
   const { startAgent, TunnelRefusedError } = await import('./agent/agent.ts');
   const logger = createLogger(process.env.EDGE_LOG_LEVEL ?? 'info', { component: 'agent' });
   let agent;
@@ -197,6 +203,7 @@ async function agentCommand(args: string[]): Promise<void> {
       agentId: values.id,
       tags: values.tags ? values.tags.split(',').map((t) => t.trim()).filter(Boolean) : [],
       hostHeader: values['host-header'],
+      transport,
       logger,
     });
   } catch (err) {
@@ -206,7 +213,9 @@ async function agentCommand(args: string[]): Promise<void> {
     }
     throw err;
   }
-  const show = (w: { endpoint: { public_url: string } }) => process.stdout.write(`Forwarding ${protocol === 'http' ? 'https://' : ''}${w.endpoint.public_url} -> ${target}\n`);
+  // Which transport carries the tunnel is said on the same line: auto may have fallen back to WebSocket.
+  const show = (w: { endpoint: { public_url: string } }) =>
+    process.stdout.write(`Forwarding ${protocol === 'http' ? 'https://' : ''}${w.endpoint.public_url} -> ${target} (${agent.transport ?? transport} transport)\n`);
   if (agent.welcome) show(agent.welcome);
   agent.on('connected', show);
   agent.on('stopped', (err) => {

@@ -1,6 +1,9 @@
-// The agent: dials the edge's tunnel WebSocket, says hello, then serves the edge's HTTP/2 streams to the local
-// target. It reconnects after any drop with full-jitter backoff and stops only when told to or when refused for good.
+// The agent: dials the edge's tunnel (raw `edge-tunnel/2` upgrade, WebSocket as the fallback), says hello, then serves
+// the edge's HTTP/2 streams to the local target. It reconnects with full-jitter backoff until stopped or refused for good.
 import { EventEmitter } from 'node:events';
+import http from 'node:http';
+import https from 'node:https';
+import type { Socket } from 'node:net';
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import http2, { type ServerHttp2Session } from 'node:http2';
@@ -9,6 +12,7 @@ import { createLogger, type Logger } from '../shared/log.ts';
 import { MAX_API_KEY_LENGTH } from '../shared/api-keys.ts';
 import {
   MAX_AGENT_ID_LENGTH,
+  MAX_REPLY_BYTES,
   PROTOCOL_VERSION,
   REFUSALS,
   TUNNEL_PATH,
@@ -32,8 +36,10 @@ import {
   openTunnelStream,
   startKeepalive,
   type KeepaliveOptions,
+  type TunnelLink,
   type TunnelTuning,
 } from '../shared/tunnel/transport.ts';
+import { RAW_UPGRADE_TOKEN, asksForRawTunnel, encodeHandshakeFrame, openRawLink, readHandshakeFrame, type TunnelTransport } from '../shared/tunnel/raw.ts';
 import { failStream } from '../shared/tunnel/reset.ts';
 import { Backoff } from './backoff.ts';
 import { createHttpForwarder, type HttpForwarder } from './forward-http.ts';
@@ -73,7 +79,16 @@ export interface AgentOptions {
   tuning?: Partial<TunnelTuning>;
   /** UDP flows idle this long are closed (udp agents). */
   udpIdleMs?: number;
+  /**
+   * How to reach the edge: `raw` (HTTP/2 on the socket after an `edge-tunnel/2` upgrade), `ws` (HTTP/2 in WebSocket
+   * messages, for networks that pass only WebSockets) or `auto` (default): raw, and ws when the upgrade is not
+   * answered with 101 `edge-tunnel/2`, tried again on every connection.
+   */
+  transport?: TransportChoice;
 }
+
+export const TRANSPORT_CHOICES = ['auto', 'raw', 'ws'] as const;
+export type TransportChoice = (typeof TRANSPORT_CHOICES)[number];
 
 /** The edge refused this agent (or stopped it later) in a way retrying cannot fix. */
 export class TunnelRefusedError extends Error {
@@ -114,32 +129,23 @@ export interface AgentEvents {
 }
 
 type Outcome = { fatal: TunnelRefusedError } | { fatal?: undefined; reason: string; healthy: boolean; connected: boolean };
+/** A raw attempt whose upgrade was not answered with 101 `edge-tunnel/2` (`status` when an HTTP answer came). */
+type Unsupported = { unsupported: string; status?: number };
+
+/** What one attempt shares between its transport's handshake and the HTTP/2 session after it. */
+interface AttemptState {
+  welcomed: boolean;
+  connectedAt: number;
+  lastError: string;
+  goaway: GoAwayReason | null;
+  finish(outcome: Outcome): void;
+}
 
 const AGENT_ID_CHARS = /[^A-Za-z0-9_.:@-]/g;
 
 function defaultAgentId(): string {
   const host = hostname().replace(AGENT_ID_CHARS, '-').replace(/^[^A-Za-z0-9]+/, '').slice(0, 40) || 'agent';
   return `${host}-${randomBytes(4).toString('hex')}`;
-}
-
-/**
- * Whether WebSocket masking (RFC 6455 §5.3) can be skipped on this tunnel. Masking exists for browsers: script
- * that controls the bytes a browser sends could otherwise make a transparent proxy that does not understand
- * WebSocket read them as an HTTP request and poison its cache (§10.3). The agent is no browser, but what it sends
- * (HTTP/2 frames of local responses) can echo a visitor's bytes, so the guarantee is kept where an intermediary
- * could read them: plain ws:// to another machine. Over TLS (wss://, every deployed edge) no intermediary sees the
- * bytes, and on loopback there is none. There, an all-zero mask makes ws skip the XOR and the copy it needs for it
- * (an unmasked frame's payload goes out as is), and makes the edge skip unmasking: on 64 KiB messages about 7x
- * less CPU than the JS mask, and half that of the native bufferutil addon (docs/tunnels.md).
- */
-export function maskingProtectsNothing(url: URL): boolean {
-  const host = url.hostname;
-  return url.protocol === 'wss:' || host === 'localhost' || host === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(host);
-}
-
-/** ws calls this for every frame; the Sender's own 4-byte buffer is left all zero (see maskingProtectsNothing). */
-function zeroMask(mask: Buffer): void {
-  mask.fill(0);
 }
 
 /** ws(s)://host[:port][/base]/_edge/tunnel for the edge's public base URL. */
@@ -173,6 +179,8 @@ interface Frozen {
   keepalive: KeepaliveOptions;
   tuning: TunnelTuning;
   wsOptions: ClientOptions;
+  transport: TransportChoice;
+  edgeTls: AgentOptions['edgeTls'];
 }
 
 export class Agent extends EventEmitter<AgentEvents> {
@@ -186,8 +194,10 @@ export class Agent extends EventEmitter<AgentEvents> {
   private endpointUuid: string | undefined;
   private current: Welcome | null = null;
   private stopping = false;
-  private ws: WebSocket | null = null;
+  /** Cuts the connection being dialled or served (before the HTTP/2 session exists, or as a last resort). */
+  private abort: (() => void) | null = null;
   private session: ServerHttp2Session | null = null;
+  private currentTransport: TunnelTransport | null = null;
   private wake: (() => void) | null = null;
   private loop: Promise<void> | null = null;
 
@@ -226,6 +236,8 @@ export class Agent extends EventEmitter<AgentEvents> {
     const handshakeTimeoutMs = options.handshakeTimeoutMs ?? 10_000;
     if (!(handshakeTimeoutMs > 0)) throw new RangeError(`handshakeTimeoutMs must be positive, got ${handshakeTimeoutMs}`);
     const url = tunnelUrl(options.edgeUrl);
+    const transport = options.transport ?? 'auto';
+    if (!TRANSPORT_CHOICES.includes(transport)) throw new TypeError(`transport must be one of ${TRANSPORT_CHOICES.join(', ')}, got ${JSON.stringify(transport)}`);
 
     this.agentId = agentId;
     this.target = Object.freeze(parseTarget(options.protocol, options.target));
@@ -245,6 +257,8 @@ export class Agent extends EventEmitter<AgentEvents> {
       handshakeTimeoutMs,
       keepalive: Object.freeze(keepalive),
       tuning: Object.freeze({ ...DEFAULT_TUNING, ...options.tuning }),
+      transport,
+      edgeTls: options.edgeTls,
       wsOptions: Object.freeze({
         perMessageDeflate: false,
         maxPayload: MAX_MESSAGE_BYTES,
@@ -252,7 +266,9 @@ export class Agent extends EventEmitter<AgentEvents> {
         followRedirects: false,
         headers: { 'user-agent': client },
         ...(options.edgeTls ?? {}),
-        ...(maskingProtectsNothing(url) ? { generateMask: zeroMask } : {}),
+        // No generateMask: ws masks every frame with a fresh random key (RFC 6455 §5.3), as a client must. A
+        // TLS-terminating load balancer in front of the edge reads the frames in clear, which is exactly the
+        // intermediary masking protects (§10.3); the raw transport is the fast path, not an unmasked WebSocket.
       }),
     });
     this.http =
@@ -274,6 +290,11 @@ export class Agent extends EventEmitter<AgentEvents> {
 
   get connected(): boolean {
     return this.current !== null;
+  }
+
+  /** What carries the tunnel currently up (`raw` or `ws`), or null between connections. */
+  get transport(): TunnelTransport | null {
+    return this.current ? this.currentTransport : null;
   }
 
   /**
@@ -312,12 +333,12 @@ export class Agent extends EventEmitter<AgentEvents> {
         session.close();
         const timer = setTimeout(() => {
           session.destroy();
-          this.ws?.terminate();
+          this.abort?.();
         }, graceMs);
         timer.unref();
         session.once('close', () => clearTimeout(timer));
       } else {
-        this.ws?.terminate();
+        this.abort?.();
       }
     }
     await this.loop;
@@ -363,28 +384,139 @@ export class Agent extends EventEmitter<AgentEvents> {
     });
   }
 
-  /** One connection, from dial to close. Resolves (never rejects) with what should happen next. */
-  private connectOnce(): Promise<Outcome> {
-    return new Promise<Outcome>((resolve) => {
+  /** One connection, from dial to close, over the chosen transport. Resolves (never rejects) with what comes next. */
+  private async connectOnce(): Promise<Outcome> {
+    if (this.o.transport === 'ws') return this.connectWebSocket();
+    const raw = await this.connectRaw();
+    if (!('unsupported' in raw)) return raw;
+    if (this.o.transport === 'raw' || this.stopping) {
+      // As for a WebSocket upgrade: a 4xx means this URL is no tunnel endpoint (or a proxy refuses the token).
+      const { status } = raw;
+      if (status !== undefined && status >= 400 && status < 500 && status !== 408 && status !== 429) {
+        const hint = this.o.transport === 'raw' ? '; check --edge, or try --transport ws (or auto) behind a proxy that passes only WebSockets' : '';
+        return { fatal: new TunnelRefusedError('not_a_tunnel_endpoint', `${this.o.url.href} ${raw.unsupported}${hint}`) };
+      }
+      return { reason: raw.unsupported, healthy: false, connected: false };
+    }
+    this.logger.info({ reason: raw.unsupported }, `no ${RAW_UPGRADE_TOKEN} on the way to the edge; falling back to the WebSocket transport`);
+    return this.connectWebSocket();
+  }
+
+  /** A promise for one attempt, with the state its handshake and session share. */
+  private attempt<T>(run: (state: AttemptState, resolve: (value: T | Outcome) => void) => void): Promise<T | Outcome> {
+    return new Promise((resolve) => {
       let settled = false;
-      let welcomed = false;
-      let connectedAt = 0;
-      let lastError = '';
-      let goaway: GoAwayReason | null = null;
-      const finish = (outcome: Outcome) => {
+      const state: AttemptState = {
+        welcomed: false,
+        connectedAt: 0,
+        lastError: '',
+        goaway: null,
+        finish: (outcome) => {
+          if (settled) return;
+          settled = true;
+          resolve(outcome);
+        },
+      };
+      run(state, (value) => {
         if (settled) return;
         settled = true;
-        clearTimeout(replyTimer);
-        resolve(outcome);
-      };
-      const retry = (reason: string) => finish({ reason, healthy: false, connected: false });
+        resolve(value);
+      });
+    });
+  }
 
+  /**
+   * The raw transport: `GET /_edge/tunnel` with `Upgrade: edge-tunnel/2`, then one length-prefixed JSON frame each
+   * way on the socket, then HTTP/2 on the socket itself. Resolves Unsupported when the upgrade gets any answer but
+   * 101 `edge-tunnel/2`, or none once connected (a proxy that drops what it does not know), so auto falls back.
+   */
+  private connectRaw(): Promise<Outcome | Unsupported> {
+    return this.attempt<Unsupported>((state, resolve) => {
+      const url = this.o.url;
+      const secure = url.protocol === 'wss:';
+      const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
+      const retry = (reason: string) => state.finish({ reason, healthy: false, connected: false });
+      let reached = false; // TCP (and TLS) up and the request sent: a silence now says something about the path
+      let upgraded = false;
+      const options: https.RequestOptions = {
+        host,
+        port: url.port || (secure ? 443 : 80),
+        path: url.pathname,
+        method: 'GET',
+        agent: false,
+        headers: { connection: 'Upgrade', upgrade: RAW_UPGRADE_TOKEN, 'user-agent': this.o.client },
+        ...(secure ? (this.o.edgeTls ?? {}) : {}),
+      };
+      const req = (secure ? https : http).request(options);
+      this.abort = () => req.destroy();
+      const dialTimer = setTimeout(() => {
+        if (reached) resolve({ unsupported: `no answer to the ${RAW_UPGRADE_TOKEN} upgrade within ${this.o.handshakeTimeoutMs} ms` });
+        else retry(`could not connect within ${this.o.handshakeTimeoutMs} ms`);
+        req.destroy();
+      }, this.o.handshakeTimeoutMs);
+      req.once('socket', (socket: Socket) => {
+        socket.once(secure ? 'secureConnect' : 'connect', () => (reached = true));
+      });
+      req.on('error', (err) => {
+        if (upgraded) return;
+        clearTimeout(dialTimer);
+        if (reached) resolve({ unsupported: `the connection closed without an answer to the ${RAW_UPGRADE_TOKEN} upgrade (${err.message})` });
+        else retry(err.message);
+      });
+      req.once('response', (res) => {
+        clearTimeout(dialTimer);
+        res.resume();
+        req.destroy();
+        resolve({ unsupported: `answered HTTP ${res.statusCode} to the ${RAW_UPGRADE_TOKEN} upgrade`, status: res.statusCode });
+      });
+      req.once('upgrade', (res, socket: Socket, head: Buffer) => {
+        clearTimeout(dialTimer);
+        upgraded = true;
+        if (!asksForRawTunnel(res.headers.upgrade)) {
+          socket.destroy();
+          return resolve({ unsupported: `answered 101 to ${JSON.stringify(res.headers.upgrade ?? '')} instead of ${RAW_UPGRADE_TOKEN}` });
+        }
+        this.abort = () => socket.destroy();
+        socket.on('error', (err) => (state.lastError = err.message));
+        socket.once('close', () => {
+          clearTimeout(replyTimer);
+          // After the welcome the HTTP/2 session's close decides; before it, no refusal frame came.
+          if (!state.welcomed) retry(state.lastError || 'the connection closed before the welcome');
+        });
+        socket.write(encodeHandshakeFrame(JSON.stringify(this.hello())));
+        const replyTimer = setTimeout(() => {
+          state.lastError = `no answer to the hello within ${this.o.handshakeTimeoutMs} ms`;
+          stopReading();
+          socket.destroy();
+        }, this.o.handshakeTimeoutMs);
+        const stopReading = readHandshakeFrame(socket, head, MAX_REPLY_BYTES, (result) => {
+          clearTimeout(replyTimer);
+          if (!result.ok) {
+            state.lastError = `invalid answer from the edge: ${result.message}`;
+            return void socket.destroy();
+          }
+          this.onReply(state, result.frame, 'raw', () => {
+            // The edge's HTTP/2 preface may have come in the same read as the welcome: back into the socket's
+            // buffer, where Node's session reads it first.
+            if (result.rest.length > 0) socket.unshift(result.rest);
+            return openRawLink(socket);
+          });
+        });
+      });
+      req.end();
+    });
+  }
+
+  /** The WebSocket transport: one text frame each way, then HTTP/2 in binary messages (openTunnelStream). */
+  private connectWebSocket(): Promise<Outcome> {
+    return this.attempt<never>((state) => {
+      const retry = (reason: string) => state.finish({ reason, healthy: false, connected: false });
       const ws = new WebSocket(this.o.url, this.o.wsOptions);
-      this.ws = ws;
+      this.abort = () => ws.terminate();
       let replyTimer: NodeJS.Timeout | undefined;
 
       ws.on('error', (err) => {
-        lastError = err.message;
+        state.lastError = err.message;
       });
       ws.once('unexpected-response', (req, res) => {
         const status = res.statusCode ?? 0;
@@ -392,111 +524,131 @@ export class Agent extends EventEmitter<AgentEvents> {
         req.destroy();
         // A 4xx to the upgrade means this URL is no tunnel endpoint (a wrong --edge): retrying cannot help.
         if (status >= 400 && status < 500 && status !== 408 && status !== 429) {
-          finish({ fatal: new TunnelRefusedError('not_a_tunnel_endpoint', `${this.o.url.href} answered HTTP ${status} to the tunnel upgrade; check --edge`) });
+          state.finish({ fatal: new TunnelRefusedError('not_a_tunnel_endpoint', `${this.o.url.href} answered HTTP ${status} to the tunnel upgrade; check --edge`) });
         } else {
           retry(`the edge answered HTTP ${status} to the tunnel upgrade`);
         }
       });
       ws.once('open', () => {
-        const hello: Hello = {
-          type: 'hello',
-          version: PROTOCOL_VERSION,
-          api_key: this.o.apiKey,
-          ...(this.endpointUuid !== undefined ? { endpoint: this.endpointUuid } : {}),
-          protocol: this.o.protocol,
-          agent_id: this.o.agentId,
-          tags: this.o.tags,
-          client: this.o.client,
-        };
-        ws.send(JSON.stringify(hello));
+        ws.send(JSON.stringify(this.hello()));
         replyTimer = setTimeout(() => {
-          lastError = `no answer to the hello within ${this.o.handshakeTimeoutMs} ms`;
+          state.lastError = `no answer to the hello within ${this.o.handshakeTimeoutMs} ms`;
           ws.terminate();
         }, this.o.handshakeTimeoutMs);
       });
       ws.once('message', (data, isBinary) => {
         clearTimeout(replyTimer);
-        const reply = isBinary ? ({ ok: false, message: 'binary frame before the welcome' } as const) : parseEdgeReply(data as Buffer);
-        if (!reply.ok) {
-          lastError = `invalid answer from the edge: ${reply.message}`;
+        if (isBinary) {
+          state.lastError = 'invalid answer from the edge: binary frame before the welcome';
           return void ws.terminate();
         }
-        if (reply.value.type === 'refused') {
-          const { code, message } = reply.value;
-          // The edge closes with the matching code; the frame is the authoritative reason.
-          if (isRetryableRefusal(code)) retry(`refused: ${code}: ${message}`);
-          else finish({ fatal: new TunnelRefusedError(code, message) });
-          return;
-        }
-        welcomed = true;
-        connectedAt = performance.now();
         // Synchronously, inside this handler: the edge's HTTP/2 preface may be in the same read as the welcome.
-        const link = openTunnelStream(ws, (problem) => {
-          lastError = problem;
-          ws.terminate();
-        });
-        const session = acceptTunnelServer(link, this.o.tuning);
-        this.session = session;
-        session.on('stream', (stream, headers) => {
-          stream.on('error', (err) => this.logger.debug({ err: err.message }, 'stream error'));
-          try {
-            if (headers[':method'] === 'CONNECT') return this.connectStream(stream, headers);
-            if (this.http) return this.http.handle(stream, headers);
-            stream.respond({ ':status': 501, 'content-type': 'text/plain; charset=utf-8' });
-            stream.end(`This is a ${this.o.protocol} agent; it serves CONNECT streams only.\n`);
-          } catch (err) {
-            // One bad stream must not take the tunnel (and every other stream on it) down.
-            this.logger.error({ err }, 'stream handler failed');
-            failStream(stream, 'the stream handler failed');
-          }
-        });
-        session.on('goaway', (_code, _last, opaque) => {
-          goaway ??= parseGoAwayReason(opaque);
-        });
-        session.on('error', (err: Error) => {
-          lastError = err.message;
-        });
-        startKeepalive(session, link, this.o.keepalive, (problem) => {
-          lastError = problem;
-          session.destroy();
-          link.terminate();
-        });
-        session.once('close', () => {
-          this.session = null;
-          this.current = null;
-          const reason = goaway ? `${goaway.code}: ${goaway.message}` : lastError || 'the tunnel connection closed';
-          this.logger.info({ reason }, 'tunnel down');
-          this.emit('disconnected', { code: goaway?.code ?? 'connection_lost', message: goaway?.message ?? reason });
-          // The edge may end a session for good, e.g. `replaced` by another process with this agent id.
-          if (goaway && Object.hasOwn(REFUSALS, goaway.code) && !isRetryableRefusal(goaway.code)) {
-            return finish({ fatal: new TunnelRefusedError(goaway.code, goaway.message) });
-          }
-          finish({ reason, healthy: performance.now() - connectedAt >= this.o.healthyAfterMs, connected: true });
-        });
-
-        const welcome = reply.value;
-        this.endpointUuid = welcome.endpoint.uuid;
-        this.current = welcome;
-        this.logger.info({ url: welcome.endpoint.public_url, region: welcome.region, node: welcome.node }, 'tunnel up');
-        if (this.stopping) {
-          sendGoAway(session, { code: 'agent_stopping', message: 'the agent is stopping' });
-          session.close();
-          return;
-        }
-        this.emit('connected', welcome);
+        this.onReply(state, data as Buffer, 'ws', () =>
+          openTunnelStream(ws, (problem) => {
+            state.lastError = problem;
+            ws.terminate();
+          }),
+        );
       });
       ws.once('close', (code) => {
-        this.ws = null;
         clearTimeout(replyTimer);
-        if (welcomed) return; // the HTTP/2 session's close decides (openTunnelStream guarantees it comes)
+        if (state.welcomed) return; // the HTTP/2 session's close decides (openTunnelStream guarantees it comes)
         const refusal = refusalForCloseCode(code);
         if (refusal && !REFUSALS[refusal].retry) {
-          finish({ fatal: new TunnelRefusedError(refusal, `the edge closed the connection with code ${code} (${refusal})`, code) });
+          state.finish({ fatal: new TunnelRefusedError(refusal, `the edge closed the connection with code ${code} (${refusal})`, code) });
         } else {
-          retry(lastError || `the connection closed before the welcome (code ${code})`);
+          retry(state.lastError || `the connection closed before the welcome (code ${code})`);
         }
       });
     });
+  }
+
+  private hello(): Hello {
+    return {
+      type: 'hello',
+      version: PROTOCOL_VERSION,
+      api_key: this.o.apiKey,
+      ...(this.endpointUuid !== undefined ? { endpoint: this.endpointUuid } : {}),
+      protocol: this.o.protocol,
+      agent_id: this.o.agentId,
+      tags: this.o.tags,
+      client: this.o.client,
+    };
+  }
+
+  /**
+   * The edge's answer to the hello, on either transport. A refusal ends the attempt; a welcome opens the link
+   * (synchronously: the edge's HTTP/2 bytes follow the welcome) and serves HTTP/2 on it until it closes.
+   */
+  private onReply(state: AttemptState, data: Buffer, transport: TunnelTransport, openLink: () => TunnelLink): void {
+    const reply = parseEdgeReply(data);
+    if (!reply.ok) {
+      state.lastError = `invalid answer from the edge: ${reply.message}`;
+      return void this.abort?.();
+    }
+    if (reply.value.type === 'refused') {
+      const { code, message } = reply.value;
+      // The frame is the authoritative reason (the WebSocket close code that follows only repeats it).
+      if (isRetryableRefusal(code)) state.finish({ reason: `refused: ${code}: ${message}`, healthy: false, connected: false });
+      else state.finish({ fatal: new TunnelRefusedError(code, message) });
+      return void this.abort?.();
+    }
+    state.welcomed = true;
+    state.connectedAt = performance.now();
+    const link = openLink();
+    const session = acceptTunnelServer(link, this.o.tuning);
+    this.session = session;
+    this.abort = () => link.terminate();
+    session.on('stream', (stream, headers) => {
+      stream.on('error', (err) => this.logger.debug({ err: err.message }, 'stream error'));
+      try {
+        if (headers[':method'] === 'CONNECT') return this.connectStream(stream, headers);
+        if (this.http) return this.http.handle(stream, headers);
+        stream.respond({ ':status': 501, 'content-type': 'text/plain; charset=utf-8' });
+        stream.end(`This is a ${this.o.protocol} agent; it serves CONNECT streams only.\n`);
+      } catch (err) {
+        // One bad stream must not take the tunnel (and every other stream on it) down.
+        this.logger.error({ err }, 'stream handler failed');
+        failStream(stream, 'the stream handler failed');
+      }
+    });
+    session.on('goaway', (_code, _last, opaque) => {
+      state.goaway ??= parseGoAwayReason(opaque);
+    });
+    session.on('error', (err: Error) => {
+      state.lastError = err.message;
+    });
+    startKeepalive(session, link, this.o.keepalive, (problem) => {
+      state.lastError = problem;
+      session.destroy();
+      link.terminate();
+    });
+    session.once('close', () => {
+      this.session = null;
+      this.current = null;
+      this.abort = null;
+      const { goaway } = state;
+      const reason = goaway ? `${goaway.code}: ${goaway.message}` : state.lastError || 'the tunnel connection closed';
+      this.logger.info({ reason, transport }, 'tunnel down');
+      this.emit('disconnected', { code: goaway?.code ?? 'connection_lost', message: goaway?.message ?? reason });
+      // The edge may end a session for good, e.g. `replaced` by another process with this agent id.
+      if (goaway && Object.hasOwn(REFUSALS, goaway.code) && !isRetryableRefusal(goaway.code)) {
+        return state.finish({ fatal: new TunnelRefusedError(goaway.code, goaway.message) });
+      }
+      state.finish({ reason, healthy: performance.now() - state.connectedAt >= this.o.healthyAfterMs, connected: true });
+    });
+
+    const welcome = reply.value;
+    this.endpointUuid = welcome.endpoint.uuid;
+    this.current = welcome;
+    this.currentTransport = transport;
+    this.logger.info({ url: welcome.endpoint.public_url, region: welcome.region, node: welcome.node, transport }, 'tunnel up');
+    if (this.stopping) {
+      sendGoAway(session, { code: 'agent_stopping', message: 'the agent is stopping' });
+      session.close();
+      return;
+    }
+    this.emit('connected', welcome);
   }
 }
 

@@ -5,6 +5,7 @@ import { randomUUID } from 'node:crypto';
 import http2, { type ClientHttp2Session, type ClientHttp2Stream, type ClientSessionRequestOptions, type OutgoingHttpHeaders } from 'node:http2';
 import { encodeGoAwayReason, normalizeTags, parseGoAwayReason, type TunnelEndpoint, type TunnelProtocol } from '../../shared/tunnel/protocol.ts';
 import { DEFAULT_KEEPALIVE, startKeepalive, type KeepaliveOptions, type TunnelLink } from '../../shared/tunnel/transport.ts';
+import type { TunnelTransport } from '../../shared/tunnel/raw.ts';
 
 /**
  * The API key a session was admitted with. The edge checks the session again whenever the feed changes that key,
@@ -29,6 +30,8 @@ export interface AgentSessionInfo {
   client: string;
   /** Absent only where the edge admits agents without API keys (test harnesses). */
   credential?: TunnelCredential;
+  /** What carries the session: HTTP/2 on the socket itself (`raw`) or in WebSocket messages (`ws`, the default). */
+  transport?: TunnelTransport;
 }
 
 /** Why a session left: a code from docs/tunnels.md (`agent_closed`, `ping_timeout`, `replaced`, ...) and words. */
@@ -66,6 +69,7 @@ export class AgentSession extends EventEmitter<AgentSessionEvents> {
   readonly remoteAddress: string;
   readonly client: string;
   readonly credential: Readonly<TunnelCredential> | null;
+  readonly transport: TunnelTransport;
   readonly connectedAt = new Date();
   private reason: DisconnectReason | null = null;
   private draining = false;
@@ -87,6 +91,7 @@ export class AgentSession extends EventEmitter<AgentSessionEvents> {
     this.remoteAddress = info.remoteAddress;
     this.client = info.client;
     this.credential = info.credential ? Object.freeze({ ...info.credential }) : null;
+    this.transport = info.transport ?? 'ws';
 
     session.on('goaway', (_code, _lastStreamId, data) => {
       this.reason ??= parseGoAwayReason(data) ?? { code: 'agent_closed', message: 'the agent closed the tunnel' };

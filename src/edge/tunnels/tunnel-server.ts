@@ -1,12 +1,14 @@
-// Accepts agent tunnels on the edge's public HTTP listener: the WebSocket upgrade at /_edge/tunnel, the
-// hello/welcome handshake, then an HTTP/2 client session over the socket, registered in the TunnelRegistry.
+// Accepts agent tunnels on the edge's public HTTP(S) listener at /_edge/tunnel, raw (`edge-tunnel/2`) or WebSocket:
+// the hello/welcome handshake, then an HTTP/2 client session over the link, registered in the TunnelRegistry.
 import type { IncomingMessage, Server as HttpServer } from 'node:http';
 import type { Server as HttpsServer } from 'node:https';
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { WebSocket, WebSocketServer } from 'ws';
 import { createLogger, type Logger } from '../../shared/log.ts';
 import {
   CLOSE_PROTOCOL_ERROR,
+  MAX_HELLO_BYTES,
   PROTOCOL_VERSION,
   TUNNEL_PATH,
   parseEdgeReply,
@@ -25,8 +27,10 @@ import {
   connectTunnelClient,
   openTunnelStream,
   type KeepaliveOptions,
+  type TunnelLink,
   type TunnelTuning,
 } from '../../shared/tunnel/transport.ts';
+import { RAW_UPGRADE_TOKEN, asksForRawTunnel, encodeHandshakeFrame, openRawLink, readHandshakeFrame, type TunnelTransport } from '../../shared/tunnel/raw.ts';
 import { AgentSession, type TunnelCredential, type TunnelRegistry } from './registry.ts';
 
 /** `credential` names the API key the session rests on, so the edge can end it when that key loses its standing. */
@@ -58,6 +62,19 @@ export interface TunnelServerOptions {
 
 type Upgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
 
+/** One connection in its handshake, as its transport carries the frames. */
+interface Handshake {
+  transport: TunnelTransport;
+  remoteAddress: string;
+  /** Sends the refused frame and closes (the WebSocket with `closeCode`). */
+  refuse(frame: Refused, closeCode: number): void;
+  /** The handshake is decided: stop treating further bytes as a violation. */
+  settled(): void;
+  /** Sends the welcome and returns, synchronously, the link HTTP/2 runs on; null when the connection is gone. */
+  open(welcome: Welcome): TunnelLink | null;
+  terminate(): void;
+}
+
 export class TunnelServer {
   private readonly authorize: Authorize;
   private readonly registry: TunnelRegistry;
@@ -69,8 +86,8 @@ export class TunnelServer {
   private readonly keepalive: KeepaliveOptions;
   private readonly tuning: TunnelTuning;
   private readonly wss: WebSocketServer;
-  /** WebSockets still in the handshake; each maps to its refusal function. */
-  private readonly handshakes = new Map<WebSocket, (code: RefusalCode, message: string) => void>();
+  /** Connections still in the handshake; each maps to its refusal function. */
+  private readonly handshakes = new Map<Handshake, (code: RefusalCode, message: string) => void>();
   private readonly sessions = new Set<AgentSession>();
   private closing = false;
 
@@ -131,7 +148,8 @@ export class TunnelServer {
       rejectUpgrade(socket, 503, 'Service Unavailable');
       return true;
     }
-    this.wss.handleUpgrade(req, socket, head, (ws) => this.accept(ws, req));
+    if (asksForRawTunnel(req.headers.upgrade)) this.acceptRaw(req, socket as Socket, head);
+    else this.wss.handleUpgrade(req, socket, head, (ws) => this.acceptWebSocket(ws, req));
     return true;
   }
 
@@ -150,54 +168,139 @@ export class TunnelServer {
     await Promise.all([...this.sessions].map((s) => s.close({ code: 'shutting_down', message: 'the edge is shutting down' }, graceMs)));
   }
 
-  private accept(ws: WebSocket, req: IncomingMessage): void {
+  /** The WebSocket transport: one text frame each way, then HTTP/2 bytes in binary messages. */
+  private acceptWebSocket(ws: WebSocket, req: IncomingMessage): void {
     const remoteAddress = req.socket.remoteAddress ?? 'unknown';
-    const log = this.logger.child({ remote: remoteAddress });
-    let settled = false;
+    const log = this.logger.child({ remote: remoteAddress, transport: 'ws' });
+    // Anything after the hello and before the welcome is a protocol violation: the agent must wait.
+    const early = () => flow.refuse('invalid_hello', 'the agent sent a frame before the welcome');
+    const flow = this.begin(
+      {
+        transport: 'ws',
+        remoteAddress,
+        refuse: (frame, closeCode) => {
+          if (ws.readyState !== WebSocket.OPEN) return void ws.terminate();
+          ws.send(JSON.stringify(frame));
+          // The close reason is limited to 123 bytes (RFC 6455 §5.5); the code is short and says enough.
+          ws.close(closeCode, frame.code);
+        },
+        settled: () => ws.off('message', early),
+        open: (welcome) => {
+          if (ws.readyState !== WebSocket.OPEN) return null;
+          ws.send(JSON.stringify(welcome));
+          // Synchronously after the welcome: the agent's HTTP/2 bytes follow it directly (see openTunnelStream).
+          return openTunnelStream(ws, (problem) => {
+            log.warn({ problem }, 'tunnel protocol violation');
+            ws.close(CLOSE_PROTOCOL_ERROR, 'protocol_error');
+          });
+        },
+        terminate: () => ws.terminate(),
+      },
+      log,
+    );
+    // ws reports protocol errors (oversized frame, bad opcode) as 'error' and then closes with the matching code.
+    ws.on('error', (err) => log.debug({ err: err.message }, 'tunnel socket error'));
+    ws.once('close', flow.closed);
+    ws.once('message', (data, isBinary) => {
+      ws.on('message', early);
+      if (isBinary) return flow.refuse('invalid_hello', 'the hello must be a text frame');
+      flow.hello(data as Buffer);
+    });
+  }
 
+  /**
+   * The raw transport: 101 to `edge-tunnel/2`, one length-prefixed JSON frame each way, then HTTP/2 on the socket
+   * itself (net.Socket, or TLSSocket on the HTTPS listener). Refusals are the frame, then FIN: no close codes.
+   */
+  private acceptRaw(req: IncomingMessage, socket: Socket, head: Buffer): void {
+    const remoteAddress = req.socket.remoteAddress ?? 'unknown';
+    const log = this.logger.child({ remote: remoteAddress, transport: 'raw' });
+    socket.on('error', (err) => log.debug({ err: err.message }, 'tunnel socket error'));
+    socket.write(`HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: ${RAW_UPGRADE_TOKEN}\r\n\r\n`);
+    let stopReading = () => {};
+    const early = () => flow.refuse('invalid_hello', 'the agent sent bytes before the welcome');
+    const flow = this.begin(
+      {
+        transport: 'raw',
+        remoteAddress,
+        refuse: (frame) => {
+          stopReading();
+          if (!socket.writable) return void socket.destroy();
+          socket.end(encodeHandshakeFrame(JSON.stringify(frame)));
+          // Whatever the agent still sends is read and dropped, so the refusal is not lost to a RST; then closed.
+          socket.resume();
+          const cut = setTimeout(() => socket.destroy(), 2_000);
+          cut.unref();
+          socket.once('close', () => clearTimeout(cut));
+        },
+        settled: () => socket.off('data', early),
+        open: (welcome) => {
+          if (socket.destroyed || !socket.writable) return null;
+          socket.pause();
+          socket.write(encodeHandshakeFrame(JSON.stringify(welcome)));
+          return openRawLink(socket);
+        },
+        terminate: () => socket.destroy(),
+      },
+      log,
+    );
+    socket.once('close', flow.closed);
+    // A FIN before the welcome: the agent gave up (the socket is half-open after an HTTP upgrade).
+    socket.once('end', () => {
+      flow.closed();
+      socket.destroy();
+    });
+    stopReading = readHandshakeFrame(socket, head, MAX_HELLO_BYTES, (result) => {
+      if (!result.ok) return flow.refuse('invalid_hello', `invalid hello: ${result.message}`);
+      if (result.rest.length > 0) return flow.refuse('invalid_hello', 'the agent sent bytes before the welcome');
+      // Kept reading while the hello is decided: bytes now are a violation, and a FIN must be seen.
+      socket.on('data', early);
+      socket.resume();
+      flow.hello(result.frame);
+    });
+  }
+
+  /**
+   * The handshake both transports share: the timeout, the pending bound, the hello's checks and the decision,
+   * then the HTTP/2 session over the link the transport opens. Returns what the transport calls on its events.
+   */
+  private begin(h: Handshake, log: Logger): { hello(data: Buffer): void; refuse(code: RefusalCode, message: string): void; closed(): void } {
+    let settled = false;
     const settle = () => {
       settled = true;
       clearTimeout(timer);
-      this.handshakes.delete(ws);
-      ws.off('message', early);
+      this.handshakes.delete(h);
+      h.settled();
     };
     const refuse = (code: RefusalCode, message: string) => {
       if (settled) return;
       settle();
       log.info({ code, reason: message }, 'tunnel refused');
-      if (ws.readyState !== WebSocket.OPEN) return void ws.terminate();
-      const frame: Refused = { type: 'refused', code, message };
-      ws.send(JSON.stringify(frame));
-      // The close reason is limited to 123 bytes (RFC 6455 §5.5); the code is short and says enough.
-      ws.close(refusalCloseCode(code), code);
+      h.refuse({ type: 'refused', code, message }, refusalCloseCode(code));
     };
-    // Anything after the hello and before the welcome is a protocol violation: the agent must wait.
-    const early = () => refuse('invalid_hello', 'the agent sent a frame before the welcome');
-
     const timer = setTimeout(() => refuse('handshake_timeout', `no decided hello within ${this.handshakeTimeoutMs} ms`), this.handshakeTimeoutMs);
-    this.handshakes.set(ws, refuse);
-    // ws reports protocol errors (oversized frame, bad opcode) as 'error' and then closes with the matching code.
-    ws.on('error', (err) => log.debug({ err: err.message }, 'tunnel socket error'));
-    ws.once('close', () => {
-      if (!settled) settle();
-    });
-
-    ws.once('message', (data, isBinary) => {
-      ws.on('message', early);
-      if (isBinary) return refuse('invalid_hello', 'the hello must be a text frame');
-      const parsed = parseHello(data as Buffer);
-      if (!parsed.ok) return refuse('invalid_hello', `invalid hello: ${parsed.message}`);
-      const hello = parsed.value;
-      if (hello.version !== PROTOCOL_VERSION) {
-        return refuse('unsupported_version', `this edge speaks tunnel protocol version ${PROTOCOL_VERSION}, the agent sent version ${hello.version}; upgrade the agent`);
-      }
-      void this.decide(hello, remoteAddress).then((result) => {
-        if (settled) return; // timed out, shut down or disconnected meanwhile
-        if (!result.ok) return refuse(result.code, result.message);
-        settle();
-        this.open(ws, hello, result.welcome, result.credential, remoteAddress, log);
-      });
-    });
+    this.handshakes.set(h, refuse);
+    return {
+      refuse,
+      closed: () => {
+        if (!settled) settle();
+      },
+      hello: (data) => {
+        if (settled) return;
+        const parsed = parseHello(data);
+        if (!parsed.ok) return refuse('invalid_hello', `invalid hello: ${parsed.message}`);
+        const hello = parsed.value;
+        if (hello.version !== PROTOCOL_VERSION) {
+          return refuse('unsupported_version', `this edge speaks tunnel protocol version ${PROTOCOL_VERSION}, the agent sent version ${hello.version}; upgrade the agent`);
+        }
+        void this.decide(hello, h.remoteAddress).then((result) => {
+          if (settled) return; // timed out, shut down or disconnected meanwhile
+          if (!result.ok) return refuse(result.code, result.message);
+          settle();
+          this.open(h, hello, result.welcome, result.credential, log);
+        });
+      },
+    };
   }
 
   private async decide(
@@ -222,14 +325,9 @@ export class TunnelServer {
     return { ok: true, welcome, credential: result.credential };
   }
 
-  private open(ws: WebSocket, hello: Hello, welcome: Welcome, credential: TunnelCredential | undefined, remoteAddress: string, log: Logger): void {
-    if (this.closing || ws.readyState !== WebSocket.OPEN) return void ws.terminate();
-    ws.send(JSON.stringify(welcome));
-    // Synchronously after the welcome: the agent's HTTP/2 bytes follow it directly (see openTunnelStream).
-    const link = openTunnelStream(ws, (problem) => {
-      log.warn({ problem }, 'tunnel protocol violation');
-      ws.close(CLOSE_PROTOCOL_ERROR, 'protocol_error');
-    });
+  private open(h: Handshake, hello: Hello, welcome: Welcome, credential: TunnelCredential | undefined, log: Logger): void {
+    const link = this.closing ? null : h.open(welcome);
+    if (!link) return void h.terminate();
     const h2 = connectTunnelClient(link, this.tuning);
     const session = new AgentSession(
       {
@@ -237,9 +335,10 @@ export class TunnelServer {
         tags: hello.tags,
         protocol: hello.protocol,
         endpoint: welcome.endpoint,
-        remoteAddress,
+        remoteAddress: h.remoteAddress,
         client: hello.client,
         credential,
+        transport: h.transport,
       },
       h2,
       link,
@@ -251,7 +350,7 @@ export class TunnelServer {
       this.sessions.delete(session);
       slog.info({ code: reason.code, reason: reason.message }, 'tunnel closed');
     });
-    slog.info({ protocol: session.protocol, tags: session.tags, client: session.client }, 'tunnel open');
+    slog.info({ protocol: session.protocol, transport: session.transport, tags: session.tags, client: session.client }, 'tunnel open');
     this.registry.add(session);
   }
 }

@@ -1,5 +1,5 @@
-// Runs node:http2 over an open tunnel WebSocket: the edge is the HTTP/2 client, the agent the HTTP/2 server.
-// It mends what ws.createWebSocketStream lacks under HTTP/2 and holds the tuning and keepalive both sides share.
+// Runs node:http2 over a tunnel link (the WebSocket transport here, the raw socket in raw.ts): the edge is the
+// HTTP/2 client, the agent the server. It mends what ws.createWebSocketStream lacks and holds shared tuning and keepalive.
 import http2, { type ClientHttp2Session, type Http2Session, type ServerHttp2Session } from 'node:http2';
 import type { Duplex } from 'node:stream';
 import { createWebSocketStream, type WebSocket } from 'ws';
@@ -41,10 +41,11 @@ export const DEFAULT_TUNING: Readonly<TunnelTuning> = Object.freeze({
 export interface TunnelLink {
   stream: Duplex;
   /**
-   * Whether the peer showed itself alive since `t` (a performance.now() value): a message arrived, or, while our
-   * writes are blocked, the kernel accepted more of them (so the peer's TCP is acknowledging).
+   * Called as a PING goes out; the function returned tells, once the PING is overdue, whether the peer showed
+   * itself alive meanwhile: something arrived, or, while our writes were blocked, the kernel accepted more of them
+   * (so the peer's TCP is acknowledging).
    */
-  aliveSince(t: number): boolean;
+  watch(): () => boolean;
   /**
    * Cuts the connection at once. session.destroy() alone is not enough on a dead link: Node then ends the socket
    * gracefully, and the ws duplex's end waits for the peer's close frame (ws closeTimeout, 30 s).
@@ -134,8 +135,11 @@ export function openTunnelStream(ws: WebSocket, onProtocolError?: (message: stri
   });
   // A completed write alone proves nothing (a dead peer's kernel buffer still takes the PING itself); it counts
   // only while writes are queued, which is also when Node's HTTP/2 stops reading and so cannot see the ACK.
-  const aliveSince = (t: number) => receivedAt > t || (pendingWrites > 0 && progressAt > t);
-  return { stream, aliveSince, terminate: () => ws.terminate() };
+  const watch = () => {
+    const t = performance.now();
+    return () => receivedAt > t || (pendingWrites > 0 && progressAt > t);
+  };
+  return { stream, watch, terminate: () => ws.terminate() };
 }
 
 /** The edge's side: an HTTP/2 client session over the tunnel. `:authority` is set per request, never from here. */
@@ -189,16 +193,16 @@ export const DEFAULT_KEEPALIVE: Readonly<KeepaliveOptions> = Object.freeze({ int
  */
 export function startKeepalive(session: Http2Session, link: TunnelLink, options: KeepaliveOptions, onDead: (reason: string) => void): () => void {
   let waiting: NodeJS.Timeout | null = null;
-  let sentAt = 0;
+  let aliveSince: () => boolean = () => true;
   const check = () => {
     waiting = null;
-    if (link.aliveSince(sentAt)) return; // alive, just busy; the next tick pings again
+    if (aliveSince()) return; // alive, just busy; the next tick pings again
     stop();
     onDead(`no PING acknowledgement or other traffic for ${options.timeoutMs} ms`);
   };
   const tick = () => {
     if (waiting || session.destroyed) return;
-    sentAt = performance.now();
+    aliveSince = link.watch();
     let sent = false;
     try {
       sent = session.ping((err) => {

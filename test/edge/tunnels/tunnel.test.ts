@@ -17,6 +17,7 @@ import { TunnelServer, type Authorize } from '../../../src/edge/tunnels/tunnel-s
 import { DatagramDecoder, encodeDatagram } from '../../../src/shared/tunnel/datagram.ts';
 import { TUNNEL_PATH, type TunnelEndpoint } from '../../../src/shared/tunnel/protocol.ts';
 import type { KeepaliveOptions } from '../../../src/shared/tunnel/transport.ts';
+import { RAW_UPGRADE_TOKEN, TUNNEL_TRANSPORTS as TRANSPORTS, encodeHandshakeFrame, readHandshakeFrame, type FrameResult, type TunnelTransport } from '../../../src/shared/tunnel/raw.ts';
 import { Backoff } from '../../../src/agent/backoff.ts';
 import { parseTarget } from '../../../src/agent/target.ts';
 import { tunnelUrl } from '../../../src/agent/agent.ts';
@@ -171,6 +172,35 @@ async function startEdge(t: TestContext, options: EdgeOptions = {}): Promise<Edg
   return { server, registry, tunnels, port, url: `http://127.0.0.1:${port}`, sockets, kill };
 }
 
+/** A TCP relay to the edge that the test can freeze: it then reads nothing either way, as a dead network would. */
+async function startRelay(t: TestContext, port: number): Promise<{ url: string; freeze(): void }> {
+  const sockets = new Set<net.Socket>();
+  const relay = net.createServer((client) => {
+    const upstream = net.connect(port, '127.0.0.1');
+    sockets.add(client).add(upstream);
+    client.pipe(upstream).pipe(client);
+    client.on('error', () => upstream.destroy());
+    upstream.on('error', () => client.destroy());
+    client.once('close', () => upstream.destroy());
+    upstream.once('close', () => client.destroy());
+  });
+  const relayPort = await listen(relay);
+  t.after(async () => {
+    for (const s of sockets) s.destroy();
+    await closeServer(relay);
+  });
+  return {
+    url: `http://127.0.0.1:${relayPort}`,
+    // Connections made later (the agent's reconnect) are relayed as usual.
+    freeze: () => {
+      for (const s of sockets) {
+        s.unpipe();
+        s.pause();
+      }
+    },
+  };
+}
+
 /** A real agent with fast reconnects, stopped after the test. */
 async function agentFor(t: TestContext, options: Partial<AgentOptions> & Pick<AgentOptions, 'edgeUrl' | 'target'>): Promise<Agent> {
   const agent = await startAgent({ apiKey: GOOD_KEY, protocol: 'http', backoff: { initialMs: 20, maxMs: 200 }, ...options });
@@ -312,194 +342,220 @@ function pick(edge: Edge, endpoint: string): AgentSession {
 }
 
 /** An edge that knows one permanent endpoint, with one upstream and one agent serving it. */
-async function oneAgent(t: TestContext) {
+async function oneAgent(t: TestContext, transport: TunnelTransport) {
   const endpoint = endpointFor(randomUUID(), HOST);
   const edge = await startEdge(t, { endpoints: new Map([[endpoint.uuid, endpoint]]) });
   const upstream = await startUpstream(t, 'one');
-  const agent = await agentFor(t, { edgeUrl: edge.url, endpoint: endpoint.uuid, target: upstream.port, agentId: 'agent-one' });
+  const agent = await agentFor(t, { transport, edgeUrl: edge.url, endpoint: endpoint.uuid, target: upstream.port, agentId: 'agent-one' });
   return { endpoint, edge, upstream, agent };
 }
 
 // ---------------------------------------------------------------------------------------------------------------
 
-describe('tunnel: HTTP forwarding', () => {
-  it('connects, is welcomed with the endpoint, and a GET returns the upstream answer', async (t) => {
-    const { endpoint, edge, agent } = await oneAgent(t);
-    assert.deepEqual(agent.welcome, { type: 'welcome', endpoint, region: 'local', node: 'edge-test' });
-    const session = pick(edge, endpoint.uuid);
-    assert.equal(session.agentId, 'agent-one');
-    assert.equal(session.protocol, 'http');
-    assert.equal(session.remoteAddress, '127.0.0.1');
+for (const transport of TRANSPORTS) {
+  describe(`tunnel over ${transport}: HTTP forwarding`, () => {
+    it('connects, is welcomed with the endpoint, and a GET returns the upstream answer', async (t) => {
+      const { endpoint, edge, agent } = await oneAgent(t, transport);
+      assert.deepEqual(agent.welcome, { type: 'welcome', endpoint, region: 'local', node: 'edge-test' });
+      const session = pick(edge, endpoint.uuid);
+      assert.equal(session.agentId, 'agent-one');
+      assert.equal(session.protocol, 'http');
+      assert.equal(session.transport, transport);
+      assert.equal(agent.transport, transport);
+      assert.equal(session.remoteAddress, '127.0.0.1');
 
-    const res = await send(session, 'GET', '/hello?x=1');
-    assert.equal(res.status, 200);
-    assert.equal(res.headers['x-upstream'], 'one');
-    // The local service sees the visitor's host (from :authority) and the path unchanged.
-    assert.equal(res.body, `hello from one: GET /hello?x=1 host=${HOST}`);
-    // Connection-specific fields of the local HTTP/1.1 response did not cross (Node would have thrown on them).
-    assert.equal(res.headers.connection, undefined);
-    assert.equal(res.headers['keep-alive'], undefined);
-  });
-
-  it('answers HEAD without a body and carries response trailers', async (t) => {
-    const { endpoint, edge } = await oneAgent(t);
-    const head = await send(pick(edge, endpoint.uuid), 'HEAD', '/hello');
-    assert.equal(head.status, 200);
-    assert.equal(head.body, '');
-    assert.equal(head.headers['content-length'], String(Buffer.byteLength(`hello from one: HEAD /hello host=${HOST}`)));
-
-    const withTrailers = await send(pick(edge, endpoint.uuid), 'GET', '/trailers');
-    assert.equal(withTrailers.body, 'part one, part two');
-    assert.equal(withTrailers.trailers?.['x-checksum'], 'abc123');
-  });
-
-  it('streams a 64 MiB POST body to the upstream intact', async (t) => {
-    const { endpoint, edge } = await oneAgent(t);
-    const sent = createHash('sha256');
-    const stream = pick(edge, endpoint.uuid).request(
-      requestHeaders('POST', '/upload', { 'content-type': 'application/octet-stream', 'content-length': String(BIG) }),
-    );
-    const reply = answer(stream);
-    await pipeline(keystream('upload', BIG), hashing(sent), stream);
-    const res = await reply;
-    assert.equal(res.status, 200);
-    assert.deepEqual(JSON.parse(res.body), { bytes: BIG, sha256: sent.digest('hex') });
-  });
-
-  it('streams a 64 MiB download intact', async (t) => {
-    const { endpoint, edge } = await oneAgent(t);
-    const stream = pick(edge, endpoint.uuid).request(requestHeaders('GET', `/download?bytes=${BIG}&seed=dl`));
-    stream.end();
-    const [headers] = (await once(stream, 'response')) as [IncomingHttpHeaders];
-    assert.equal(headers[':status'], 200);
-    const [got, expected] = await Promise.all([sha256Of(stream), sha256Of(keystream('dl', BIG))]);
-    assert.deepEqual(got, expected);
-  });
-
-  it('multiplexes concurrent requests on the one tunnel connection', async (t) => {
-    const { endpoint, edge, upstream } = await oneAgent(t);
-    const n = 24;
-    const answers = await Promise.all(Array.from({ length: n }, (_, i) => send(pick(edge, endpoint.uuid), 'GET', `/barrier?n=${n}&i=${i}`)));
-    assert.deepEqual(
-      answers.map((a) => a.body),
-      Array.from({ length: n }, (_, i) => `released ${i}`),
-    );
-    assert.equal(upstream.maxInFlight, n);
-    assert.equal(edge.registry.size, 1);
-    assert.equal(edge.tunnels.sessionCount, 1);
-  });
-
-  it('answers 502 with a clear text when the local service refuses connections', async (t) => {
-    const endpoint = endpointFor(randomUUID());
-    const edge = await startEdge(t, { endpoints: new Map([[endpoint.uuid, endpoint]]) });
-    const unused = net.createServer();
-    const deadPort = await listen(unused);
-    await closeServer(unused);
-    await agentFor(t, { edgeUrl: edge.url, endpoint: endpoint.uuid, target: `127.0.0.1:${deadPort}` });
-    const res = await send(pick(edge, endpoint.uuid), 'POST', '/anything', 'a body that goes nowhere');
-    assert.equal(res.status, 502);
-    assert.equal(res.headers['x-edge-agent-error'], 'local_unreachable');
-    assert.match(res.body, new RegExp(`could not reach http://127\\.0\\.0\\.1:${deadPort}: .*ECONNREFUSED`));
-  });
-
-  it('carries a WebSocket upgrade end to end over a CONNECT stream', async (t) => {
-    const { endpoint, edge } = await oneAgent(t);
-    const stream = pick(edge, endpoint.uuid).connect(`${HOST}:80`);
-    const [headers] = (await once(stream, 'response')) as [IncomingHttpHeaders];
-    assert.equal(headers[':status'], 200);
-    // The edge replays the visitor's HTTP/1.1 upgrade request as bytes; here ws writes it onto the stream.
-    const ws = new WebSocket(`ws://${HOST}/ws`, { createConnection: () => stream as unknown as net.Socket });
-    t.after(() => ws.terminate());
-    await once(ws, 'open');
-    ws.send('ping');
-    const [message] = await once(ws, 'message');
-    assert.equal(String(message), 'echo:ping');
-    ws.close();
-    await once(ws, 'close');
-  });
-});
-
-describe('tunnel: TCP and UDP agents', () => {
-  it('a CONNECT stream echoes raw TCP bytes, with half-close', async (t) => {
-    const endpoint = endpointFor(randomUUID());
-    const edge = await startEdge(t, { endpoints: new Map([[endpoint.uuid, endpoint]]) });
-    const echoPort = await startTcpEcho(t);
-    await agentFor(t, { edgeUrl: edge.url, endpoint: endpoint.uuid, protocol: 'tcp', target: echoPort });
-    const session = pick(edge, endpoint.uuid);
-    assert.equal(session.protocol, 'tcp');
-
-    const stream = session.connect('tcp.edge.test:20000');
-    const [headers] = (await once(stream, 'response')) as [IncomingHttpHeaders];
-    assert.equal(headers[':status'], 200);
-    const payload = randomBytes(1024 * 1024 + 17);
-    const received = sha256Of(stream);
-    // END_STREAM after the payload is the TCP FIN: the echo ends its side once it has sent everything back.
-    stream.end(payload);
-    assert.deepEqual(await received, { bytes: payload.length, sha256: createHash('sha256').update(payload).digest('hex') });
-  });
-
-  it('a CONNECT stream carries length-prefixed datagrams to a UDP service and back', async (t) => {
-    const endpoint = endpointFor(randomUUID());
-    const edge = await startEdge(t, { endpoints: new Map([[endpoint.uuid, endpoint]]) });
-    const udpPort = await startUdpEcho(t);
-    await agentFor(t, { edgeUrl: edge.url, endpoint: endpoint.uuid, protocol: 'udp', target: udpPort });
-
-    const stream = pick(edge, endpoint.uuid).connect('udp.edge.test:5353');
-    const [headers] = (await once(stream, 'response')) as [IncomingHttpHeaders];
-    assert.equal(headers[':status'], 200);
-    const replies: string[] = [];
-    const gotAll = new Promise<void>((resolve) => {
-      const decoder = new DatagramDecoder((d) => {
-        replies.push(String(d));
-        if (replies.length === 3) resolve();
-      });
-      stream.on('data', (chunk: Buffer) => decoder.push(chunk));
+      const res = await send(session, 'GET', '/hello?x=1');
+      assert.equal(res.status, 200);
+      assert.equal(res.headers['x-upstream'], 'one');
+      // The local service sees the visitor's host (from :authority) and the path unchanged.
+      assert.equal(res.body, `hello from one: GET /hello?x=1 host=${HOST}`);
+      // Connection-specific fields of the local HTTP/1.1 response did not cross (Node would have thrown on them).
+      assert.equal(res.headers.connection, undefined);
+      assert.equal(res.headers['keep-alive'], undefined);
     });
-    // Three datagrams written as one chunk: the framing, not the chunking, separates them. Each is sent when
-    // the previous reply is back, so UDP reordering cannot make the test flaky.
-    for (const [i, text] of ['one', '', 'three'].entries()) {
-      stream.write(encodeDatagram(Buffer.from(text)));
-      while (replies.length <= i) await once(stream, 'data');
-    }
-    await gotAll;
-    assert.deepEqual(replies, ['echo:one', 'echo:', 'echo:three']);
-    stream.end();
-    await once(stream, 'close');
+
+    it('answers HEAD without a body and carries response trailers', async (t) => {
+      const { endpoint, edge } = await oneAgent(t, transport);
+      const head = await send(pick(edge, endpoint.uuid), 'HEAD', '/hello');
+      assert.equal(head.status, 200);
+      assert.equal(head.body, '');
+      assert.equal(head.headers['content-length'], String(Buffer.byteLength(`hello from one: HEAD /hello host=${HOST}`)));
+
+      const withTrailers = await send(pick(edge, endpoint.uuid), 'GET', '/trailers');
+      assert.equal(withTrailers.body, 'part one, part two');
+      assert.equal(withTrailers.trailers?.['x-checksum'], 'abc123');
+    });
+
+    it('streams a 64 MiB POST body to the upstream intact', async (t) => {
+      const { endpoint, edge } = await oneAgent(t, transport);
+      const sent = createHash('sha256');
+      const stream = pick(edge, endpoint.uuid).request(
+        requestHeaders('POST', '/upload', { 'content-type': 'application/octet-stream', 'content-length': String(BIG) }),
+      );
+      const reply = answer(stream);
+      await pipeline(keystream('upload', BIG), hashing(sent), stream);
+      const res = await reply;
+      assert.equal(res.status, 200);
+      assert.deepEqual(JSON.parse(res.body), { bytes: BIG, sha256: sent.digest('hex') });
+    });
+
+    it('streams a 64 MiB download intact', async (t) => {
+      const { endpoint, edge } = await oneAgent(t, transport);
+      const stream = pick(edge, endpoint.uuid).request(requestHeaders('GET', `/download?bytes=${BIG}&seed=dl`));
+      stream.end();
+      const [headers] = (await once(stream, 'response')) as [IncomingHttpHeaders];
+      assert.equal(headers[':status'], 200);
+      const [got, expected] = await Promise.all([sha256Of(stream), sha256Of(keystream('dl', BIG))]);
+      assert.deepEqual(got, expected);
+    });
+
+    it('multiplexes concurrent requests on the one tunnel connection', async (t) => {
+      const { endpoint, edge, upstream } = await oneAgent(t, transport);
+      const n = 24;
+      const answers = await Promise.all(Array.from({ length: n }, (_, i) => send(pick(edge, endpoint.uuid), 'GET', `/barrier?n=${n}&i=${i}`)));
+      assert.deepEqual(
+        answers.map((a) => a.body),
+        Array.from({ length: n }, (_, i) => `released ${i}`),
+      );
+      assert.equal(upstream.maxInFlight, n);
+      assert.equal(edge.registry.size, 1);
+      assert.equal(edge.tunnels.sessionCount, 1);
+    });
+
+    it('answers 502 with a clear text when the local service refuses connections', async (t) => {
+      const endpoint = endpointFor(randomUUID());
+      const edge = await startEdge(t, { endpoints: new Map([[endpoint.uuid, endpoint]]) });
+      const unused = net.createServer();
+      const deadPort = await listen(unused);
+      await closeServer(unused);
+      await agentFor(t, { transport, edgeUrl: edge.url, endpoint: endpoint.uuid, target: `127.0.0.1:${deadPort}` });
+      const res = await send(pick(edge, endpoint.uuid), 'POST', '/anything', 'a body that goes nowhere');
+      assert.equal(res.status, 502);
+      assert.equal(res.headers['x-edge-agent-error'], 'local_unreachable');
+      assert.match(res.body, new RegExp(`could not reach http://127\\.0\\.0\\.1:${deadPort}: .*ECONNREFUSED`));
+    });
+
+    it('carries a WebSocket upgrade end to end over a CONNECT stream', async (t) => {
+      const { endpoint, edge } = await oneAgent(t, transport);
+      const stream = pick(edge, endpoint.uuid).connect(`${HOST}:80`);
+      const [headers] = (await once(stream, 'response')) as [IncomingHttpHeaders];
+      assert.equal(headers[':status'], 200);
+      // The edge replays the visitor's HTTP/1.1 upgrade request as bytes; here ws writes it onto the stream.
+      const ws = new WebSocket(`ws://${HOST}/ws`, { createConnection: () => stream as unknown as net.Socket });
+      t.after(() => ws.terminate());
+      await once(ws, 'open');
+      ws.send('ping');
+      const [message] = await once(ws, 'message');
+      assert.equal(String(message), 'echo:ping');
+      ws.close();
+      await once(ws, 'close');
+    });
   });
 
-  it('an HTTP request to a tcp agent gets 501', async (t) => {
-    const endpoint = endpointFor(randomUUID());
-    const edge = await startEdge(t, { endpoints: new Map([[endpoint.uuid, endpoint]]) });
-    await agentFor(t, { edgeUrl: edge.url, endpoint: endpoint.uuid, protocol: 'tcp', target: await startTcpEcho(t) });
-    const res = await send(pick(edge, endpoint.uuid), 'GET', '/');
-    assert.equal(res.status, 501);
-  });
-});
+  describe(`tunnel over ${transport}: TCP and UDP agents`, () => {
+    it('a CONNECT stream echoes raw TCP bytes, with half-close', async (t) => {
+      const endpoint = endpointFor(randomUUID());
+      const edge = await startEdge(t, { endpoints: new Map([[endpoint.uuid, endpoint]]) });
+      const echoPort = await startTcpEcho(t);
+      await agentFor(t, { transport, edgeUrl: edge.url, endpoint: endpoint.uuid, protocol: 'tcp', target: echoPort });
+      const session = pick(edge, endpoint.uuid);
+      assert.equal(session.protocol, 'tcp');
 
-describe('tunnel: handshake', () => {
-  it('a refused hello rejects startAgent with the code and message, and is not retried', async (t) => {
+      const stream = session.connect('tcp.edge.test:20000');
+      const [headers] = (await once(stream, 'response')) as [IncomingHttpHeaders];
+      assert.equal(headers[':status'], 200);
+      const payload = randomBytes(1024 * 1024 + 17);
+      const received = sha256Of(stream);
+      // END_STREAM after the payload is the TCP FIN: the echo ends its side once it has sent everything back.
+      stream.end(payload);
+      assert.deepEqual(await received, { bytes: payload.length, sha256: createHash('sha256').update(payload).digest('hex') });
+    });
+
+    it('a CONNECT stream carries length-prefixed datagrams to a UDP service and back', async (t) => {
+      const endpoint = endpointFor(randomUUID());
+      const edge = await startEdge(t, { endpoints: new Map([[endpoint.uuid, endpoint]]) });
+      const udpPort = await startUdpEcho(t);
+      await agentFor(t, { transport, edgeUrl: edge.url, endpoint: endpoint.uuid, protocol: 'udp', target: udpPort });
+
+      const stream = pick(edge, endpoint.uuid).connect('udp.edge.test:5353');
+      const [headers] = (await once(stream, 'response')) as [IncomingHttpHeaders];
+      assert.equal(headers[':status'], 200);
+      const replies: string[] = [];
+      const gotAll = new Promise<void>((resolve) => {
+        const decoder = new DatagramDecoder((d) => {
+          replies.push(String(d));
+          if (replies.length === 3) resolve();
+        });
+        stream.on('data', (chunk: Buffer) => decoder.push(chunk));
+      });
+      // Three datagrams written as one chunk: the framing, not the chunking, separates them. Each is sent when
+      // the previous reply is back, so UDP reordering cannot make the test flaky.
+      for (const [i, text] of ['one', '', 'three'].entries()) {
+        stream.write(encodeDatagram(Buffer.from(text)));
+        while (replies.length <= i) await once(stream, 'data');
+      }
+      await gotAll;
+      assert.deepEqual(replies, ['echo:one', 'echo:', 'echo:three']);
+      stream.end();
+      await once(stream, 'close');
+    });
+
+    it('an HTTP request to a tcp agent gets 501', async (t) => {
+      const endpoint = endpointFor(randomUUID());
+      const edge = await startEdge(t, { endpoints: new Map([[endpoint.uuid, endpoint]]) });
+      await agentFor(t, { transport, edgeUrl: edge.url, endpoint: endpoint.uuid, protocol: 'tcp', target: await startTcpEcho(t) });
+      const res = await send(pick(edge, endpoint.uuid), 'GET', '/');
+      assert.equal(res.status, 501);
+    });
+  });
+
+}
+
+for (const transport of TRANSPORTS) {
+  describe(`tunnel over ${transport}: refusals`, () => {
+    it('a refused hello rejects startAgent with the code and message, and is not retried', async (t) => {
+      const edge = await startEdge(t);
+      const upstream = await startUpstream(t, 'one');
+      await assert.rejects(
+        startAgent({ transport, edgeUrl: edge.url, apiKey: 'key-wrong', protocol: 'http', target: upstream.port }),
+        (err: unknown) => err instanceof TunnelRefusedError && err.code === 'unauthorized' && err.message === 'unknown API key',
+      );
+
+      const agent = new Agent({ transport, edgeUrl: edge.url, apiKey: 'key-eu-only', protocol: 'http', target: upstream.port, backoff: { initialMs: 20, maxMs: 40 } });
+      let retries = 0;
+      agent.on('reconnecting', () => retries++);
+      await assert.rejects(agent.start(), { name: 'TunnelRefusedError', code: 'region_not_allowed', message: 'the plan allows eu-west; this edge is in local' });
+      assert.equal(retries, 0);
+      assert.equal(edge.registry.size, 0);
+    });
+
+    it('refuses an unknown endpoint', async (t) => {
+      const edge = await startEdge(t);
+      await assert.rejects(startAgent({ transport, edgeUrl: edge.url, apiKey: GOOD_KEY, endpoint: randomUUID(), protocol: 'tcp', target: 1 }), { code: 'endpoint_not_found' });
+    });
+
+    it('gives up at once when the edge URL answers the upgrade with a 4xx (a wrong --edge)', async (t) => {
+      const server = http.createServer();
+      const upgrades: string[] = [];
+      server.on('upgrade', (req, socket) => {
+        upgrades.push(String(req.headers.upgrade));
+        socket.end('HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');
+      });
+      const port = await listen(server);
+      t.after(() => closeServer(server));
+      await assert.rejects(startAgent({ transport, edgeUrl: `http://127.0.0.1:${port}`, apiKey: GOOD_KEY, protocol: 'tcp', target: 1 }), {
+        name: 'TunnelRefusedError',
+        code: 'not_a_tunnel_endpoint',
+        message: new RegExp(`ws://127\\.0\\.0\\.1:${port}${TUNNEL_PATH} answered HTTP 404`),
+      });
+      assert.deepEqual(upgrades, [transport === 'raw' ? RAW_UPGRADE_TOKEN : 'websocket']);
+    });
+  });
+}
+
+describe('tunnel over ws: handshake frames', () => {
+  it('refuses an invalid hello with close code 4400', async (t) => {
     const edge = await startEdge(t);
-    const upstream = await startUpstream(t, 'one');
-    await assert.rejects(
-      startAgent({ edgeUrl: edge.url, apiKey: 'key-wrong', protocol: 'http', target: upstream.port }),
-      (err: unknown) => err instanceof TunnelRefusedError && err.code === 'unauthorized' && err.message === 'unknown API key',
-    );
-
-    const agent = new Agent({ edgeUrl: edge.url, apiKey: 'key-eu-only', protocol: 'http', target: upstream.port, backoff: { initialMs: 20, maxMs: 40 } });
-    let retries = 0;
-    agent.on('reconnecting', () => retries++);
-    await assert.rejects(agent.start(), { name: 'TunnelRefusedError', code: 'region_not_allowed', message: 'the plan allows eu-west; this edge is in local' });
-    assert.equal(retries, 0);
-    assert.equal(edge.registry.size, 0);
-  });
-
-  it('refuses an unknown endpoint, and an invalid hello with close code 4400', async (t) => {
-    const edge = await startEdge(t);
-    await assert.rejects(
-      startAgent({ edgeUrl: edge.url, apiKey: GOOD_KEY, endpoint: randomUUID(), protocol: 'tcp', target: 1 }),
-      { code: 'endpoint_not_found' },
-    );
-
     const ws = new WebSocket(`ws://127.0.0.1:${edge.port}${TUNNEL_PATH}`);
     t.after(() => ws.terminate());
     await once(ws, 'open');
@@ -547,18 +603,6 @@ describe('tunnel: handshake', () => {
     assert.equal(edge.registry.size, 0);
   });
 
-  it('gives up at once when the edge URL answers the upgrade with a 4xx (a wrong --edge)', async (t) => {
-    const server = http.createServer();
-    server.on('upgrade', (_req, socket) => socket.end('HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n'));
-    const port = await listen(server);
-    t.after(() => closeServer(server));
-    await assert.rejects(startAgent({ edgeUrl: `http://127.0.0.1:${port}`, apiKey: GOOD_KEY, protocol: 'tcp', target: 1 }), {
-      name: 'TunnelRefusedError',
-      code: 'not_a_tunnel_endpoint',
-      message: new RegExp(`ws://127\\.0\\.0\\.1:${port}${TUNNEL_PATH} answered HTTP 404`),
-    });
-  });
-
   it('leaves other upgrade paths alone: 404 when nobody else handles them', async (t) => {
     const edge = await startEdge(t);
     const ws = new WebSocket(`ws://127.0.0.1:${edge.port}/somewhere-else`);
@@ -570,80 +614,173 @@ describe('tunnel: handshake', () => {
   });
 });
 
-describe('tunnel: lifecycle', () => {
-  it('after the edge dies and a new one starts on the same port, the agent reconnects and keeps its hostname', async (t) => {
-    const endpoints: Endpoints = new Map();
-    const edge1 = await startEdge(t, { endpoints });
-    const upstream = await startUpstream(t, 'one');
-    // No endpoint named: the one-shot flow, an ephemeral endpoint the agent must keep across reconnects.
-    const agent = await agentFor(t, { edgeUrl: edge1.url, target: upstream.port });
-    const first = agent.welcome!;
-    assert.equal((await send(pick(edge1, first.endpoint.uuid), 'GET', '/hello')).status, 200);
+/** A raw-transport client by hand: the `edge-tunnel/2` upgrade; the socket and the bytes behind the 101. */
+async function rawUpgrade(t: TestContext, port: number, token = RAW_UPGRADE_TOKEN): Promise<{ socket: net.Socket; head: Buffer }> {
+  const req = http.request({ host: '127.0.0.1', port, path: TUNNEL_PATH, headers: { connection: 'Upgrade', upgrade: token } });
+  req.end();
+  const [res, socket, head] = (await nextEvent(req as unknown as Emitter, 'upgrade')) as [http.IncomingMessage, net.Socket, Buffer];
+  t.after(() => socket.destroy());
+  assert.equal(res.statusCode, 101);
+  assert.equal(res.headers.upgrade, RAW_UPGRADE_TOKEN);
+  return { socket, head };
+}
 
-    const disconnected = nextEvent<[{ code: string }]>(agent, 'disconnected');
-    const reconnected = nextEvent<[typeof first]>(agent, 'connected');
-    // Regression: the side whose own socket died kept an HTTP/2 session that looked open forever, because the
-    // ws duplex never emitted 'close' (see openTunnelStream). The dying edge must see its session close too.
-    const edgeSideClosed = nextEvent<[AgentSession, DisconnectReason]>(edge1.registry, 'disconnect');
-    await edge1.kill();
-    assert.equal((await disconnected)[0].code, 'connection_lost');
-    assert.equal((await edgeSideClosed)[1].code, 'connection_lost');
+/** The next handshake frame from the edge, parsed. */
+async function rawFrame(socket: net.Socket, head: Buffer): Promise<{ type: string; code?: string; message?: string }> {
+  const result = await new Promise<FrameResult>((resolve) => readHandshakeFrame(socket, head, 8192, resolve));
+  assert.ok(result.ok, 'a handshake frame');
+  return JSON.parse(result.frame.toString('utf8'));
+}
 
-    const edge2 = await startEdge(t, { port: edge1.port, endpoints });
-    const [welcome] = await reconnected;
-    assert.deepEqual(welcome.endpoint, first.endpoint);
-    const res = await send(pick(edge2, first.endpoint.uuid), 'GET', '/hello');
-    assert.equal(res.body, `hello from one: GET /hello host=${HOST}`);
+/** Resolves when the edge has ended the connection (FIN or reset), reading and dropping what comes first. */
+function ended(socket: net.Socket): Promise<void> {
+  socket.resume();
+  socket.on('error', () => {});
+  return socket.closed ? Promise.resolve() : nextEvent(socket as unknown as Emitter, 'close').then(() => undefined);
+}
+
+const rawHello = (fields: Record<string, unknown> = {}) =>
+  encodeHandshakeFrame(JSON.stringify({ type: 'hello', version: 1, api_key: GOOD_KEY, protocol: 'tcp', agent_id: 'raw', tags: [], client: 'raw', ...fields }));
+
+describe('tunnel over raw: handshake frames', () => {
+  it('refuses an invalid hello with a refused frame, then ends the connection', async (t) => {
+    const edge = await startEdge(t);
+    const { socket, head } = await rawUpgrade(t, edge.port);
+    socket.write(rawHello({ extra: 1 }));
+    assert.deepEqual(await rawFrame(socket, head), { type: 'refused', code: 'invalid_hello', message: 'invalid hello: unknown field /extra' });
+    await ended(socket);
   });
 
-  it('a draining edge sends shutting_down; the agent reconnects; a stopping agent says agent_stopping', async (t) => {
-    const endpoints: Endpoints = new Map();
-    const edge1 = await startEdge(t, { endpoints });
-    const agent = await agentFor(t, { edgeUrl: edge1.url, target: (await startUpstream(t, 'one')).port });
-    const disconnected = nextEvent<[{ code: string }]>(agent, 'disconnected');
-    const reconnecting = nextEvent(agent, 'reconnecting');
-    await edge1.tunnels.close(1_000);
-    assert.equal((await disconnected)[0].code, 'shutting_down');
-    await reconnecting;
-    await edge1.kill();
+  it('refuses a declared length over 8 KiB at once, and a hello that is not JSON', async (t) => {
+    const edge = await startEdge(t);
+    const big = await rawUpgrade(t, edge.port);
+    const prefix = Buffer.alloc(4);
+    prefix.writeUInt32BE(1 << 30);
+    big.socket.write(prefix);
+    assert.deepEqual(await rawFrame(big.socket, big.head), { type: 'refused', code: 'invalid_hello', message: `invalid hello: frame of ${1 << 30} bytes exceeds the limit of 8192` });
 
-    const edge2 = await startEdge(t, { port: edge1.port, endpoints });
-    if (!agent.connected) await nextEvent(agent, 'connected');
-    const left = nextEvent<[AgentSession, DisconnectReason]>(edge2.registry, 'disconnect');
-    const stopped = nextEvent<[Error | null]>(agent, 'stopped');
-    await agent.stop();
-    assert.equal((await left)[1].code, 'agent_stopping');
-    assert.equal((await stopped)[0], null);
-    assert.equal(edge2.registry.size, 0);
+    const garbage = await rawUpgrade(t, edge.port);
+    garbage.socket.write(encodeHandshakeFrame('{not json'));
+    assert.equal((await rawFrame(garbage.socket, garbage.head)).message, 'invalid hello: frame is not valid JSON');
   });
 
-  it('a peer that stops answering PINGs is cut (ping_timeout) and the agent reconnects', async (t) => {
+  it('refuses a silent client after the handshake timeout, and an unsupported version', async (t) => {
+    const edge = await startEdge(t, { handshakeTimeoutMs: 200 });
+    const silent = await rawUpgrade(t, edge.port);
+    assert.equal((await rawFrame(silent.socket, silent.head)).code, 'handshake_timeout');
+    await ended(silent.socket);
+
+    const future = await rawUpgrade(t, edge.port);
+    future.socket.write(rawHello({ version: 2 }));
+    assert.equal((await rawFrame(future.socket, future.head)).code, 'unsupported_version');
+  });
+
+  it('refuses bytes sent behind the hello, before the welcome', async (t) => {
     const endpoint = endpointFor(randomUUID());
-    const edge = await startEdge(t, { endpoints: new Map([[endpoint.uuid, endpoint]]), keepalive: { intervalMs: 50, timeoutMs: 200 } });
-    const agent = await agentFor(t, { edgeUrl: edge.url, endpoint: endpoint.uuid, protocol: 'tcp', target: await startTcpEcho(t) });
-    const cut = nextEvent<[AgentSession, DisconnectReason]>(edge.registry, 'disconnect');
-    const reconnected = nextEvent(agent, 'connected');
-    // The edge stops reading the agent's connection, as if the network between them went silent: PING ACKs
-    // never arrive, nothing else does either, and no FIN tells anyone.
-    for (const socket of edge.sockets) socket.pause();
-    const [, reason] = await cut;
-    assert.equal(reason.code, 'ping_timeout');
-    await reconnected;
-    assert.ok(edge.registry.pick(endpoint.uuid));
+    const edge = await startEdge(t, { endpoints: new Map([[endpoint.uuid, endpoint]]) });
+    const { socket, head } = await rawUpgrade(t, edge.port);
+    socket.write(Buffer.concat([rawHello({ endpoint: endpoint.uuid }), Buffer.from('PRI * HTTP/2.0')]));
+    assert.deepEqual(await rawFrame(socket, head), { type: 'refused', code: 'invalid_hello', message: 'the agent sent bytes before the welcome' });
+    assert.equal(edge.registry.size, 0);
   });
 
-  it('a second connection with the same agent id replaces the first, which stops with "replaced"', async (t) => {
-    const { endpoint, edge, upstream, agent: first } = await oneAgent(t);
-    const stopped = nextEvent<[TunnelRefusedError | null]>(first, 'stopped');
-    const second = await agentFor(t, { edgeUrl: edge.url, endpoint: endpoint.uuid, target: upstream.port, agentId: 'agent-one' });
-    const [err] = await stopped;
-    assert.equal(err?.code, 'replaced');
-    const sessions = edge.registry.sessions(endpoint.uuid);
-    assert.equal(sessions.length, 1);
-    assert.equal(second.connected, true);
-    assert.equal((await send(sessions[0], 'GET', '/hello')).status, 200);
+  it('accepts the token case-insensitively; bytes after the welcome that are not HTTP/2 end the session', async (t) => {
+    const endpoint = endpointFor(randomUUID());
+    const edge = await startEdge(t, { endpoints: new Map([[endpoint.uuid, endpoint]]) });
+    const { socket, head } = await rawUpgrade(t, edge.port, 'Edge-Tunnel/2');
+    const connected = nextEvent<[AgentSession]>(edge.registry, 'connect');
+    socket.write(rawHello({ endpoint: endpoint.uuid }));
+    assert.equal((await rawFrame(socket, head)).type, 'welcome');
+    const [session] = await connected;
+    assert.equal(session.transport, 'raw');
+    const gone = nextEvent<[AgentSession, DisconnectReason]>(edge.registry, 'disconnect');
+    socket.write('not HTTP/2 at all, just bytes\r\n\r\n');
+    await gone;
+    await ended(socket);
+    assert.equal(edge.registry.size, 0);
   });
 });
+
+for (const transport of TRANSPORTS) {
+  describe(`tunnel over ${transport}: lifecycle`, () => {
+    it('after the edge dies and a new one starts on the same port, the agent reconnects and keeps its hostname', async (t) => {
+      const endpoints: Endpoints = new Map();
+      const edge1 = await startEdge(t, { endpoints });
+      const upstream = await startUpstream(t, 'one');
+      // No endpoint named: the one-shot flow, an ephemeral endpoint the agent must keep across reconnects.
+      const agent = await agentFor(t, { transport, edgeUrl: edge1.url, target: upstream.port });
+      const first = agent.welcome!;
+      assert.equal((await send(pick(edge1, first.endpoint.uuid), 'GET', '/hello')).status, 200);
+
+      const disconnected = nextEvent<[{ code: string }]>(agent, 'disconnected');
+      const reconnected = nextEvent<[typeof first]>(agent, 'connected');
+      // Regression: the side whose own socket died kept an HTTP/2 session that looked open forever, because the
+      // ws duplex never emitted 'close' (see openTunnelStream). The dying edge must see its session close too.
+      const edgeSideClosed = nextEvent<[AgentSession, DisconnectReason]>(edge1.registry, 'disconnect');
+      await edge1.kill();
+      assert.equal((await disconnected)[0].code, 'connection_lost');
+      assert.equal((await edgeSideClosed)[1].code, 'connection_lost');
+
+      const edge2 = await startEdge(t, { port: edge1.port, endpoints });
+      const [welcome] = await reconnected;
+      assert.deepEqual(welcome.endpoint, first.endpoint);
+      const res = await send(pick(edge2, first.endpoint.uuid), 'GET', '/hello');
+      assert.equal(res.body, `hello from one: GET /hello host=${HOST}`);
+    });
+
+    it('a draining edge sends shutting_down; the agent reconnects; a stopping agent says agent_stopping', async (t) => {
+      const endpoints: Endpoints = new Map();
+      const edge1 = await startEdge(t, { endpoints });
+      const agent = await agentFor(t, { transport, edgeUrl: edge1.url, target: (await startUpstream(t, 'one')).port });
+      const disconnected = nextEvent<[{ code: string }]>(agent, 'disconnected');
+      const reconnecting = nextEvent(agent, 'reconnecting');
+      await edge1.tunnels.close(1_000);
+      assert.equal((await disconnected)[0].code, 'shutting_down');
+      await reconnecting;
+      await edge1.kill();
+
+      const edge2 = await startEdge(t, { port: edge1.port, endpoints });
+      if (!agent.connected) await nextEvent(agent, 'connected');
+      const left = nextEvent<[AgentSession, DisconnectReason]>(edge2.registry, 'disconnect');
+      const stopped = nextEvent<[Error | null]>(agent, 'stopped');
+      await agent.stop();
+      assert.equal((await left)[1].code, 'agent_stopping');
+      assert.equal((await stopped)[0], null);
+      assert.equal(edge2.registry.size, 0);
+    });
+
+    it('a peer that stops answering PINGs is cut (ping_timeout) and the agent reconnects', async (t) => {
+      const endpoint = endpointFor(randomUUID());
+      const fast = { intervalMs: 50, timeoutMs: 200 };
+      const edge = await startEdge(t, { endpoints: new Map([[endpoint.uuid, endpoint]]), keepalive: fast });
+      const relay = await startRelay(t, edge.port);
+      const agent = await agentFor(t, { transport, edgeUrl: relay.url, endpoint: endpoint.uuid, protocol: 'tcp', target: await startTcpEcho(t), keepalive: fast });
+      const cut = nextEvent<[AgentSession, DisconnectReason]>(edge.registry, 'disconnect');
+      const reconnected = nextEvent(agent, 'connected');
+      // The network between them goes silent: the relay stops reading both ways, so PING ACKs never arrive,
+      // nothing else does either, and no FIN tells anyone. (Pausing the edge's socket is no longer enough: on
+      // the raw transport Node's HTTP/2 reads the socket natively, whatever its JS side says.)
+      relay.freeze();
+      const [, reason] = await cut;
+      assert.equal(reason.code, 'ping_timeout');
+      await reconnected;
+      assert.ok(edge.registry.pick(endpoint.uuid));
+    });
+
+    it('a second connection with the same agent id replaces the first, which stops with "replaced"', async (t) => {
+      const { endpoint, edge, upstream, agent: first } = await oneAgent(t, transport);
+      const stopped = nextEvent<[TunnelRefusedError | null]>(first, 'stopped');
+      const second = await agentFor(t, { transport, edgeUrl: edge.url, endpoint: endpoint.uuid, target: upstream.port, agentId: 'agent-one' });
+      const [err] = await stopped;
+      assert.equal(err?.code, 'replaced');
+      const sessions = edge.registry.sessions(endpoint.uuid);
+      assert.equal(sessions.length, 1);
+      assert.equal(second.connected, true);
+      assert.equal((await send(sessions[0], 'GET', '/hello')).status, 200);
+    });
+  });
+
+}
 
 describe('tunnel: registry', () => {
   async function twoAgents(t: TestContext) {
