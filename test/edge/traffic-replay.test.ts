@@ -21,6 +21,8 @@ interface Seen {
 }
 
 const BIG = 2 * 1024 * 1024;
+/** Answers the service keeps back (path /hold) until a test lets them go. */
+const held: http.ServerResponse[] = [];
 
 describe('traffic replay through the edge', () => {
   let t: TestNode;
@@ -65,6 +67,7 @@ describe('traffic replay through the edge', () => {
           const entry = { method: req.method!, url: req.url!, headers: req.headers, body: Buffer.concat(chunks).toString('utf8') };
           record(entry);
           if (req.url === '/status-503') return void res.writeHead(503, { 'content-type': 'text/plain' }).end('down');
+          if (req.url === '/hold') return void held.push(res);
           if (req.url === '/big') {
             res.writeHead(200, { 'content-type': 'application/octet-stream' });
             return void res.end(Buffer.alloc(BIG, 0x61));
@@ -154,6 +157,25 @@ describe('traffic replay through the edge', () => {
     assert.equal(big.body.truncated, true);
     assert.equal(big.body.size, 1024 * 1024);
     assert.equal(big.body.data.length, 1024 * 1024);
+  });
+
+  it('holds at most 4 replays of an account in flight: a fifth is 429 replay_busy and sends nothing', async () => {
+    // Each replay holds a control-plane socket for up to 30 s and buffers up to 1 MiB: unbounded, one account could
+    // pile up as many as it liked against its own slow endpoint.
+    const id = await captured({ path: '/hold' });
+    const pending = [1, 2, 3, 4].map(() => replay(id));
+    await eventually(async () => (held.length === 4 ? true : undefined));
+    const busy = await replay(id);
+    assert.equal(busy.status, 429, busy.text);
+    assert.equal(busy.body.code, 'replay_busy');
+    assert.equal(held.length, 4, 'the fifth was not sent');
+    for (const res of held.splice(0)) res.end('released');
+    for (const res of await Promise.all(pending)) assert.equal(res.status, 200, res.text);
+    // The slots are free again.
+    const again = replay(id);
+    await eventually(async () => (held.length === 1 ? true : undefined));
+    held.splice(0)[0].end('released');
+    assert.equal((await again).status, 200);
   });
 
   it('sends an exchange made over TLS through the edge’s HTTPS listener', async () => {

@@ -316,6 +316,34 @@ function sendReplay(
   });
 }
 
+/**
+ * Replays in flight, per account and in this control process. Each holds a socket for up to 30 s and buffers up to
+ * 1 MiB of answer, so unbounded they would let one account pile up memory and sockets against its own slow endpoint.
+ */
+export const REPLAY_LIMITS = { perAccount: 4, perProcess: 64 } as const;
+
+class ReplaySlots {
+  private readonly byAccount = new Map<number, number>();
+  private total = 0;
+
+  /** A release function, or null when the account or the process is at its limit. */
+  take(accountId: number): (() => void) | null {
+    const held = this.byAccount.get(accountId) ?? 0;
+    if (held >= REPLAY_LIMITS.perAccount || this.total >= REPLAY_LIMITS.perProcess) return null;
+    this.byAccount.set(accountId, held + 1);
+    this.total++;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.total--;
+      const left = (this.byAccount.get(accountId) ?? 1) - 1;
+      if (left === 0) this.byAccount.delete(accountId);
+      else this.byAccount.set(accountId, left);
+    };
+  }
+}
+
 const ReplayView = Type.Object({
   replayed_from: Type.Integer({ description: 'The log id that was replayed' }),
   request: Type.Object({ method: Type.String(), url: Type.String({ description: 'The URL as the visitor would have used it' }) }),
@@ -354,6 +382,8 @@ const MetricsPoint = Type.Object({
 const LogParams = Type.Object({ id: Type.String({ description: 'Traffic-log row id' }) });
 
 export function trafficRoutes(app: ControlApp, { db, replayEdge }: ControlDeps): void {
+  const replaySlots = new ReplaySlots();
+
   app.get(
     '/v1/traffic/errors/recent',
     {
@@ -461,7 +491,7 @@ export function trafficRoutes(app: ControlApp, { db, replayEdge }: ControlDeps):
         tags: ['traffic'],
         params: LogParams,
         querystring: Type.Object({ force: Type.Optional(Type.Union([Type.Literal('true'), Type.Literal('false')], { description: 'Allow a method other than GET/HEAD' })) }),
-        response: { 200: ReplayView, ...ErrorResponses, 409: ErrorBody, 502: ErrorBody, 503: ErrorBody },
+        response: { 200: ReplayView, ...ErrorResponses, 409: ErrorBody, 429: ErrorBody, 502: ErrorBody, 503: ErrorBody },
       },
     },
     async (req) => {
@@ -484,6 +514,8 @@ export function trafficRoutes(app: ControlApp, { db, replayEdge }: ControlDeps):
       const body = row.request_body ? Buffer.from(row.request_body.buffer, row.request_body.byteOffset, row.request_body.byteLength) : Buffer.alloc(0);
       const path = row.query === '' ? row.path : `${row.path}?${row.query}`;
       const hostname = row.endpoint_hostname;
+      const release = replaySlots.take(caller.account.id);
+      if (release === null) throw new EdgeError(429, 'replay_busy', 'Too many replays of this account are in progress; retry when one has finished', { limit: REPLAY_LIMITS.perAccount });
       let answer: ReplayAnswer;
       try {
         answer = await sendReplay(target, { method: row.method, path, hostname, headers: replayHeaders(row.request_headers, hostname, id, body.length), body });
@@ -492,6 +524,8 @@ export function trafficRoutes(app: ControlApp, { db, replayEdge }: ControlDeps):
         const reason = e.name === 'TimeoutError' || e.name === 'AbortError' ? `no answer within ${REPLAY_TIMEOUT_MS / 1000} s` : (e.code ?? e.message);
         req.log.warn({ err, log_id: id, edge: target.origin }, 'traffic replay failed');
         throw new EdgeError(502, 'replay_failed', 'The replay could not be completed through the edge', { reason });
+      } finally {
+        release();
       }
       return {
         replayed_from: id,
