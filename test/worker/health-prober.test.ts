@@ -219,7 +219,7 @@ describe(`the prober (${process.env.DATABASE_URL ? 'PostgreSQL' : 'PGlite'})`, (
   it('with more checks due than its concurrency, a freed slot claims the next at once rather than at the next poll', async () => {
     // Two slots and a poll of an hour: only claiming again as probes finish gets through six due checks. Waiting for
     // the poll capped a worker at concurrency probes per poll (20 per 5 s: 240 checks a minute, whatever the edge).
-    const checks = [];
+    const checks: { id: number; hostname: string }[] = [];
     for (let i = 0; i < 6; i++) checks.push(await newCheck());
     const p = prober({ concurrency: 2, pollMs: 3_600_000 });
     await p.pass(); // schedules
