@@ -483,7 +483,14 @@ export class Agent extends EventEmitter<AgentEvents> {
           // After the welcome the HTTP/2 session's close decides; before it, no refusal frame came.
           if (!state.welcomed) retry(state.lastError || 'the connection closed before the welcome');
         });
-        socket.write(encodeHandshakeFrame(JSON.stringify(this.hello())));
+        // HTTP/2 takes the socket only once this write is done (see the edge's TunnelServer: over TLS, a write
+        // still queued completes into Node's HTTP/2 session, which aborts the process on a write it did not issue).
+        let helloWritten = false;
+        let afterHello: (() => void) | null = null;
+        socket.write(encodeHandshakeFrame(JSON.stringify(this.hello())), () => {
+          helloWritten = true;
+          afterHello?.();
+        });
         const replyTimer = setTimeout(() => {
           state.lastError = `no answer to the hello within ${this.o.handshakeTimeoutMs} ms`;
           stopReading();
@@ -495,12 +502,17 @@ export class Agent extends EventEmitter<AgentEvents> {
             state.lastError = `invalid answer from the edge: ${result.message}`;
             return void socket.destroy();
           }
-          this.onReply(state, result.frame, 'raw', () => {
-            // The edge's HTTP/2 preface may have come in the same read as the welcome: back into the socket's
-            // buffer, where Node's session reads it first.
-            if (result.rest.length > 0) socket.unshift(result.rest);
-            return openRawLink(socket);
-          });
+          const reply = () => {
+            if (socket.destroyed) return;
+            this.onReply(state, result.frame, 'raw', () => {
+              // The edge's HTTP/2 preface may have come in the same read as the welcome: back into the socket's
+              // buffer, where Node's session reads it first.
+              if (result.rest.length > 0) socket.unshift(result.rest);
+              return openRawLink(socket);
+            });
+          };
+          if (helloWritten) reply();
+          else afterHello = reply;
         });
       });
       req.end();

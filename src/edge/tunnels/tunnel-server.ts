@@ -70,8 +70,8 @@ interface Handshake {
   refuse(frame: Refused, closeCode: number): void;
   /** The handshake is decided: stop treating further bytes as a violation. */
   settled(): void;
-  /** Sends the welcome and returns, synchronously, the link HTTP/2 runs on; null when the connection is gone. */
-  open(welcome: Welcome): TunnelLink | null;
+  /** Sends the welcome and hands over the link HTTP/2 runs on (null when the connection is gone). */
+  open(welcome: Welcome, ready: (link: TunnelLink | null) => void): void;
   terminate(): void;
 }
 
@@ -185,14 +185,16 @@ export class TunnelServer {
           ws.close(closeCode, frame.code);
         },
         settled: () => ws.off('message', early),
-        open: (welcome) => {
-          if (ws.readyState !== WebSocket.OPEN) return null;
+        open: (welcome, ready) => {
+          if (ws.readyState !== WebSocket.OPEN) return ready(null);
           ws.send(JSON.stringify(welcome));
           // Synchronously after the welcome: the agent's HTTP/2 bytes follow it directly (see openTunnelStream).
-          return openTunnelStream(ws, (problem) => {
-            log.warn({ problem }, 'tunnel protocol violation');
-            ws.close(CLOSE_PROTOCOL_ERROR, 'protocol_error');
-          });
+          ready(
+            openTunnelStream(ws, (problem) => {
+              log.warn({ problem }, 'tunnel protocol violation');
+              ws.close(CLOSE_PROTOCOL_ERROR, 'protocol_error');
+            }),
+          );
         },
         terminate: () => ws.terminate(),
       },
@@ -234,11 +236,14 @@ export class TunnelServer {
           socket.once('close', () => clearTimeout(cut));
         },
         settled: () => socket.off('data', early),
-        open: (welcome) => {
-          if (socket.destroyed || !socket.writable) return null;
+        open: (welcome, ready) => {
+          if (socket.destroyed || !socket.writable) return ready(null);
+          // The agent's HTTP/2 bytes that arrive meanwhile wait in the socket's buffer; Node's session reads them.
           socket.pause();
-          socket.write(encodeHandshakeFrame(JSON.stringify(welcome)));
-          return openRawLink(socket);
+          // HTTP/2 takes the socket only once our own writes are done: over TLS a write still queued in the
+          // TLSWrap completes into whichever listener the stream has then, and Node's HTTP/2 session aborts the
+          // process on a write it did not issue (node_http2.cc: Assertion failed: is_write_in_progress()).
+          socket.write(encodeHandshakeFrame(JSON.stringify(welcome)), (err) => ready(err || socket.destroyed ? null : openRawLink(socket)));
         },
         terminate: () => socket.destroy(),
       },
@@ -326,8 +331,14 @@ export class TunnelServer {
   }
 
   private open(h: Handshake, hello: Hello, welcome: Welcome, credential: TunnelCredential | undefined, log: Logger): void {
-    const link = this.closing ? null : h.open(welcome);
-    if (!link) return void h.terminate();
+    if (this.closing) return void h.terminate();
+    h.open(welcome, (link) => {
+      if (!link || this.closing) return void h.terminate();
+      this.serve(h, link, hello, welcome, credential, log);
+    });
+  }
+
+  private serve(h: Handshake, link: TunnelLink, hello: Hello, welcome: Welcome, credential: TunnelCredential | undefined, log: Logger): void {
     const h2 = connectTunnelClient(link, this.tuning);
     const session = new AgentSession(
       {

@@ -6,6 +6,7 @@ import { createCipheriv, createHash, randomBytes, randomUUID, type Hash } from '
 import dgram from 'node:dgram';
 import { once } from 'node:events';
 import http from 'node:http';
+import https from 'node:https';
 import type { ClientHttp2Stream, IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http2';
 import net from 'node:net';
 import { Readable, Transform } from 'node:stream';
@@ -21,6 +22,7 @@ import { RAW_UPGRADE_TOKEN, TUNNEL_TRANSPORTS as TRANSPORTS, encodeHandshakeFram
 import { Backoff } from '../../../src/agent/backoff.ts';
 import { parseTarget } from '../../../src/agent/target.ts';
 import { tunnelUrl } from '../../../src/agent/agent.ts';
+import { createSelfSigned } from '../../helpers/certs.ts';
 
 /** Generous, so a slow CI machine does not fail a correct test; a hang still fails. */
 const WAIT_MS = 20_000;
@@ -782,6 +784,111 @@ for (const transport of TRANSPORTS) {
 
 }
 
+/**
+ * An HTTP proxy in front of the edge that passes WebSocket upgrades only, as some corporate proxies and load
+ * balancers do: any other upgrade is answered `refuseWith` (an HTTP status) or, with 'drop', cut without an answer.
+ */
+async function webSocketOnlyProxy(t: TestContext, edgePort: number, refuseWith: number | 'drop'): Promise<{ url: string; upgrades: string[] }> {
+  const upgrades: string[] = [];
+  const sockets = new Set<net.Socket>();
+  const proxy = http.createServer((_req, res) => res.writeHead(502).end());
+  proxy.on('upgrade', (req: http.IncomingMessage, socket: net.Socket, head: Buffer) => {
+    upgrades.push(String(req.headers.upgrade));
+    sockets.add(socket);
+    if (String(req.headers.upgrade).toLowerCase() !== 'websocket') {
+      if (refuseWith === 'drop') return void socket.destroy();
+      return void socket.end(`HTTP/1.1 ${refuseWith} ${http.STATUS_CODES[refuseWith]}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n`);
+    }
+    const upstream = net.connect(edgePort, '127.0.0.1');
+    sockets.add(upstream);
+    let requestHead = `${req.method} ${req.url} HTTP/1.1\r\n`;
+    for (let i = 0; i < req.rawHeaders.length; i += 2) requestHead += `${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}\r\n`;
+    upstream.write(requestHead + '\r\n');
+    upstream.write(head);
+    socket.pipe(upstream).pipe(socket);
+    socket.on('error', () => upstream.destroy());
+    upstream.on('error', () => socket.destroy());
+  });
+  const port = await listen(proxy);
+  t.after(async () => {
+    for (const s of sockets) s.destroy();
+    await closeServer(proxy);
+  });
+  return { url: `http://127.0.0.1:${port}`, upgrades };
+}
+
+describe('tunnel: transport choice', () => {
+  for (const refuseWith of [403, 'drop'] as const) {
+    it(`auto falls back to WebSocket behind a proxy that ${refuseWith === 'drop' ? 'drops' : `answers ${refuseWith} to`} edge-tunnel/2`, async (t) => {
+      const endpoint = endpointFor(randomUUID(), HOST);
+      const edge = await startEdge(t, { endpoints: new Map([[endpoint.uuid, endpoint]]) });
+      const proxy = await webSocketOnlyProxy(t, edge.port, refuseWith);
+      const upstream = await startUpstream(t, 'one');
+      const agent = await agentFor(t, { edgeUrl: proxy.url, endpoint: endpoint.uuid, target: upstream.port });
+      assert.equal(agent.transport, 'ws');
+      assert.deepEqual(proxy.upgrades, [RAW_UPGRADE_TOKEN, 'websocket']);
+      const session = pick(edge, endpoint.uuid);
+      assert.equal(session.transport, 'ws');
+      assert.equal((await send(session, 'GET', '/hello')).body, `hello from one: GET /hello host=${HOST}`);
+
+      // Every connection tries raw first again: after a drop, the agent probes edge-tunnel/2, then falls back.
+      const reconnected = nextEvent(agent, 'connected');
+      await session.destroy();
+      await reconnected;
+      assert.deepEqual(proxy.upgrades, [RAW_UPGRADE_TOKEN, 'websocket', RAW_UPGRADE_TOKEN, 'websocket']);
+      assert.equal(agent.transport, 'ws');
+    });
+  }
+
+  it('--transport raw behind such a proxy stops with not_a_tunnel_endpoint and says to try ws', async (t) => {
+    const edge = await startEdge(t);
+    const proxy = await webSocketOnlyProxy(t, edge.port, 400);
+    await assert.rejects(startAgent({ transport: 'raw', edgeUrl: proxy.url, apiKey: GOOD_KEY, protocol: 'tcp', target: 1 }), {
+      code: 'not_a_tunnel_endpoint',
+      message: /answered HTTP 400 to the edge-tunnel\/2 upgrade; check --edge, or try --transport ws/,
+    });
+    assert.deepEqual(proxy.upgrades, [RAW_UPGRADE_TOKEN]);
+  });
+
+  it('--transport raw retries a proxy that drops edge-tunnel/2, never trying WebSocket', async (t) => {
+    const edge = await startEdge(t);
+    const proxy = await webSocketOnlyProxy(t, edge.port, 'drop');
+    const agent = new Agent({ transport: 'raw', edgeUrl: proxy.url, apiKey: GOOD_KEY, protocol: 'tcp', target: 1, backoff: { initialMs: 5, maxMs: 10 } });
+    const started = agent.start();
+    started.catch(() => {});
+    const [info] = await nextEvent<[{ reason: string }]>(agent, 'reconnecting', () => proxy.upgrades.length >= 2);
+    assert.match(info.reason, /closed without an answer to the edge-tunnel\/2 upgrade/);
+    await agent.stop();
+    await assert.rejects(started);
+    assert.ok(proxy.upgrades.every((u) => u === RAW_UPGRADE_TOKEN), proxy.upgrades.join());
+  });
+
+  it('carries the raw transport over the HTTPS listener (a TLS socket handed to HTTP/2)', async (t) => {
+    const cert = await createSelfSigned({ dns: ['localhost'] });
+    const endpoint = endpointFor(randomUUID(), HOST);
+    const server = https.createServer({ key: cert.keyPem, cert: cert.certPem });
+    const registry = new TunnelRegistry();
+    const tunnels = new TunnelServer({ authorize: testAuthorize(new Map([[endpoint.uuid, endpoint]])), registry, region: 'local', node: 'edge-test' });
+    tunnels.attach(server);
+    const port = await listen(server);
+    t.after(async () => {
+      await tunnels.close(1_000);
+      server.closeAllConnections();
+      await closeServer(server);
+    });
+    const upstream = await startUpstream(t, 'one');
+    const agent = await agentFor(t, { edgeUrl: `https://localhost:${port}`, edgeTls: { ca: cert.certPem }, endpoint: endpoint.uuid, target: upstream.port });
+    assert.equal(agent.transport, 'raw');
+    const session = registry.pick(endpoint.uuid);
+    assert.ok(session);
+    assert.equal(session.transport, 'raw');
+    const stream = session.request(requestHeaders('GET', `/download?bytes=${4 * 1024 * 1024}&seed=tls`));
+    stream.end();
+    const [got, expected] = await Promise.all([sha256Of(stream), sha256Of(keystream('tls', 4 * 1024 * 1024))]);
+    assert.deepEqual(got, expected);
+  });
+});
+
 describe('tunnel: registry', () => {
   async function twoAgents(t: TestContext) {
     const endpoint = endpointFor(randomUUID(), HOST);
@@ -855,5 +962,6 @@ describe('agent options', () => {
     assert.throws(() => new Agent({ ...base, endpoint: 'nope' }), /\/endpoint/);
     assert.throws(() => new Agent({ ...base, apiKey: '' }), /API key is required/);
     assert.throws(() => new Agent({ ...base, protocol: 'quic' as never }), /protocol must be one of http, tcp, udp/);
+    assert.throws(() => new Agent({ ...base, transport: 'quic' as never }), /transport must be one of auto, raw, ws, got "quic"/);
   });
 });
