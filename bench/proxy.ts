@@ -1,19 +1,23 @@
 // Whole-path load run: an upstream hit directly, through a bare http-proxy-3 proxy (the baseline), through the edge to
-// an origin URL (without and with basic auth + the JWT layer on) and through the edge and an agent tunnel, each in its
-// own pinned process (`tsx bench/proxy.ts`).
+// an origin URL (bare, and with every visitor policy on) and through the edge and an agent tunnel, each party in its
+// own pinned process. Every saturation case runs several rounds, interleaved with the baseline, so each ratio is
+// taken against the baseline of its own round; the table gives the median and the spread (`tsx bench/proxy.ts`).
 import { randomBytes } from 'node:crypto';
-import { rmSync } from 'node:fs';
+import { rmSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { cpus as cpus_, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import bcrypt from 'bcrypt';
 import { request } from 'undici';
 import { makeKey, sign } from '../test/helpers/jwks-server.ts';
 import { copyPgliteTemplate } from '../test/helpers/pglite-template.ts';
 import { BIN, cleanEnv } from '../test/helpers/serve-process.ts';
+import { endpointConfig } from '../test/helpers/endpoint-config.ts';
 import { runLoadInChild, type LoadResult } from './lib/load.ts';
+import { POLICY_USER, policyEndpoint } from './lib/policy-endpoint.ts';
 import { TSX, benchFile, choosePinning, cpuTimeMs, jsonLine, spawnNode, type Child } from './lib/procs.ts';
 import { BODY_BYTES } from './upstream.ts';
 
@@ -24,17 +28,18 @@ export interface Row {
 }
 
 export type Size = 'small' | 'large';
-export type PathId = 'direct' | 'baseline' | 'origin' | 'origin-auth' | 'tunnel';
+export type PathId = 'direct' | 'baseline' | 'origin' | 'origin-policies' | 'tunnel';
 
 export interface ProxyBenchOptions {
   /** Keep-alive connections from the load generator, one request in flight on each. */
   connections?: number;
-  /** Warm-up before a path's first measured window (JIT, pools); later sizes on the same path get `rewarmMs`. */
+  /** Saturation rounds: every case once per round, the baseline among them. */
+  rounds?: number;
+  /** Warm-up of each saturation window (every window has a fresh load generator and pool). */
   warmupMs?: number;
-  rewarmMs?: number;
   /** Measured window of each saturation run. */
   measureMs?: number;
-  /** Requests per second of the fixed-load runs that measure added latency. */
+  /** Requests per second of the fixed-load runs that measure added latency (one round). */
   fixedRate?: number;
   fixedWarmupMs?: number;
   fixedMeasureMs?: number;
@@ -43,7 +48,7 @@ export interface ProxyBenchOptions {
   /** Extra node flags for the edge and agent processes, e.g. ['--cpu-prof', '--cpu-prof-dir=/tmp/prof']. */
   edgeNodeArgs?: string[];
   agentNodeArgs?: string[];
-  /** Progress lines (a run takes about two minutes); default: stderr. */
+  /** Progress lines; default: stderr. */
   progress?: (line: string) => void;
 }
 
@@ -53,7 +58,7 @@ const PATH_LABEL: Record<PathId, string> = {
   direct: 'upstream direct',
   baseline: 'bare http-proxy-3 (baseline)',
   origin: 'edge → origin URL',
-  'origin-auth': 'edge → origin with basic + JWT on',
+  'origin-policies': 'edge → origin, every policy on',
   tunnel: 'edge + agent tunnel',
 };
 
@@ -62,23 +67,30 @@ interface Procs {
   upstreamPort: number;
   baseline?: Child;
   baselinePort?: number;
+  /** The edge alone (bench/lib/edge-process.ts) serving the origin cases. */
+  originEdge?: Child;
+  originEdgePort?: number;
+  /** `edge serve` (every role) and its agent, for the tunnel case. */
   edge?: Child;
   edgeHttpPort?: number;
   agent?: Child;
   /** The endpoint served by the agent tunnel. */
   hostname?: string;
-  /** The endpoint whose origin URL is the upstream. */
-  originHostname?: string;
-  /** The same origin behind basic auth and the JWT layer, and the credentials every request of that path sends. */
-  authHostname?: string;
-  authHeaders?: Record<string, string>;
+  /** The credentials every request of the policy path sends: Basic in Authorization, a JWT in X-JWT-Assertion. */
+  policyHeaders?: Record<string, string>;
 }
+
+const ORIGIN_HOST = 'origin.bench.localhost';
+const POLICY_HOST = 'policies.bench.localhost';
 
 interface Case {
   path: PathId;
   size: Size;
-  saturated: LoadResult;
-  fixed: LoadResult;
+  /** One saturation window per round, in round order. */
+  rounds: LoadResult[];
+  /** The baseline's window of the same round and size (ratios are taken against it). */
+  baseRounds: LoadResult[];
+  fixed?: LoadResult;
 }
 
 const STARTUP_MS = 60_000;
@@ -120,16 +132,14 @@ const portLine = (line: string) => {
 
 /**
  * `edge serve` with every role in one process (what `npm start` runs) on PGlite and the in-process feed, then a
- * pro user, an endpoint and an agent serving it from another process. Everything logs at info or below only at
- * start: nothing on the request path logs at info, so the level costs nothing per request.
+ * pro user, an endpoint and an agent serving it from another process: the tunnel case. Nothing on the request
+ * path logs at info, so the level costs nothing per request.
  */
-async function startEdgePath(procs: Procs, dataDir: string, options: ProxyBenchOptions, cleanup: Array<() => Promise<unknown>>): Promise<void> {
+async function startTunnelPath(procs: Procs, dataDir: string, options: ProxyBenchOptions, cleanup: Array<() => Promise<unknown>>): Promise<void> {
   const { proxyCpu, restCpu } = choosePinning();
   await copyPgliteTemplate(join(dataDir, 'pglite'));
   const adminKey = `bench-admin-${randomBytes(16).toString('hex')}`;
-  // "node ready" is an info line, so the level cannot be above info.
-  // The upstream is on loopback, which origin URLs may name only where the operator allows private origins.
-  const env = cleanEnv({ EDGE_DATA_DIR: dataDir, EDGE_ADMIN_API_KEY: adminKey, EDGE_LOG_LEVEL: 'info', EDGE_ORIGIN_ALLOW_PRIVATE: 'true' });
+  const env = cleanEnv({ EDGE_DATA_DIR: dataDir, EDGE_ADMIN_API_KEY: adminKey, EDGE_LOG_LEVEL: 'info' });
   const edge = spawnNode('edge', BIN, ['serve'], { cpu: proxyCpu, env, nodeArgs: options.edgeNodeArgs });
   cleanup.push(() => edge.stop(10_000));
   procs.edge = edge;
@@ -139,43 +149,13 @@ async function startEdgePath(procs: Procs, dataDir: string, options: ProxyBenchO
   }, STARTUP_MS);
   const control = `http://127.0.0.1:${ready.control as number}`;
   procs.edgeHttpPort = ready.http as number;
-
   const user = await api(control, adminKey, 'POST', '/v1/admin/users', { email: `bench-${randomBytes(4).toString('hex')}@example.test`, plan: 'pro' });
   const apiKey = user.api_key as string;
   const endpoint = await api(control, apiKey, 'POST', '/v1/endpoints', {});
   const hostname = endpoint.hostname as string;
   procs.hostname = hostname;
-  const originEndpoint = await api(control, apiKey, 'POST', '/v1/endpoints', {});
-  await api(control, apiKey, 'PUT', `/v1/endpoints/${originEndpoint.uuid as string}/origin`, { url: `http://127.0.0.1:${procs.upstreamPort}` });
-  procs.originHostname = originEndpoint.hostname as string;
-  // The same origin with visitor auth: basic (bcrypt once, then the cached verdict) and a JWT layer whose JWKS this
-  // process serves on loopback (fetched once); the JWT goes in X-JWT-Assertion since Basic holds Authorization.
-  const key = await makeKey('bench-rs256');
-  const jwks = http.createServer((_req, res) => res.end(JSON.stringify({ keys: [key.jwk] })));
-  await new Promise<void>((r) => jwks.listen(0, '127.0.0.1', r));
-  cleanup.push(() => new Promise<void>((r) => (jwks.closeAllConnections(), jwks.close(() => r()))));
-  const authEndpoint = await api(control, apiKey, 'POST', '/v1/endpoints', {});
-  const authUuid = authEndpoint.uuid as string;
-  await api(control, apiKey, 'PUT', `/v1/endpoints/${authUuid}/origin`, { url: `http://127.0.0.1:${procs.upstreamPort}` });
-  await api(control, apiKey, 'PUT', `/v1/endpoints/${authUuid}/settings`, { mode: 'basic', basic_users: [{ username: 'bench', password: 'bench-password-1' }] });
-  await api(control, apiKey, 'PUT', `/v1/endpoints/${authUuid}/settings/jwt`, {
-    enabled: true,
-    jwks_url: `http://127.0.0.1:${(jwks.address() as AddressInfo).port}/jwks.json`,
-    claim_headers: JSON.stringify({ sub: 'x-user' }),
-  });
-  procs.authHostname = authEndpoint.hostname as string;
-  procs.authHeaders = {
-    authorization: `Basic ${Buffer.from('bench:bench-password-1').toString('base64')}`,
-    'x-jwt-assertion': await sign(key, { sub: 'bench-user', exp: Math.floor(Date.now() / 1000) + 24 * 3600 }),
-  };
-  // The agent is admitted from the edge's config mirror, so wait until the feed has brought both endpoints there.
-  await until('the endpoints reaching the edge', 15_000, async () => {
-    const tunnel = await probe(procs.edgeHttpPort!, '/', hostname);
-    const origin = await probe(procs.edgeHttpPort!, '/small', procs.originHostname);
-    const authed = await probe(procs.edgeHttpPort!, '/small', procs.authHostname, procs.authHeaders);
-    return tunnel.edgeError === 'endpoint_not_found' || origin.status !== 200 || authed.status !== 200 ? undefined : true;
-  });
-
+  // The agent is admitted from the edge's config mirror, so wait until the feed has brought the endpoint there.
+  await until('the endpoint reaching the edge', 15_000, async () => ((await probe(procs.edgeHttpPort!, '/', hostname)).edgeError === 'endpoint_not_found' ? undefined : true));
   const agent = spawnNode(
     'agent',
     BIN,
@@ -185,6 +165,39 @@ async function startEdgePath(procs: Procs, dataDir: string, options: ProxyBenchO
   cleanup.push(() => agent.stop(10_000));
   procs.agent = agent;
   await agent.waitForLine((l) => (l.startsWith('Forwarding ') ? true : undefined), STARTUP_MS);
+}
+
+/**
+ * The edge alone with two endpoints on the upstream: one bare (capture at its default, on: metadata records are
+ * built and shipped, to a sink that drops them), one with every policy on (rate limit, basic, JWT, RBAC, a routing
+ * rule choosing the origin). The JWKS is served by this process on loopback (fetched once, then cached).
+ */
+async function startOriginEdge(procs: Procs, dataDir: string, options: ProxyBenchOptions, cleanup: Array<() => Promise<unknown>>): Promise<void> {
+  const key = await makeKey('bench-rs256');
+  const jwks = http.createServer((_req, res) => res.end(JSON.stringify({ keys: [key.jwk] })));
+  await new Promise<void>((r) => jwks.listen(0, '127.0.0.1', r));
+  cleanup.push(() => new Promise<void>((r) => (jwks.closeAllConnections(), jwks.close(() => r()))));
+  const originUrl = `http://127.0.0.1:${procs.upstreamPort}`;
+  const endpoints = [
+    endpointConfig({ id: 1, uuid: '00000000-0000-4000-8000-000000000001', hostname: ORIGIN_HOST, origin_url: originUrl, capture_enabled: true }),
+    policyEndpoint({
+      id: 2,
+      hostname: POLICY_HOST,
+      originUrl,
+      jwksUrl: `http://127.0.0.1:${(jwks.address() as AddressInfo).port}/jwks.json`,
+      passwordHash: await bcrypt.hash(POLICY_USER.password, 10),
+    }),
+  ];
+  const file = join(dataDir, 'endpoints.json');
+  writeFileSync(file, JSON.stringify(endpoints));
+  procs.policyHeaders = {
+    authorization: `Basic ${Buffer.from(`${POLICY_USER.username}:${POLICY_USER.password}`).toString('base64')}`,
+    'x-jwt-assertion': await sign(key, { sub: 'bench-user', exp: Math.floor(Date.now() / 1000) + 24 * 3600 }),
+  };
+  const edge = spawnNode('origin edge', benchFile('lib/edge-process.ts'), [file], { cpu: choosePinning().proxyCpu, nodeArgs: [...(options.edgeNodeArgs ?? []), ...TSX] });
+  cleanup.push(() => edge.stop(10_000));
+  procs.originEdge = edge;
+  procs.originEdgePort = await edge.waitForLine(portLine, STARTUP_MS);
 }
 
 function fmt(n: number, digits = 0): string {
@@ -201,99 +214,102 @@ function machine(): string {
   return cpus.length > 0 ? `${cpus.length}× ${cpus[0].model.replace(/\s+/g, ' ').trim()}` : 'unknown CPU';
 }
 
+/** Median of the values (NaN for none). */
+function median(values: number[]): number {
+  const v = values.filter(Number.isFinite).sort((a, b) => a - b);
+  if (v.length === 0) return Number.NaN;
+  const mid = v.length >> 1;
+  return v.length % 2 ? v[mid] : (v[mid - 1] + v[mid]) / 2;
+}
+
+/** "median (min–max)" of per-round figures. */
+function spread(values: number[], show: (n: number) => string): string {
+  const v = values.filter(Number.isFinite);
+  if (v.length === 0) return 'n/a';
+  if (v.length === 1) return show(v[0]);
+  return `${show(median(v))} (${show(Math.min(...v))}–${show(Math.max(...v))})`;
+}
+
 interface RowFacts {
   procs: Procs;
   cpuPids: number[];
   fixedRate: number;
-  /** How the load was made, where things ran, what the edge process is: the first rows of the table. */
   method: string;
   machine: string;
-  edgeProcess: string;
+  processes: string;
   restCpu: number | null;
 }
 
 /**
- * The figures, as rows. Saturated runs give throughput and the cost per request at full load; the fixed-rate runs
- * give added latency and the cost per request with every path under the same load, the fairer CPU comparison
- * (a process that is not saturated batches less work per wake-up, so its cost per request is higher).
+ * The figures, as rows: per saturation case the median over rounds and the spread, each round's ratio taken against
+ * the baseline of the same round; then the fixed-rate runs (added latency against the upstream hit directly).
  */
 function buildRows(cases: Case[], f: RowFacts): Row[] {
   const { procs, cpuPids } = f;
   const cpuOf = (r: LoadResult, c: Child | undefined) => (c ? r.cpuMs[cpuPids.indexOf(c.pid)] : Number.NaN);
   const perReq = (cpuMsUsed: number, r: LoadResult) => (cpuMsUsed * 1000) / r.requests; // µs
-  const pct = (cpuMsUsed: number, r: LoadResult) => `${fmt((cpuMsUsed / r.windowMs) * 100)}%`;
-  const proxyOf = (path: PathId) => (path === 'baseline' ? procs.baseline : path === 'direct' ? undefined : procs.edge);
-  // What ran during the window besides this benchmark (other people's tests, say): a figure taken then is suspect.
+  const proxyOf = (path: PathId) =>
+    path === 'baseline' ? procs.baseline : path === 'direct' ? undefined : path === 'tunnel' ? procs.edge : procs.originEdge;
   let worstForeign = 0;
-  const notes = (r: LoadResult) => {
-    let out = r.errors > 0 ? `; ${r.errors} ERRORS (first: ${r.firstError})` : '';
+  const foreignOf = (r: LoadResult) => {
     const ours = r.cpuMs.reduce((a, b) => a + (Number.isFinite(b) ? b : 0), 0) + r.selfCpuMs;
     const foreign = ((r.systemCpuMs - ours) / r.windowMs) * 100;
     if (Number.isFinite(foreign)) worstForeign = Math.max(worstForeign, foreign);
-    if (foreign > 10) out += `; NOISY: other processes used ~${fmt(foreign)}% of a CPU`;
-    return out;
+    return foreign;
   };
-  /** The proxying processes' CPU per request, against the baseline proxy's in the same kind of run. */
-  const cpuNote = (path: PathId, r: LoadResult, baseCpu: number): string => {
-    if (path === 'baseline') return `; proxy CPU ${fmt(baseCpu)} µs/req`;
-    if (path === 'direct') return '';
-    const edge = perReq(cpuOf(r, procs.edge), r);
-    let note = `; edge CPU ${fmt(edge)} µs/req (${ratio(edge / baseCpu)} baseline)`;
-    if (path === 'tunnel') {
-      const agent = perReq(cpuOf(r, procs.agent), r);
-      note += `, agent ${fmt(agent)} µs/req, edge+agent ${fmt(edge + agent)} µs/req (${ratio((edge + agent) / baseCpu)})`;
-    }
-    return note;
+  const errorsOf = (rs: LoadResult[]) => {
+    const e = rs.reduce((a, r) => a + r.errors, 0);
+    return e > 0 ? `; ${e} ERRORS (first: ${rs.find((r) => r.firstError)?.firstError})` : '';
   };
-  const find = (path: PathId, size: Size) => cases.find((c) => c.path === path && c.size === size);
-
   const rows: Row[] = [];
-  for (const size of [...new Set(cases.map((c) => c.size))]) {
-    const base = find('baseline', size)?.saturated;
-    const baseCpu = base ? perReq(cpuOf(base, procs.baseline), base) : Number.NaN;
-    for (const c of cases.filter((x) => x.size === size)) {
-      const r = c.saturated;
-      const proxy = proxyOf(c.path);
-      let result = `${fmt(r.rps)} req/s`;
-      if (c.path !== 'direct') result += ` (${ratio(base ? r.rps / base.rps : Number.NaN)} baseline)`;
-      result += `, p50 ${ms(r.p50Ms)}, p99 ${ms(r.p99Ms)}`;
-      result += cpuNote(c.path, r, baseCpu);
-      // Which CPU was the limit: the proxy's own, or the one the upstream, agent and load generator share.
-      const rest = cpuOf(r, procs.upstream) + (c.path === 'tunnel' ? cpuOf(r, procs.agent) : 0) + r.selfCpuMs;
-      const restName = f.restCpu === null ? 'upstream+agent+load gen' : `CPU ${f.restCpu}`;
-      result += `; busy: ${proxy ? `${c.path === 'baseline' ? 'proxy' : 'edge'} ${pct(cpuOf(r, proxy), r)}, ` : ''}${restName} ${pct(rest, r)}`;
-      rows.push({ benchmark: `proxy ${SIZE_LABEL[size]}, ${PATH_LABEL[c.path]}`, result: result + notes(r) });
+  for (const c of cases.filter((x) => x.rounds.length > 0)) {
+    const proxy = proxyOf(c.path);
+    const rps = c.rounds.map((r) => r.rps);
+    let result = `${spread(rps, (n) => fmt(n))} req/s`;
+    if (c.path !== 'baseline') result += `, ${spread(c.rounds.map((r, i) => r.rps / c.baseRounds[i].rps), ratio)} baseline`;
+    result += `; p50 ${spread(c.rounds.map((r) => r.p50Ms), (n) => fmt(n, 2))} ms, p99 ${spread(c.rounds.map((r) => r.p99Ms), (n) => fmt(n, 2))} ms`;
+    if (c.path !== 'baseline') {
+      result += ` (p99 ${spread(c.rounds.map((r, i) => r.p99Ms / c.baseRounds[i].p99Ms), ratio)} baseline's)`;
     }
+    const cpu = c.rounds.map((r) => perReq(cpuOf(r, proxy), r));
+    result += `; ${c.path === 'baseline' ? 'proxy' : 'edge'} CPU ${spread(cpu, (n) => fmt(n))} µs/req`;
+    if (c.path !== 'baseline') result += ` (${spread(c.rounds.map((r, i) => perReq(cpuOf(r, proxy), r) / perReq(cpuOf(c.baseRounds[i], procs.baseline), c.baseRounds[i])), ratio)})`;
+    if (c.path === 'tunnel') result += `, agent ${spread(c.rounds.map((r) => perReq(cpuOf(r, procs.agent), r)), (n) => fmt(n))} µs/req`;
+    result += `; ${proxy ? `${c.path === 'baseline' ? 'proxy' : 'edge'} busy ${spread(c.rounds.map((r) => (cpuOf(r, proxy) / r.windowMs) * 100), (n) => `${fmt(n)}%`)}` : ''}`;
+    const foreign = Math.max(...c.rounds.map(foreignOf));
+    if (foreign > 10) result += `; NOISY: other processes up to ~${fmt(foreign)}% of a CPU`;
+    rows.push({ benchmark: `proxy ${SIZE_LABEL[c.size]}, ${PATH_LABEL[c.path]}`, result: result + errorsOf(c.rounds) });
   }
   for (const size of [...new Set(cases.map((c) => c.size))]) {
-    const direct = find('direct', size)?.fixed;
-    const base = find('baseline', size)?.fixed;
-    const baseCpu = base ? perReq(cpuOf(base, procs.baseline), base) : Number.NaN;
-    for (const c of cases.filter((x) => x.size === size)) {
-      const r = c.fixed;
+    const direct = cases.find((c) => c.path === 'direct' && c.size === size)?.fixed;
+    for (const c of cases.filter((x) => x.size === size && x.fixed)) {
+      const r = c.fixed!;
       let result = `p50 ${ms(r.p50Ms)}, p99 ${ms(r.p99Ms)}`;
       if (c.path !== 'direct' && direct) result += ` (${signedMs(r.p50Ms - direct.p50Ms)} p50, ${signedMs(r.p99Ms - direct.p99Ms)} p99 vs direct)`;
-      result += cpuNote(c.path, r, baseCpu);
-      // The schedule was kept or not: a path that cannot sustain the rate reports queueing, not latency.
+      const proxy = proxyOf(c.path);
+      if (proxy) result += `; ${c.path === 'baseline' ? 'proxy' : 'edge'} CPU ${fmt(perReq(cpuOf(r, proxy), r))} µs/req`;
       result += `; ${fmt(r.rps)} req/s achieved`;
       if (r.late > 0) result += `, ${fmt(r.late)} starts >5 ms behind schedule`;
-      rows.push({ benchmark: `proxy ${SIZE_LABEL[size]} at ${fmt(f.fixedRate)} req/s, ${PATH_LABEL[c.path]}`, result: result + notes(r) });
+      const foreign = foreignOf(r);
+      if (foreign > 10) result += `; NOISY: other processes ~${fmt(foreign)}% of a CPU`;
+      rows.push({ benchmark: `proxy ${SIZE_LABEL[size]} at ${fmt(f.fixedRate)} req/s, ${PATH_LABEL[c.path]}`, result: result + errorsOf([r]) });
     }
   }
   rows.unshift(
     { benchmark: 'proxy: method', result: f.method },
     { benchmark: 'proxy: machine', result: `${f.machine}; other processes during the windows: max ~${fmt(worstForeign)}% of a CPU` },
-    { benchmark: 'proxy: processes', result: f.edgeProcess },
+    { benchmark: 'proxy: processes', result: f.processes },
   );
   return rows;
 }
 
 /** Rejects options that would make a run meaningless before any process starts (they may come from the environment). */
 function validate(options: ProxyBenchOptions): void {
-  for (const key of ['connections', 'warmupMs', 'rewarmMs', 'measureMs', 'fixedRate', 'fixedWarmupMs', 'fixedMeasureMs'] as const) {
+  for (const key of ['connections', 'rounds', 'warmupMs', 'measureMs', 'fixedRate', 'fixedWarmupMs', 'fixedMeasureMs'] as const) {
     const v = options[key];
     if (v !== undefined && !(Number.isFinite(v) && v > 0)) throw new RangeError(`benchProxy: ${key} must be a positive number, got ${v}`);
   }
+  if (options.rounds !== undefined && !Number.isInteger(options.rounds)) throw new RangeError(`benchProxy: rounds must be an integer, got ${options.rounds}`);
   for (const size of options.sizes ?? []) {
     if (!(size in SIZE_PATH)) throw new RangeError(`benchProxy: unknown size "${size}" (use ${Object.keys(SIZE_PATH).join(', ')})`);
   }
@@ -305,44 +321,44 @@ function validate(options: ProxyBenchOptions): void {
 export async function benchProxy(options: ProxyBenchOptions = {}): Promise<Row[]> {
   validate(options);
   const connections = options.connections ?? 16;
-  const warmupMs = options.warmupMs ?? 5_000;
-  const rewarmMs = options.rewarmMs ?? 2_000;
-  const measureMs = options.measureMs ?? 10_000;
+  const rounds = options.rounds ?? 3;
+  const warmupMs = options.warmupMs ?? 1_000;
+  const measureMs = options.measureMs ?? 3_000;
   const fixedRate = options.fixedRate ?? 250;
-  const fixedWarmupMs = options.fixedWarmupMs ?? 1_000;
-  const fixedMeasureMs = options.fixedMeasureMs ?? 6_000;
+  const fixedWarmupMs = options.fixedWarmupMs ?? 500;
+  const fixedMeasureMs = options.fixedMeasureMs ?? 4_000;
   const sizes = options.sizes ?? ['small', 'large'];
-  const paths = options.paths ?? ['direct', 'baseline', 'origin', 'origin-auth', 'tunnel'];
+  // The baseline always runs: every ratio needs its round's baseline.
+  const paths: PathId[] = [...new Set<PathId>(['baseline', ...(options.paths ?? ['direct', 'origin', 'origin-policies', 'tunnel'])])];
   const progress = options.progress ?? ((line: string) => process.stderr.write(`proxy bench: ${line}\n`));
   const pin = choosePinning();
 
   const cleanup: Array<() => Promise<unknown>> = [];
   try {
-    progress('starting upstream, baseline proxy, edge and agent');
+    progress('starting upstream, baseline proxy, edges and agent');
     const upstream = spawnNode('upstream', benchFile('upstream.ts'), [], { cpu: pin.restCpu, nodeArgs: TSX });
     cleanup.push(() => upstream.stop());
     const procs: Procs = { upstream, upstreamPort: await upstream.waitForLine(portLine, STARTUP_MS) };
-    if (paths.includes('baseline')) {
-      procs.baseline = spawnNode('baseline proxy', benchFile('baseline-proxy.ts'), [String(procs.upstreamPort)], { cpu: pin.proxyCpu, nodeArgs: TSX });
-      cleanup.push(() => procs.baseline!.stop());
-      procs.baselinePort = await procs.baseline.waitForLine(portLine, STARTUP_MS);
-    }
-    if (paths.includes('tunnel') || paths.includes('origin') || paths.includes('origin-auth')) {
-      const dataDir = await mkdtemp(join(tmpdir(), 'edge-bench-'));
-      cleanup.push(() => rm(dataDir, { recursive: true, force: true }));
-      // Should this process die before the cleanup runs, the store copy (tens of MB) still goes.
-      process.once('exit', () => rmSync(dataDir, { recursive: true, force: true }));
-      await startEdgePath(procs, dataDir, options, cleanup);
-    }
+    procs.baseline = spawnNode('baseline proxy', benchFile('baseline-proxy.ts'), [String(procs.upstreamPort)], { cpu: pin.proxyCpu, nodeArgs: TSX });
+    cleanup.push(() => procs.baseline!.stop());
+    procs.baselinePort = await procs.baseline.waitForLine(portLine, STARTUP_MS);
+    const dataDir = await mkdtemp(join(tmpdir(), 'edge-bench-'));
+    cleanup.push(() => rm(dataDir, { recursive: true, force: true }));
+    // Should this process die before the cleanup runs, the store copy (tens of MB) still goes.
+    process.once('exit', () => rmSync(dataDir, { recursive: true, force: true }));
+    if (paths.includes('origin') || paths.includes('origin-policies')) await startOriginEdge(procs, dataDir, options, cleanup);
+    if (paths.includes('tunnel')) await startTunnelPath(procs, dataDir, options, cleanup);
 
     const target = (path: PathId): { port: number; host?: string; headers?: Record<string, string> } =>
       path === 'direct'
         ? { port: procs.upstreamPort }
         : path === 'baseline'
           ? { port: procs.baselinePort! }
-          : path === 'origin-auth'
-            ? { port: procs.edgeHttpPort!, host: procs.authHostname, headers: procs.authHeaders }
-            : { port: procs.edgeHttpPort!, host: path === 'origin' ? procs.originHostname : procs.hostname };
+          : path === 'origin'
+            ? { port: procs.originEdgePort!, host: ORIGIN_HOST }
+            : path === 'origin-policies'
+              ? { port: procs.originEdgePort!, host: POLICY_HOST, headers: procs.policyHeaders }
+              : { port: procs.edgeHttpPort!, host: procs.hostname };
     // Every path must answer correctly before any figure is taken from it.
     for (const path of paths) {
       for (const size of sizes) {
@@ -355,7 +371,7 @@ export async function benchProxy(options: ProxyBenchOptions = {}): Promise<Row[]
     }
 
     // Background work of the all-in-one node (timers of the worker role, presence, feed checks) runs on the edge's
-    // CPU during its windows too; measured here so the per-request figures can be read against it.
+    // CPU during the tunnel windows too; measured here so the per-request figures can be read against it.
     let edgeIdleMsPerS = Number.NaN;
     if (procs.edge) {
       const before = cpuTimeMs(procs.edge.pid);
@@ -363,23 +379,39 @@ export async function benchProxy(options: ProxyBenchOptions = {}): Promise<Row[]
       edgeIdleMsPerS = (cpuTimeMs(procs.edge.pid) - before) / 2;
     }
 
-    // Every run reads all four processes; idle ones read ~0. Order: [upstream, baseline, edge, agent].
-    const watched = [procs.upstream, procs.baseline, procs.edge, procs.agent];
+    // Every run reads all the processes; idle ones read ~0.
+    const watched = [procs.upstream, procs.baseline, procs.originEdge, procs.edge, procs.agent];
     const cpuPids = watched.map((c) => c?.pid ?? 0).filter((pid) => pid > 0);
+    const loadOf = (path: PathId, size: Size) => {
+      const { port, host, headers } = target(path);
+      return { origin: `http://127.0.0.1:${port}`, host, headers, path: SIZE_PATH[size], connections, expectBytes: BODY_BYTES[SIZE_PATH[size]], cpuPids };
+    };
 
     const cases: Case[] = [];
-    for (const path of paths) {
-      let first = true;
+    for (const size of sizes) for (const path of paths) cases.push({ path, size, rounds: [], baseRounds: [] });
+    const caseOf = (path: PathId, size: Size) => cases.find((c) => c.path === path && c.size === size)!;
+    // Saturation, interleaved: each round runs every case of a size back to back, in an order rotated per round (so
+    // no case always follows the same neighbour), and each case's ratio is against its own round's baseline.
+    const saturated = paths.filter((p) => p !== 'direct');
+    for (let round = 0; round < rounds; round++) {
       for (const size of sizes) {
-        const { port, host, headers } = target(path);
-        const load = { origin: `http://127.0.0.1:${port}`, host, headers, path: SIZE_PATH[size], connections, expectBytes: BODY_BYTES[SIZE_PATH[size]], cpuPids };
-        const warm = first ? warmupMs : rewarmMs;
-        first = false;
-        progress(`${PATH_LABEL[path]}, ${SIZE_LABEL[size]}: ${connections} connections, ${warm / 1000} s warm-up + ${measureMs / 1000} s`);
-        const saturated = await runLoadInChild({ ...load, warmupMs: warm, durationMs: measureMs }, pin.restCpu);
-        progress(`${PATH_LABEL[path]}, ${SIZE_LABEL[size]}: ${fixedRate} req/s, ${fixedWarmupMs / 1000} s warm-up + ${fixedMeasureMs / 1000} s`);
-        const fixed = await runLoadInChild({ ...load, rate: fixedRate, warmupMs: fixedWarmupMs, durationMs: fixedMeasureMs }, pin.restCpu);
-        cases.push({ path, size, saturated, fixed });
+        const order = saturated.map((_, i) => saturated[(i + round) % saturated.length]);
+        const results = new Map<PathId, LoadResult>();
+        for (const path of order) {
+          progress(`round ${round + 1}/${rounds}, ${SIZE_LABEL[size]}, ${PATH_LABEL[path]}: ${connections} connections, ${warmupMs / 1000} s warm-up + ${measureMs / 1000} s`);
+          results.set(path, await runLoadInChild({ ...loadOf(path, size), warmupMs, durationMs: measureMs }, pin.restCpu));
+        }
+        for (const path of order) {
+          caseOf(path, size).rounds.push(results.get(path)!);
+          caseOf(path, size).baseRounds.push(results.get('baseline')!);
+        }
+      }
+    }
+    // Added latency at a fixed, moderate rate: one run per case.
+    for (const size of sizes) {
+      for (const path of paths) {
+        progress(`${SIZE_LABEL[size]}, ${PATH_LABEL[path]}: ${fixedRate} req/s, ${fixedWarmupMs / 1000} s warm-up + ${fixedMeasureMs / 1000} s`);
+        caseOf(path, size).fixed = await runLoadInChild({ ...loadOf(path, size), rate: fixedRate, warmupMs: fixedWarmupMs, durationMs: fixedMeasureMs }, pin.restCpu);
       }
     }
 
@@ -388,12 +420,14 @@ export async function benchProxy(options: ProxyBenchOptions = {}): Promise<Row[]
       cpuPids,
       fixedRate,
       method:
-        `closed loop: ${connections} keep-alive connections (undici Pool), ${warmupMs / 1000} s warm-up + ${measureMs / 1000} s measured per case; ` +
+        `closed loop: ${connections} keep-alive connections (undici Pool), ${rounds} rounds of ${warmupMs / 1000} s warm-up + ${measureMs / 1000} s measured per case, ` +
+        `interleaved with the baseline; figures are median (min–max) over rounds, ratios against the same round's baseline; ` +
         `fixed load: ${fmt(fixedRate)} req/s for ${fixedMeasureMs / 1000} s; CPU per request = the process's utime+stime (/proc) over the window ÷ responses`,
       machine: `node ${process.version}, ${machine()}; ${pin.how}`,
-      edgeProcess:
-        `edge = \`edge serve\` (all roles in one process, PGlite, in-process feed; idle ${fmt(edgeIdleMsPerS, 1)} ms CPU/s), ` +
-        `agent = \`edge agent http\` in its own process, baseline = bench/baseline-proxy.ts, upstream = bench/upstream.ts`,
+      processes:
+        `origin cases: the edge alone (bench/lib/edge-process.ts: startEdge, in-process feed, records dropped); ` +
+        `tunnel: \`edge serve\` (all roles, PGlite; idle ${fmt(edgeIdleMsPerS, 1)} ms CPU/s) + \`edge agent http\`; ` +
+        `baseline = bench/baseline-proxy.ts, upstream = bench/upstream.ts`,
       restCpu: pin.restCpu,
     });
   } finally {
@@ -411,10 +445,11 @@ export function formatTable(rows: Row[]): string {
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
-  // Short runs for exploring: BENCH_PROXY_MEASURE_MS=3000 BENCH_PROXY_WARMUP_MS=1000 tsx bench/proxy.ts
+  // Short runs for exploring: BENCH_PROXY_ROUNDS=1 BENCH_PROXY_PATHS=origin BENCH_PROXY_SIZES=large tsx bench/proxy.ts
   const env = (name: string) => (process.env[name] ? Number(process.env[name]) : undefined);
   const split = (name: string) => process.env[name]?.split(/\s+/).filter(Boolean);
   const rows = await benchProxy({
+    rounds: env('BENCH_PROXY_ROUNDS'),
     warmupMs: env('BENCH_PROXY_WARMUP_MS'),
     measureMs: env('BENCH_PROXY_MEASURE_MS'),
     fixedRate: env('BENCH_PROXY_FIXED_RATE'),

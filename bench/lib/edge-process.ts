@@ -1,0 +1,72 @@
+// The edge alone, for the origin cases of the proxy benchmark: startEdge against an in-process feed holding the
+// endpoint configs in a JSON file (argv[2]), records counted and dropped, no control plane or worker. Prints {"port":N}.
+//
+// Why not `edge serve`: with every role in one process, the worker's writes of each exchange's traffic record into
+// PGlite ran on the edge's CPU (44.6 % of its busy time at 64 KiB, docs/performance.md), which a deployed edge never
+// pays; the tunnel case still runs `edge serve`, because admitting an agent needs the control plane's key.
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { startEdge } from '../../src/edge/index.ts';
+import { platformCertificate } from '../../src/edge/tls.ts';
+import { loadConfig } from '../../src/shared/config.ts';
+import { MemoryFeed } from '../../src/shared/feed/memory.ts';
+import type { FeedEntry } from '../../src/shared/feed/types.ts';
+import { createLogger } from '../../src/shared/log.ts';
+import { MemoryPresence } from '../../src/shared/presence.ts';
+import type { RecordSink, TrafficRecord } from '../../src/shared/records/types.ts';
+import { SecretBox } from '../../src/shared/secrets.ts';
+import type { EndpointConfig } from '../../src/shared/snapshot.ts';
+import { exitWithParent } from './procs.ts';
+
+/** Takes every record (the shipper and rule statistics do their per-request work) and keeps none. */
+class DiscardingSink implements RecordSink {
+  private sent = 0;
+  append(records: readonly TrafficRecord[]): void {
+    this.sent += records.length;
+  }
+  async flush(): Promise<void> {}
+  stats() {
+    return { buffered: 0, dropped: 0, sent: this.sent };
+  }
+  async close(): Promise<void> {}
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  exitWithParent();
+  const endpoints = JSON.parse(await readFile(process.argv[2], 'utf8')) as EndpointConfig[];
+  const dataDir = await mkdtemp(join(tmpdir(), 'bench-edge-'));
+  process.once('exit', () => void rm(dataDir, { recursive: true, force: true }));
+  const platform = await platformCertificate({ certFile: '', keyFile: '' }, 'bench.localhost');
+  await writeFile(join(dataDir, 'platform.crt'), platform.cert);
+  await writeFile(join(dataDir, 'platform.key'), platform.key);
+  const settings = loadConfig({
+    EDGE_TLS_CERT_FILE: join(dataDir, 'platform.crt'),
+    EDGE_TLS_KEY_FILE: join(dataDir, 'platform.key'),
+    EDGE_ROLE: 'edge',
+    EDGE_HTTP_PORT: '0',
+    EDGE_HTTPS_PORT: '0',
+    EDGE_CONTROL_PORT: '0',
+    EDGE_BIND_HOST: '127.0.0.1',
+    EDGE_DATA_DIR: dataDir,
+    EDGE_LOG_LEVEL: 'warn',
+    EDGE_ORIGIN_ALLOW_PRIVATE: 'true',
+  });
+  const feed = new MemoryFeed();
+  const entries: FeedEntry[] = endpoints.map((data, i) => ({ topic: 'endpoint', key: data.uuid, version: i + 1, data }));
+  await feed.reset({ version: entries.length, entries });
+  const edge = await startEdge({
+    settings,
+    source: feed,
+    secrets: new SecretBox('bench'),
+    presence: new MemoryPresence(60_000),
+    logger: createLogger('warn'),
+    createEphemeral: async () => '',
+    records: new DiscardingSink(),
+  });
+  // Serving once the snapshot is applied: the bench's first probe then finds every endpoint.
+  while (edge.subscriber.version < entries.length) await new Promise((r) => setTimeout(r, 20));
+  process.stdout.write(`${JSON.stringify({ port: edge.httpPort })}\n`);
+  process.once('SIGTERM', () => void edge.close().finally(() => process.exit(0)));
+}
