@@ -293,6 +293,12 @@ describe('traffic inspector API', () => {
       for (const q of ['?from=yesterday', '?to=2026-13-01T00:00:00Z', '?from=2026-01-02T00:00:00Z&to=2026-01-01T00:00:00Z', '?endpoint=abc']) await bad(q);
       const forged = Buffer.from(JSON.stringify(['not a time', 5])).toString('base64url');
       for (const cursor of ['!!', 'abc', forged, Buffer.from('[1,2,3]').toString('base64url')]) await bad(`?cursor=${cursor}`);
+      // Times JavaScript's parser rolls over or takes but the database refuses (these were 500s): 400 as any forged cursor.
+      for (const at of ['2026-02-31T00:00:00.000000Z', '2026-04-31T10:00:00.000000Z', '0000-01-01T00:00:00.000000Z', '2026-01-01T25:00:00.000000Z']) {
+        await bad(`?cursor=${Buffer.from(JSON.stringify([at, 5])).toString('base64url')}`);
+      }
+      // Dates the API's time filters take are checked the same way.
+      for (const q of ['?from=2026-02-31T00:00:00Z', '?to=0000-01-01T00:00:00Z']) await bad(q);
       const res = await get(user, `/v1/traffic/logs?endpoint=${theirs.id}`);
       assert.equal(res.status, 404);
       // Another account's endpoint uuid is simply a filter that matches none of this account's rows.

@@ -64,6 +64,12 @@ function encodeCursor(row: Pick<TrafficLogSummary, 'at_text' | 'id'>): string {
   return Buffer.from(JSON.stringify([row.at_text, row.id])).toString('base64url');
 }
 
+/** `YYYY-MM-DDTHH:MM:SS.ffffffZ` naming a real instant from 1970 on: it reads back unchanged to the millisecond. */
+function exactTime(at: string): boolean {
+  const ms = Date.parse(at);
+  return !Number.isNaN(ms) && ms >= 0 && new Date(ms).toISOString() === `${at.slice(0, 23)}Z`;
+}
+
 function decodeCursor(value: string): { at: string; id: number } {
   const bad = () => fail.invalid_query('Invalid query parameter cursor', 'cursor must be a next_cursor from an earlier page');
   let parsed: unknown;
@@ -75,7 +81,9 @@ function decodeCursor(value: string): { at: string; id: number } {
   }
   if (!Array.isArray(parsed) || parsed.length !== 2) throw bad();
   const [at, id] = parsed;
-  if (typeof at !== 'string' || !CURSOR_AT.test(at) || Number.isNaN(Date.parse(at))) throw bad();
+  // The regex admits what no row has (February 31, hour 25, year 0): JavaScript rolls some over, the database refuses
+  // them. A time is taken only when it reads back the same, from 1970 on.
+  if (typeof at !== 'string' || !CURSOR_AT.test(at) || !exactTime(at)) throw bad();
   if (typeof id !== 'number' || !Number.isSafeInteger(id) || id < 1) throw bad();
   return { at, id };
 }
@@ -104,8 +112,22 @@ async function endpointFilter(db: ControlDeps['db'], caller: Caller, value: stri
   return uuid;
 }
 
+/**
+ * An RFC 3339 time whose calendar fields are real (the schema's date-time check lets February 31 through, and
+ * JavaScript reads it as March 3), from 1970 on; else a 400 naming the parameter.
+ */
+function realTime(name: 'from' | 'to', value: string): Date {
+  const m = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})/.exec(value);
+  const date = new Date(value);
+  const [y, mo, d, h, mi, sec] = m ? m.slice(1).map(Number) : [];
+  const real =
+    m !== null && !Number.isNaN(date.getTime()) && y >= 1970 && mo >= 1 && mo <= 12 && d >= 1 && d <= new Date(Date.UTC(y, mo, 0)).getUTCDate() && h <= 23 && mi <= 59 && sec <= 60;
+  if (!real) throw fail.invalid_query(`Invalid query parameter ${name}`, `${name} must be an RFC 3339 time from 1970 on, with a real date`);
+  return date;
+}
+
 function timeRange(from: string | undefined, to: string | undefined): { from?: Date; to?: Date } {
-  const range = { from: from === undefined ? undefined : new Date(from), to: to === undefined ? undefined : new Date(to) };
+  const range = { from: from === undefined ? undefined : realTime('from', from), to: to === undefined ? undefined : realTime('to', to) };
   if (range.from && range.to && range.from >= range.to) throw fail.invalid_query('Invalid time range', 'from must be before to');
   return range;
 }
