@@ -600,6 +600,7 @@ export function trafficRoutes(app: ControlApp, { db, replayEdge }: ControlDeps):
       const to = Math.ceil((range.to ?? new Date()).getTime() / step) * step;
       const from = range.from ? Math.floor(range.from.getTime() / step) * step : to - DEFAULT_BUCKETS[bucket] * step;
       const buckets = (to - from) / step;
+      if (buckets <= 0) throw fail.invalid_query('Invalid time range', 'from must be before to (to defaults to now)');
       if (buckets > MAX_METRICS_BUCKETS) {
         throw fail.invalid_query(`The window spans ${buckets} ${bucket} buckets; at most ${MAX_METRICS_BUCKETS}`, { buckets, max: MAX_METRICS_BUCKETS });
       }
