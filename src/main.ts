@@ -262,11 +262,13 @@ export async function startNode(config: Config, logger: Logger): Promise<NodeHan
       const retention = trafficRetention(handle.db!, { plans: config.plans, intervalMs: config.janitor.intervalMs, logger: logger.child({ component: 'traffic-retention' }) });
       retention.start();
       closers.push(() => retention.stop());
-      // Alert rules, judged every EDGE_ALERT_EVALUATION_INTERVAL_MS under a lease long enough for three webhook attempts.
+      // Alert rules, judged every EDGE_ALERT_EVALUATION_INTERVAL_MS under a lease long enough for three webhook attempts
+      // at EDGE_ALERT_WEBHOOK_TIMEOUT_MS (up to 60 s each) and their backoff, so no other worker judges a rule whose
+      // notification is still being sent (a resolved notice could otherwise overtake the firing one).
       const evaluator = alertEvaluator(handle.db!, {
         intervalMs: config.alerts.evaluationIntervalMs,
         owner: `${config.nodeId}-${randomBytes(3).toString('hex')}`,
-        leaseMs: Math.max(120_000, 2 * config.alerts.evaluationIntervalMs),
+        leaseMs: Math.max(120_000, 2 * config.alerts.evaluationIntervalMs, 3 * config.alerts.webhookTimeoutMs + 30_000),
         notifier: notifier!.notify,
         secrets,
         logger: logger.child({ component: 'alert-evaluator' }),
