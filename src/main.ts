@@ -27,7 +27,7 @@ import type { PeriodicJob } from './worker/periodic.ts';
 import { portActivator } from './worker/ports.ts';
 import { ruleHitPruner, writeRuleHits } from './worker/rate-limit-hits.ts';
 import { trafficRetention, writeTrafficExchanges, writeTrafficUsage } from './worker/traffic.ts';
-import { alertEvaluator } from './worker/alerts.ts';
+import { alertEvaluator, alertLeaseMs } from './worker/alerts.ts';
 import { createNotifier, type Notifier } from './worker/notify.ts';
 import { HealthProber } from './worker/health-prober.ts';
 import { PROBE_KEY_PURPOSE } from './shared/health-probe.ts';
@@ -262,13 +262,11 @@ export async function startNode(config: Config, logger: Logger): Promise<NodeHan
       const retention = trafficRetention(handle.db!, { plans: config.plans, intervalMs: config.janitor.intervalMs, logger: logger.child({ component: 'traffic-retention' }) });
       retention.start();
       closers.push(() => retention.stop());
-      // Alert rules, judged every EDGE_ALERT_EVALUATION_INTERVAL_MS under a lease long enough for three webhook attempts
-      // at EDGE_ALERT_WEBHOOK_TIMEOUT_MS (up to 60 s each) and their backoff, so no other worker judges a rule whose
-      // notification is still being sent (a resolved notice could otherwise overtake the firing one).
+      // Alert rules, judged every EDGE_ALERT_EVALUATION_INTERVAL_MS under a lease long enough for three webhook attempts.
       const evaluator = alertEvaluator(handle.db!, {
         intervalMs: config.alerts.evaluationIntervalMs,
         owner: `${config.nodeId}-${randomBytes(3).toString('hex')}`,
-        leaseMs: Math.max(120_000, 2 * config.alerts.evaluationIntervalMs, 3 * config.alerts.webhookTimeoutMs + 30_000),
+        leaseMs: alertLeaseMs(config.alerts),
         notifier: notifier!.notify,
         secrets,
         logger: logger.child({ component: 'alert-evaluator' }),

@@ -78,6 +78,15 @@ export function nextStatus(status: AlertRuleStatus, crossed: boolean): { to: Ale
   return null;
 }
 
+/**
+ * How long an evaluator holds a rule: past an evaluation with three webhook attempts at the configured timeout and
+ * their backoff (so no other worker judges a rule whose notice is still being sent, and a resolved notice cannot
+ * overtake the firing one), and past two evaluation intervals; at least 2 minutes.
+ */
+export function alertLeaseMs(settings: { evaluationIntervalMs: number; webhookTimeoutMs: number }): number {
+  return Math.max(120_000, 2 * settings.evaluationIntervalMs, 3 * settings.webhookTimeoutMs + 30_000);
+}
+
 export interface EvaluatorOptions {
   /** Who holds the leases (node id and a per-process suffix). */
   owner?: string;

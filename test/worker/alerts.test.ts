@@ -13,7 +13,7 @@ import { SecretBox } from '../../src/shared/secrets.ts';
 import * as accounts from '../../src/store/accounts.ts';
 import { findAlertRule, insertAlertRule, listAlertEvents, type StoredChannel } from '../../src/store/alerts.ts';
 import { insertEndpoint } from '../../src/store/endpoints.ts';
-import { evaluateAlerts, nextStatus, p95FromHistogram, type EvaluatorOptions } from '../../src/worker/alerts.ts';
+import { alertLeaseMs, evaluateAlerts, nextStatus, p95FromHistogram, type EvaluatorOptions } from '../../src/worker/alerts.ts';
 import { createNotifier, type Notifier } from '../../src/worker/notify.ts';
 import { openTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { eventually } from '../helpers/eventually.ts';
@@ -38,6 +38,13 @@ describe('alert evaluator: pure parts', () => {
     const slow = new Array(SLOTS).fill(0);
     slow[SLOTS - 1] = 1;
     assert.equal(p95FromHistogram(slow, 45000), 45000);
+  });
+
+  it('holds a rule past three webhook attempts at the longest timeout, two intervals, and at least 2 minutes', () => {
+    assert.equal(alertLeaseMs({ evaluationIntervalMs: 60_000, webhookTimeoutMs: 5_000 }), 120_000);
+    assert.equal(alertLeaseMs({ evaluationIntervalMs: 300_000, webhookTimeoutMs: 5_000 }), 600_000);
+    // 60 s attempts: three of them and the backoff outlast 2 minutes.
+    assert.ok(alertLeaseMs({ evaluationIntervalMs: 60_000, webhookTimeoutMs: 60_000 }) > 3 * 60_000 + 1_500);
   });
 
   it('leaves unknown on the first value; ok ↔ firing on crossings; nothing on steady states', () => {
