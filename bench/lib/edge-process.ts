@@ -4,6 +4,7 @@
 // Why not `edge serve`: with every role in one process, the worker's writes of each exchange's traffic record into
 // PGlite ran on the edge's CPU (44.6 % of its busy time at 64 KiB, docs/performance.md), which a deployed edge never
 // pays; the tunnel case still runs `edge serve`, because admitting an agent needs the control plane's key.
+import { Session } from 'node:inspector/promises';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -68,5 +69,16 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   // Serving once the snapshot is applied: the bench's first probe then finds every endpoint.
   while (edge.subscriber.version < entries.length) await new Promise((r) => setTimeout(r, 20));
   process.stdout.write(`${JSON.stringify({ port: edge.httpPort })}\n`);
-  process.once('SIGTERM', () => void edge.close().finally(() => process.exit(0)));
+  // BENCH_ALLOC_PROFILE=<file>: V8's sampling heap profiler with collected objects included (--heap-prof keeps only
+  // what is live at exit), written at SIGTERM: where the churn behind the scavenges is allocated.
+  const allocFile = process.env.BENCH_ALLOC_PROFILE;
+  const session = allocFile ? new Session() : null;
+  if (session) {
+    session.connect();
+    await session.post('HeapProfiler.startSampling', { samplingInterval: 8192, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
+  }
+  process.once('SIGTERM', () => {
+    const profile = session ? session.post('HeapProfiler.stopSampling').then((r) => writeFile(allocFile!, JSON.stringify(r.profile))) : Promise.resolve();
+    void profile.finally(() => edge.close()).finally(() => process.exit(0));
+  });
 }
