@@ -28,7 +28,7 @@ export interface Row {
 }
 
 export type Size = 'small' | 'large';
-export type PathId = 'direct' | 'baseline' | 'origin' | 'origin-policies' | 'tunnel';
+export type PathId = 'direct' | 'baseline' | 'origin' | 'origin-policies' | 'tunnel' | 'tunnel-ws';
 
 export interface ProxyBenchOptions {
   /** Keep-alive connections from the load generator, one request in flight on each. */
@@ -59,7 +59,8 @@ const PATH_LABEL: Record<PathId, string> = {
   baseline: 'bare http-proxy-3 (baseline)',
   origin: 'edge → origin URL',
   'origin-policies': 'edge → origin, every policy on',
-  tunnel: 'edge + agent tunnel',
+  tunnel: 'edge + agent tunnel (raw transport)',
+  'tunnel-ws': 'edge + agent tunnel (WebSocket transport)',
 };
 
 interface Procs {
@@ -76,6 +77,9 @@ interface Procs {
   agent?: Child;
   /** The endpoint served by the agent tunnel. */
   hostname?: string;
+  /** A second agent, on the WebSocket transport (`--transport ws`), and its own endpoint. */
+  agentWs?: Child;
+  hostnameWs?: string;
   /** The credentials every request of the policy path sends: Basic in Authorization, a JWT in X-JWT-Assertion. */
   policyHeaders?: Record<string, string>;
 }
@@ -135,7 +139,13 @@ const portLine = (line: string) => {
  * pro user, an endpoint and an agent serving it from another process: the tunnel case. Nothing on the request
  * path logs at info, so the level costs nothing per request.
  */
-async function startTunnelPath(procs: Procs, dataDir: string, options: ProxyBenchOptions, cleanup: Array<() => Promise<unknown>>): Promise<void> {
+async function startTunnelPath(
+  procs: Procs,
+  dataDir: string,
+  options: ProxyBenchOptions,
+  cleanup: Array<() => Promise<unknown>>,
+  transports: Array<'raw' | 'ws'>,
+): Promise<void> {
   const { proxyCpu, restCpu } = choosePinning();
   await copyPgliteTemplate(join(dataDir, 'pglite'));
   const adminKey = `bench-admin-${randomBytes(16).toString('hex')}`;
@@ -151,20 +161,28 @@ async function startTunnelPath(procs: Procs, dataDir: string, options: ProxyBenc
   procs.edgeHttpPort = ready.http as number;
   const user = await api(control, adminKey, 'POST', '/v1/admin/users', { email: `bench-${randomBytes(4).toString('hex')}@example.test`, plan: 'pro' });
   const apiKey = user.api_key as string;
-  const endpoint = await api(control, apiKey, 'POST', '/v1/endpoints', {});
-  const hostname = endpoint.hostname as string;
-  procs.hostname = hostname;
-  // The agent is admitted from the edge's config mirror, so wait until the feed has brought the endpoint there.
-  await until('the endpoint reaching the edge', 15_000, async () => ((await probe(procs.edgeHttpPort!, '/', hostname)).edgeError === 'endpoint_not_found' ? undefined : true));
-  const agent = spawnNode(
-    'agent',
-    BIN,
-    ['agent', 'http', String(procs.upstreamPort), '--edge', `http://127.0.0.1:${procs.edgeHttpPort}`, '--endpoint', endpoint.uuid as string, '--api-key', apiKey],
-    { cpu: restCpu, env: cleanEnv({ EDGE_LOG_LEVEL: 'warn' }), nodeArgs: options.agentNodeArgs },
-  );
-  cleanup.push(() => agent.stop(10_000));
-  procs.agent = agent;
-  await agent.waitForLine((l) => (l.startsWith('Forwarding ') ? true : undefined), STARTUP_MS);
+  // One endpoint and agent per transport asked for: raw (the default) and WebSocket, on the same edge.
+  for (const transport of transports) {
+    const endpoint = await api(control, apiKey, 'POST', '/v1/endpoints', {});
+    const hostname = endpoint.hostname as string;
+    // The agent is admitted from the edge's config mirror, so wait until the feed has brought the endpoint there.
+    await until('the endpoint reaching the edge', 15_000, async () => ((await probe(procs.edgeHttpPort!, '/', hostname)).edgeError === 'endpoint_not_found' ? undefined : true));
+    const agent = spawnNode(
+      `agent (${transport})`,
+      BIN,
+      ['agent', 'http', String(procs.upstreamPort), '--edge', `http://127.0.0.1:${procs.edgeHttpPort}`, '--endpoint', endpoint.uuid as string, '--api-key', apiKey, '--transport', transport],
+      { cpu: restCpu, env: cleanEnv({ EDGE_LOG_LEVEL: 'warn' }), nodeArgs: options.agentNodeArgs },
+    );
+    cleanup.push(() => agent.stop(10_000));
+    await agent.waitForLine((l) => (l.startsWith('Forwarding ') ? true : undefined), STARTUP_MS);
+    if (transport === 'raw') {
+      procs.agent = agent;
+      procs.hostname = hostname;
+    } else {
+      procs.agentWs = agent;
+      procs.hostnameWs = hostname;
+    }
+  }
 }
 
 /**
@@ -249,7 +267,7 @@ function buildRows(cases: Case[], f: RowFacts): Row[] {
   const cpuOf = (r: LoadResult, c: Child | undefined) => (c ? r.cpuMs[cpuPids.indexOf(c.pid)] : Number.NaN);
   const perReq = (cpuMsUsed: number, r: LoadResult) => (cpuMsUsed * 1000) / r.requests; // µs
   const proxyOf = (path: PathId) =>
-    path === 'baseline' ? procs.baseline : path === 'direct' ? undefined : path === 'tunnel' ? procs.edge : procs.originEdge;
+    path === 'baseline' ? procs.baseline : path === 'direct' ? undefined : path === 'tunnel' || path === 'tunnel-ws' ? procs.edge : procs.originEdge;
   let worstForeign = 0;
   const foreignOf = (r: LoadResult) => {
     const ours = r.cpuMs.reduce((a, b) => a + (Number.isFinite(b) ? b : 0), 0) + r.selfCpuMs;
@@ -274,7 +292,10 @@ function buildRows(cases: Case[], f: RowFacts): Row[] {
     const cpu = c.rounds.map((r) => perReq(cpuOf(r, proxy), r));
     result += `; ${c.path === 'baseline' ? 'proxy' : 'edge'} CPU ${spread(cpu, (n) => fmt(n))} µs/req`;
     if (c.path !== 'baseline') result += ` (${spread(c.rounds.map((r, i) => perReq(cpuOf(r, proxy), r) / perReq(cpuOf(c.baseRounds[i], procs.baseline), c.baseRounds[i])), ratio)})`;
-    if (c.path === 'tunnel') result += `, agent ${spread(c.rounds.map((r) => perReq(cpuOf(r, procs.agent), r)), (n) => fmt(n))} µs/req`;
+    if (c.path === 'tunnel' || c.path === 'tunnel-ws') {
+      const agent = c.path === 'tunnel' ? procs.agent : procs.agentWs;
+      result += `, agent ${spread(c.rounds.map((r) => perReq(cpuOf(r, agent), r)), (n) => fmt(n))} µs/req`;
+    }
     result += `; ${proxy ? `${c.path === 'baseline' ? 'proxy' : 'edge'} busy ${spread(c.rounds.map((r) => (cpuOf(r, proxy) / r.windowMs) * 100), (n) => `${fmt(n)}%`)}` : ''}`;
     const foreign = Math.max(...c.rounds.map(foreignOf));
     if (foreign > 10) result += `; NOISY: other processes up to ~${fmt(foreign)}% of a CPU`;
@@ -329,7 +350,7 @@ export async function benchProxy(options: ProxyBenchOptions = {}): Promise<Row[]
   const fixedMeasureMs = options.fixedMeasureMs ?? 4_000;
   const sizes = options.sizes ?? ['small', 'large'];
   // The baseline always runs: every ratio needs its round's baseline.
-  const paths: PathId[] = [...new Set<PathId>(['baseline', ...(options.paths ?? ['direct', 'origin', 'origin-policies', 'tunnel'])])];
+  const paths: PathId[] = [...new Set<PathId>(['baseline', ...(options.paths ?? ['direct', 'origin', 'origin-policies', 'tunnel', 'tunnel-ws'])])];
   const progress = options.progress ?? ((line: string) => process.stderr.write(`proxy bench: ${line}\n`));
   const pin = choosePinning();
 
@@ -347,7 +368,8 @@ export async function benchProxy(options: ProxyBenchOptions = {}): Promise<Row[]
     // Should this process die before the cleanup runs, the store copy (tens of MB) still goes.
     process.once('exit', () => rmSync(dataDir, { recursive: true, force: true }));
     if (paths.includes('origin') || paths.includes('origin-policies')) await startOriginEdge(procs, dataDir, options, cleanup);
-    if (paths.includes('tunnel')) await startTunnelPath(procs, dataDir, options, cleanup);
+    const transports = (['raw', 'ws'] as const).filter((t) => paths.includes(t === 'raw' ? 'tunnel' : 'tunnel-ws'));
+    if (transports.length > 0) await startTunnelPath(procs, dataDir, options, cleanup, transports);
 
     const target = (path: PathId): { port: number; host?: string; headers?: Record<string, string> } =>
       path === 'direct'
@@ -358,7 +380,7 @@ export async function benchProxy(options: ProxyBenchOptions = {}): Promise<Row[]
             ? { port: procs.originEdgePort!, host: ORIGIN_HOST }
             : path === 'origin-policies'
               ? { port: procs.originEdgePort!, host: POLICY_HOST, headers: procs.policyHeaders }
-              : { port: procs.edgeHttpPort!, host: procs.hostname };
+              : { port: procs.edgeHttpPort!, host: path === 'tunnel-ws' ? procs.hostnameWs : procs.hostname };
     // Every path must answer correctly before any figure is taken from it.
     for (const path of paths) {
       for (const size of sizes) {
@@ -380,7 +402,7 @@ export async function benchProxy(options: ProxyBenchOptions = {}): Promise<Row[]
     }
 
     // Every run reads all the processes; idle ones read ~0.
-    const watched = [procs.upstream, procs.baseline, procs.originEdge, procs.edge, procs.agent];
+    const watched = [procs.upstream, procs.baseline, procs.originEdge, procs.edge, procs.agent, procs.agentWs];
     const cpuPids = watched.map((c) => c?.pid ?? 0).filter((pid) => pid > 0);
     const loadOf = (path: PathId, size: Size) => {
       const { port, host, headers } = target(path);
@@ -426,7 +448,7 @@ export async function benchProxy(options: ProxyBenchOptions = {}): Promise<Row[]
       machine: `node ${process.version}, ${machine()}; ${pin.how}`,
       processes:
         `origin cases: the edge alone (bench/lib/edge-process.ts: startEdge, in-process feed, records dropped); ` +
-        `tunnel: \`edge serve\` (all roles, PGlite; idle ${fmt(edgeIdleMsPerS, 1)} ms CPU/s) + \`edge agent http\`; ` +
+        `tunnel: \`edge serve\` (all roles, PGlite; idle ${fmt(edgeIdleMsPerS, 1)} ms CPU/s) + \`edge agent http --transport raw\` (and \`ws\`, on its own endpoint); ` +
         `baseline = bench/baseline-proxy.ts, upstream = bench/upstream.ts`,
       restCpu: pin.restCpu,
     });
