@@ -49,6 +49,7 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
     EDGE_HTTP_PORT: '0',
     EDGE_HTTPS_PORT: '0',
     EDGE_CONTROL_PORT: '0',
+    EDGE_OPS_PORT: '0',
     EDGE_BIND_HOST: '127.0.0.1',
     EDGE_DATA_DIR: dataDir,
     EDGE_LOG_LEVEL: 'warn',
