@@ -3,8 +3,8 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { startTestNode, type TestNode } from '../helpers/node.ts';
-import { createEndpoint, edgeEndpoint as edgeEndpointOf, expectBody, orgWithMember, type User } from '../helpers/endpoint-api.ts';
+import type { TestNode } from '../helpers/node.ts';
+import { createEndpoint, edgeEndpoint as edgeEndpointOf, expectBody, feedVersion, nodeWithOwner, orgWithMember, storeRows, type User } from '../helpers/endpoint-api.ts';
 import { SecretBox } from '../../src/shared/secrets.ts';
 import { tokenDigest, visitorTokenKey } from '../../src/shared/visitor-credentials.ts';
 
@@ -14,13 +14,10 @@ const digestOf = (token: string) => tokenDigest(visitorTokenKey(new SecretBox(SE
 describe('endpoint API keys', () => {
   let t: TestNode;
   let owner: User;
-  before(async () => {
-    t = await startTestNode({ EDGE_SECRET_KEY: SECRET_KEY });
-    owner = await t.createUser('business');
-  });
+  before(async () => ({ t, owner } = await nodeWithOwner({ EDGE_SECRET_KEY: SECRET_KEY })));
   after(() => t.close());
 
-  const sql = async <R = any>(text: string, params: unknown[] = []) => (await t.node.db!.query<R>(text, params)).rows;
+  const sql = storeRows(() => t);
   const newEndpoint = async (user: User = owner, headers?: Record<string, string>) => (await createEndpoint(t, user, headers)).uuid;
   const keys = (id: string) => `/v1/endpoints/${id}/api-keys`;
   const create = (id: string, body: unknown, user: User = owner, headers?: Record<string, string>) => t.api('POST', keys(id), { key: user.api_key, body, headers });
@@ -30,7 +27,7 @@ describe('endpoint API keys', () => {
   const state = async (id: string, user: User = owner, headers?: Record<string, string>) => ({
     keys: await list(id, user, headers),
     rows: await sql('SELECT v.* FROM endpoint_visitor_tokens v JOIN endpoints e ON e.id = v.endpoint_id WHERE e.uuid = $1 ORDER BY v.id', [id]),
-    feed: (await sql('SELECT version FROM feed_state'))[0].version,
+    feed: await feedVersion(t),
   });
   const edgeEndpoint = (id: string) => edgeEndpointOf(t, id);
 

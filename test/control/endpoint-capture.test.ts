@@ -3,6 +3,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
+import { storeRows } from '../helpers/endpoint-api.ts';
 
 type User = Awaited<ReturnType<TestNode['createUser']>>;
 
@@ -13,7 +14,7 @@ describe('PUT /v1/endpoints/{id}/settings/capture', () => {
   });
   after(() => t.close());
 
-  const sql = async <R = any>(text: string, params: unknown[] = []) => (await t.node.db!.query<R>(text, params)).rows;
+  const sql = storeRows(() => t);
   const newEndpoint = async (user: User, headers?: Record<string, string>) => {
     const res = await t.api('POST', '/v1/endpoints', { key: user.api_key, body: {}, headers });
     assert.equal(res.status, 201, res.text);

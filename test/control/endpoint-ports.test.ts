@@ -3,6 +3,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
+import { storeRows } from '../helpers/endpoint-api.ts';
 
 type User = Awaited<ReturnType<TestNode['createUser']>>;
 
@@ -19,7 +20,7 @@ describe('PUT /v1/endpoints/{id}/ports', () => {
   let nextPort = 30000;
   const freshPort = () => nextPort++;
 
-  const sql = async <R = any>(text: string, params: unknown[] = []) => (await t.node.db!.query<R>(text, params)).rows;
+  const sql = storeRows(() => t);
   const newEndpoint = async (user: User) => {
     const res = await t.api('POST', '/v1/endpoints', { key: user.api_key, body: {} });
     assert.equal(res.status, 201, res.text);

@@ -3,6 +3,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
+import { storeRows } from '../helpers/endpoint-api.ts';
 
 type User = Awaited<ReturnType<TestNode['createUser']>>;
 
@@ -13,7 +14,7 @@ describe('POST /v1/endpoints/{id}/promote', () => {
   });
   after(() => t.close());
 
-  const sql = async <R = any>(text: string, params: unknown[] = []) => (await t.node.db!.query<R>(text, params)).rows;
+  const sql = storeRows(() => t);
   const permanentCount = async (userId: number) =>
     (await sql<{ n: number }>('SELECT count(*)::int AS n FROM endpoints WHERE user_id = $1 AND NOT ephemeral', [userId]))[0].n;
   const ephemeral = async (userId: number, fingerprint?: string) => {

@@ -4,8 +4,8 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import bcrypt from 'bcrypt';
-import { startTestNode, type TestNode } from '../helpers/node.ts';
-import { createEndpoint, edgeEndpoint as edgeEndpointOf, expectBody, orgWithMember, type User } from '../helpers/endpoint-api.ts';
+import type { TestNode } from '../helpers/node.ts';
+import { createEndpoint, edgeEndpoint as edgeEndpointOf, expectBody, feedVersion, nodeWithOwner, orgWithMember, storeRows, type User } from '../helpers/endpoint-api.ts';
 import { SecretBox } from '../../src/shared/secrets.ts';
 import { tokenDigest, visitorTokenKey } from '../../src/shared/visitor-credentials.ts';
 import { parseClaimHeaders, parseJwksUrl, publicHttpsUrl } from '../../src/control/routes/endpoint-settings.ts';
@@ -44,13 +44,10 @@ describe('JWT settings parsing', () => {
 describe('visitor auth settings API', () => {
   let t: TestNode;
   let owner: User;
-  before(async () => {
-    t = await startTestNode({ EDGE_SECRET_KEY: SECRET_KEY });
-    owner = await t.createUser('business');
-  });
+  before(async () => ({ t, owner } = await nodeWithOwner({ EDGE_SECRET_KEY: SECRET_KEY })));
   after(() => t.close());
 
-  const sql = async <R = any>(text: string, params: unknown[] = []) => (await t.node.db!.query<R>(text, params)).rows;
+  const sql = storeRows(() => t);
   const newEndpoint = async (user: User = owner, headers?: Record<string, string>) => (await createEndpoint(t, user, headers)).uuid;
   const settings = (id: string) => `/v1/endpoints/${id}/settings`;
   const get = (id: string, user: User = owner, headers?: Record<string, string>) => expectBody(200, t.api('GET', settings(id), { key: user.api_key, headers }));
@@ -69,7 +66,7 @@ describe('visitor auth settings API', () => {
        FROM endpoints e WHERE e.uuid = $1`,
       [id],
     ),
-    feed: (await sql('SELECT version FROM feed_state'))[0].version,
+    feed: await feedVersion(t),
   });
   const edgeEndpoint = (id: string) => edgeEndpointOf(t, id);
 

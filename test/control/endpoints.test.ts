@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { canonicalSubdomain, generateSubdomain, hostnameFor } from '../../src/control/subdomains.ts';
 import { WORDS } from '../../src/control/words.ts';
 import { escapeLike } from '../../src/store/endpoints.ts';
-import { orgWithMember as orgWithMemberOf, type User } from '../helpers/endpoint-api.ts';
+import { orgWithMember as orgWithMemberOf, storeRows, type User } from '../helpers/endpoint-api.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
 
 const GENERATED = /^[a-z]+-[a-z]+-[a-z]+$/;
@@ -67,7 +67,7 @@ describe('endpoint lifecycle', () => {
 
   // ---- helpers --------------------------------------------------------------------------------------------------
 
-  const sql = async <R = any>(text: string, params: unknown[] = []) => (await t.node.db!.query<R>(text, params)).rows;
+  const sql = storeRows(() => t);
   const endpointCount = async (userId: number) => (await sql<{ n: number }>('SELECT count(*)::int AS n FROM endpoints WHERE user_id = $1', [userId]))[0].n;
   const feedEntry = async (uuid: string) => (await sql<{ data: any }>("SELECT data FROM feed_entries WHERE topic = 'endpoint' AND key = $1", [uuid]))[0]?.data ?? null;
 

@@ -8,7 +8,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { startAgent, type Agent } from '../../src/agent/agent.ts';
 import { recordProbe } from '../../src/store/health.ts';
-import { createEndpoint, edgeCaughtUp, expectBody, orgWithMember, type User } from '../helpers/endpoint-api.ts';
+import { createEndpoint, edgeCaughtUp, expectBody, orgWithMember, storeRows, type User } from '../helpers/endpoint-api.ts';
 import { eventually } from '../helpers/eventually.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
 
@@ -32,7 +32,7 @@ describe(`health-check configuration and health status (${process.env.DATABASE_U
     await t.close();
   });
 
-  const sql = async <R = any>(text: string, params: unknown[] = []) => (await t.node.db!.query<R>(text, params)).rows;
+  const sql = storeRows(() => t);
   const path = (uuid: string) => `/v1/endpoints/${uuid}/health-check`;
   const get = (user: Pick<User, 'api_key'>, uuid: string, headers?: Record<string, string>) => t.api('GET', path(uuid), { key: user.api_key, headers });
   const put = (user: Pick<User, 'api_key'>, uuid: string, body: unknown, headers?: Record<string, string>) => t.api('PUT', path(uuid), { key: user.api_key, body, headers });

@@ -3,8 +3,8 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { startTestNode, type TestNode } from '../helpers/node.ts';
-import { createEndpoint, edgeEndpoint as edgeEndpointOf, expectBody, orgWithMember, type User } from '../helpers/endpoint-api.ts';
+import type { TestNode } from '../helpers/node.ts';
+import { createEndpoint, edgeEndpoint as edgeEndpointOf, expectBody, feedVersion, nodeWithOwner, orgWithMember, storeRows, type User } from '../helpers/endpoint-api.ts';
 import { SecretBox } from '../../src/shared/secrets.ts';
 import { allowedRedirect } from '../../src/control/routes/endpoint-settings.ts';
 import { allowedDomain, parseIssuer, providerInput } from '../../src/control/routes/oauth-providers.ts';
@@ -84,13 +84,10 @@ describe('OAuth provider parsing', () => {
 describe('OAuth providers API', () => {
   let t: TestNode;
   let owner: User;
-  before(async () => {
-    t = await startTestNode({ EDGE_SECRET_KEY: SECRET_KEY });
-    owner = await t.createUser('business');
-  });
+  before(async () => ({ t, owner } = await nodeWithOwner({ EDGE_SECRET_KEY: SECRET_KEY })));
   after(() => t.close());
 
-  const sql = async <R = any>(text: string, params: unknown[] = []) => (await t.node.db!.query<R>(text, params)).rows;
+  const sql = storeRows(() => t);
   const newEndpoint = (user: User = owner, headers?: Record<string, string>) => createEndpoint(t, user, headers);
   const providers = (id: string) => `/v1/endpoints/${id}/oauth/providers`;
   const SECRET = 'client-secret-' + randomBytes(12).toString('hex');
@@ -133,7 +130,7 @@ describe('OAuth providers API', () => {
        FROM endpoints e WHERE e.uuid = $1`,
       [id],
     ),
-    feed: (await sql('SELECT version FROM feed_state'))[0].version,
+    feed: await feedVersion(t),
   });
 
   const edgeEndpoint = (id: string) => edgeEndpointOf(t, id);

@@ -5,20 +5,17 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
-import { createEndpoint, edgeEndpoint, expectBody, orgWithMember, type User } from '../helpers/endpoint-api.ts';
+import { createEndpoint, edgeEndpoint, expectBody, feedVersion, nodeWithOwner, orgWithMember, storeRows, type User } from '../helpers/endpoint-api.ts';
 
 const BASE = '/v1/firewall/rate-limits';
 
 describe('firewall rate limits API', () => {
   let t: TestNode;
   let owner: User;
-  before(async () => {
-    t = await startTestNode();
-    owner = await t.createUser('business');
-  });
+  before(async () => ({ t, owner } = await nodeWithOwner()));
   after(() => t.close());
 
-  const sql = async <R = any>(text: string, params: unknown[] = []) => (await t.node.db!.query<R>(text, params)).rows;
+  const sql = storeRows(() => t);
   const newEndpoint = async (user: User = owner, headers?: Record<string, string>) => createEndpoint(t, user, headers);
   const rule = (endpoint_id: string | number, over: Record<string, unknown> = {}) => ({
     endpoint_id,
@@ -41,7 +38,7 @@ describe('firewall rate limits API', () => {
   const state = async () => ({
     rules: await sql('SELECT * FROM rate_limit_rules ORDER BY id'),
     conditions: await sql('SELECT * FROM rate_limit_conditions ORDER BY id'),
-    feed: (await sql('SELECT version FROM feed_state'))[0].version,
+    feed: await feedVersion(t),
   });
 
   // ---- create and read --------------------------------------------------------------------------------------

@@ -5,8 +5,8 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import bcrypt from 'bcrypt';
-import { startTestNode, type TestNode } from '../helpers/node.ts';
-import { createEndpoint, expectBody, orgWithMember, type User } from '../helpers/endpoint-api.ts';
+import type { TestNode } from '../helpers/node.ts';
+import { createEndpoint, expectBody, feedVersion, nodeWithOwner, orgWithMember, storeRows, type User } from '../helpers/endpoint-api.ts';
 import { SecretBox } from '../../src/shared/secrets.ts';
 import { tokenDigest, visitorTokenKey } from '../../src/shared/visitor-credentials.ts';
 
@@ -17,13 +17,10 @@ const SETTINGS_TOKEN = 'settings-token-0123456789';
 describe('RBAC clients', () => {
   let t: TestNode;
   let owner: User;
-  before(async () => {
-    t = await startTestNode({ EDGE_SECRET_KEY: SECRET_KEY });
-    owner = await t.createUser('business');
-  });
+  before(async () => ({ t, owner } = await nodeWithOwner({ EDGE_SECRET_KEY: SECRET_KEY })));
   after(() => t.close());
 
-  const sql = async <R = any>(text: string, params: unknown[] = []) => (await t.node.db!.query<R>(text, params)).rows;
+  const sql = storeRows(() => t);
   const clients = (id: string) => `/v1/endpoints/${id}/rbac/clients`;
   const create = (id: string, body: unknown, user: User = owner, headers?: Record<string, string>) => t.api('POST', clients(id), { key: user.api_key, body, headers });
   const createOk = (id: string, body: unknown) => expectBody(200, create(id, body));
@@ -38,7 +35,7 @@ describe('RBAC clients', () => {
     clients: await list(id, user, headers),
     rows: await sql('SELECT c.*, (SELECT count(*)::int FROM rbac_client_identities i WHERE i.client_id = c.id) AS identities FROM rbac_clients c JOIN endpoints e ON e.id = c.endpoint_id WHERE e.uuid = $1 ORDER BY c.id', [id]),
     invites: await sql('SELECT i.* FROM rbac_invites i JOIN endpoints e ON e.id = i.endpoint_id WHERE e.uuid = $1 ORDER BY i.id', [id]),
-    feed: (await sql('SELECT version FROM feed_state'))[0].version,
+    feed: await feedVersion(t),
   });
 
   /** An endpoint in visitor-auth mode `mode` (basic: one settings user `settings-user`; token: one settings token; oidc: one provider). */
@@ -67,7 +64,7 @@ describe('RBAC clients', () => {
     const { uuid } = await endpointIn('none');
     const reader = await defaultRole(uuid, 'reader');
     await defaultRole(uuid, 'admin', false);
-    const feedBefore = (await sql('SELECT version FROM feed_state'))[0].version;
+    const feedBefore = await feedVersion(t);
     const client = await createOk(uuid, { identifier: 'Alice@Example.COM', display_name: 'Alice', email: 'Alice@Example.COM', metadata: { team: 'ops', n: 1 } });
     assert.deepEqual(
       { ...client, id: 0, created_at: 0, updated_at: 0 },
@@ -100,7 +97,7 @@ describe('RBAC clients', () => {
     assert.deepEqual(overview.clients, [client], 'the overview shows the same client');
     assert.deepEqual(await list(uuid), [client]);
     assert.deepEqual(await expectBody(200, t.api('GET', `${clients(uuid)}/${client.id}`, { key: owner.api_key })), client);
-    assert.ok((await sql('SELECT version FROM feed_state'))[0].version > feedBefore, 'published');
+    assert.ok(await feedVersion(t) > feedBefore, 'published');
 
     // status as sent; empty is active; registration_source as sent.
     assert.equal((await createOk(uuid, { identifier: 'bob', status: 'disabled' })).status, 'disabled');
@@ -188,7 +185,7 @@ describe('RBAC clients', () => {
     const settingsState = async (uuid: string) => ({
       users: await sql('SELECT username, password_hash FROM endpoint_basic_users WHERE endpoint_id = $1 ORDER BY id', [await endpointId(uuid)]),
       tokens: await sql('SELECT label, digest, revoked_at FROM endpoint_visitor_tokens WHERE endpoint_id = $1 ORDER BY id', [await endpointId(uuid)]),
-      feed: (await sql('SELECT version FROM feed_state'))[0].version,
+      feed: await feedVersion(t),
     });
 
     const basic = await endpointIn('basic');
@@ -473,7 +470,7 @@ describe('RBAC clients', () => {
       assert.deepEqual(await expectBody(200, put(uuid, { self_registration: { enabled: true } })), on, 'omitted domains are kept');
       assert.deepEqual(await expectBody(200, t.api('GET', settingsPath(uuid), { key: owner.api_key })), on);
 
-      const before = (await sql('SELECT version FROM feed_state'))[0].version;
+      const before = await feedVersion(t);
       for (const [name, body] of [
         ['no self_registration', {}],
         ['enabled missing', { self_registration: {} }],
@@ -487,7 +484,7 @@ describe('RBAC clients', () => {
         const res = await put(uuid, body);
         assert.equal(res.status, 400, `${name}: ${res.text}`);
       }
-      assert.equal((await sql('SELECT version FROM feed_state'))[0].version, before);
+      assert.equal(await feedVersion(t), before);
       assert.deepEqual(await expectBody(200, t.api('GET', settingsPath(uuid), { key: owner.api_key })), on);
     });
   });

@@ -5,8 +5,8 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import bcrypt from 'bcrypt';
-import { startTestNode, type TestNode } from '../helpers/node.ts';
-import { createEndpoint, edgeEndpoint, expectBody, type User } from '../helpers/endpoint-api.ts';
+import type { TestNode } from '../helpers/node.ts';
+import { createEndpoint, edgeEndpoint, expectBody, feedVersion, nodeWithOwner, storeRows, type User } from '../helpers/endpoint-api.ts';
 import { SecretBox } from '../../src/shared/secrets.ts';
 import { REGISTRATION_PATH, signVisitorIdentity } from '../../src/shared/registration.ts';
 
@@ -16,15 +16,11 @@ const box = new SecretBox(SECRET_KEY);
 describe('RBAC registration', () => {
   let t: TestNode;
   let owner: User;
-  before(async () => {
-    t = await startTestNode({ EDGE_SECRET_KEY: SECRET_KEY });
-    owner = await t.createUser('business');
-  });
+  before(async () => ({ t, owner } = await nodeWithOwner({ EDGE_SECRET_KEY: SECRET_KEY })));
   after(() => t.close());
 
-  const sql = async <R = any>(text: string, params: unknown[] = []) => (await t.node.db!.query<R>(text, params)).rows;
+  const sql = storeRows(() => t);
   const register = (body: unknown) => t.api('POST', REGISTRATION_PATH, { key: null, body });
-  const feedVersion = async () => (await sql<{ version: number }>('SELECT version FROM feed_state'))[0].version;
   const endpointId = async (uuid: string) => (await sql<{ id: number }>('SELECT id FROM endpoints WHERE uuid = $1', [uuid]))[0].id;
   const client = (uuid: string, id: number) => expectBody(200, t.api('GET', `/v1/endpoints/${uuid}/rbac/clients/${id}`, { key: owner.api_key }));
   const invite = (uuid: string, body: unknown = {}, user: User = owner) => expectBody(200, t.api('POST', `/v1/endpoints/${uuid}/rbac/clients/invites`, { key: user.api_key, body }));
@@ -36,7 +32,7 @@ describe('RBAC registration', () => {
     clients: await sql('SELECT c.* FROM rbac_clients c JOIN endpoints e ON e.id = c.endpoint_id WHERE e.uuid = $1 ORDER BY c.id', [uuid]),
     identities: await sql('SELECT i.* FROM rbac_client_identities i JOIN endpoints e ON e.id = i.endpoint_id WHERE e.uuid = $1 ORDER BY i.client_id, i.subject', [uuid]),
     invites: await sql('SELECT i.* FROM rbac_invites i JOIN endpoints e ON e.id = i.endpoint_id WHERE e.uuid = $1 ORDER BY i.id', [uuid]),
-    feed: await feedVersion(),
+    feed: await feedVersion(t),
   });
   async function refused(uuid: string, body: unknown, status: number, code: string, what: string): Promise<void> {
     const before = await state(uuid);
@@ -71,10 +67,10 @@ describe('RBAC registration', () => {
       const { uuid } = await endpointIn('basic');
       const role = (await sql<{ id: number }>("INSERT INTO rbac_roles (endpoint_id, name, is_default) VALUES ($1, 'reader', true) RETURNING id", [await endpointId(uuid)]))[0].id;
       const inv = await invite(uuid, { email: 'new@example.com' });
-      const before = await feedVersion();
+      const before = await feedVersion(t);
       const result = await expectBody(200, register({ endpoint_id: uuid, invite_token: inv.invite_token, username: 'newcomer', password: 'long enough' }));
       assert.deepEqual({ ...result, feed_version: 0 }, { client_id: inv.id, identifier: 'new@example.com', status: 'active', registration_source: 'invite', feed_version: 0 });
-      assert.ok(result.feed_version > before && result.feed_version <= (await feedVersion()), 'the version that carries the change');
+      assert.ok(result.feed_version > before && result.feed_version <= (await feedVersion(t)), 'the version that carries the change');
       const c = await client(uuid, inv.id);
       assert.equal(c.status, 'active');
       assert.equal(c.registration_source, 'invite');

@@ -3,22 +3,19 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import bcrypt from 'bcrypt';
-import { startTestNode, type TestNode } from '../helpers/node.ts';
-import { createEndpoint, edgeEndpoint, expectBody, orgWithMember, type User } from '../helpers/endpoint-api.ts';
+import type { TestNode } from '../helpers/node.ts';
+import { createEndpoint, edgeEndpoint, expectBody, feedVersion, nodeWithOwner, orgWithMember, storeRows, type User } from '../helpers/endpoint-api.ts';
 
 const PASSWORD_HASH = bcrypt.hashSync('client-password', 10);
 
 describe('RBAC roles and memberships API', () => {
   let t: TestNode;
   let owner: User;
-  before(async () => {
-    t = await startTestNode();
-    // business: the rbac entitlement, and room for the many endpoints these tests create.
-    owner = await t.createUser('business');
-  });
+  // business: the rbac entitlement, and room for the many endpoints these tests create.
+  before(async () => ({ t, owner } = await nodeWithOwner()));
   after(() => t.close());
 
-  const sql = async <R = any>(text: string, params: unknown[] = []) => (await t.node.db!.query<R>(text, params)).rows;
+  const sql = storeRows(() => t);
   const newEndpoint = async (user: User = owner) => (await createEndpoint(t, user)).uuid;
   const rbac = (id: string) => `/v1/endpoints/${id}/rbac`;
   const roles = (id: string) => `${rbac(id)}/roles`;
@@ -41,7 +38,7 @@ describe('RBAC roles and memberships API', () => {
   const state = async (id: string) => ({
     roles: await listRoles(id),
     memberships: await listMemberships(id),
-    feed: (await sql('SELECT version FROM feed_state'))[0].version,
+    feed: await feedVersion(t),
   });
   const EMPTY_PERMISSIONS = { allowed_methods: [], denied_methods: [], allowed_paths: [], denied_paths: [], rate_limit_rps: 0, headers: {}, metadata: {} };
 

@@ -2,8 +2,8 @@
 // every refusal (400/401/403/404/409) leaving rules and feed untouched; plan gating; edges receiving the rules.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { startTestNode, type TestNode } from '../helpers/node.ts';
-import { createEndpoint, edgeCaughtUp, expectBody, orgWithMember, type User } from '../helpers/endpoint-api.ts';
+import type { TestNode } from '../helpers/node.ts';
+import { createEndpoint, edgeCaughtUp, expectBody, feedVersion, nodeWithOwner, orgWithMember, storeRows, type User } from '../helpers/endpoint-api.ts';
 import type { EndpointConfig } from '../../src/shared/snapshot.ts';
 
 describe('routing rules API', () => {
@@ -11,14 +11,13 @@ describe('routing rules API', () => {
   let owner: User;
   let uuid: string;
   before(async () => {
-    t = await startTestNode();
     // business: routing rules, and room for the many endpoints these tests create (pro allows 10).
-    owner = await t.createUser('business');
+    ({ t, owner } = await nodeWithOwner());
     uuid = await newEndpoint(owner);
   });
   after(() => t.close());
 
-  const sql = async <R = any>(text: string, params: unknown[] = []) => (await t.node.db!.query<R>(text, params)).rows;
+  const sql = storeRows(() => t);
   const newEndpoint = async (user: User) => (await createEndpoint(t, user)).uuid;
   const base = (id: string) => `/v1/endpoints/${id}/routing-rules`;
   const create = (user: Pick<User, 'api_key'>, id: string, body: unknown, headers?: Record<string, string>) =>
@@ -36,7 +35,7 @@ describe('routing rules API', () => {
   const state = async (id: string) => ({
     rules: await list(owner, id),
     conditions: (await sql('SELECT count(*)::int AS n FROM routing_rule_conditions'))[0].n,
-    feed: (await sql('SELECT version FROM feed_state'))[0].version,
+    feed: await feedVersion(t),
   });
 
   /** The endpoint as the in-process edge holds it, once everything committed so far has been published and applied. */

@@ -3,8 +3,8 @@
 // the test operation (a test event, the rule's status unchanged), and the events list's limit edge cases.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { startTestNode, type TestNode } from '../helpers/node.ts';
-import { createEndpoint, expectBody, orgWithMember, type User } from '../helpers/endpoint-api.ts';
+import type { TestNode } from '../helpers/node.ts';
+import { createEndpoint, expectBody, nodeWithOwner, orgWithMember, storeRows, type User } from '../helpers/endpoint-api.ts';
 
 const BASE = '/v1/traffic/alerts';
 const SECRET = 'a-webhook-secret-of-some-length';
@@ -15,13 +15,12 @@ describe('traffic alert rules API', () => {
   let other: User;
   before(async () => {
     // Private webhook addresses are refused here (the default); the end-to-end test delivers to a local receiver.
-    t = await startTestNode();
-    owner = await t.createUser('business');
+    ({ t, owner } = await nodeWithOwner());
     other = await t.createUser('business');
   });
   after(() => t.close());
 
-  const sql = async <R = any>(text: string, params: unknown[] = []) => (await t.node.db!.query<R>(text, params)).rows;
+  const sql = storeRows(() => t);
   const rule = (over: Record<string, unknown> = {}) => ({
     name: 'API errors',
     metric: 'error_rate',

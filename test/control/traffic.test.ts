@@ -5,7 +5,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
-import { createEndpoint, expectBody, orgWithMember, type User } from '../helpers/endpoint-api.ts';
+import { createEndpoint, expectBody, orgWithMember, storeRows, type User } from '../helpers/endpoint-api.ts';
 
 interface LogRow {
   accountId: number;
@@ -36,7 +36,7 @@ describe('traffic inspector API', () => {
   });
   after(() => t.close());
 
-  const sql = async <R = any>(text: string, params: unknown[] = []) => (await t.node.db!.query<R>(text, params)).rows;
+  const sql = storeRows(() => t);
   const get = (user: Pick<User, 'api_key'>, path: string, headers?: Record<string, string>) => t.api('GET', path, { key: user.api_key, headers });
 
   /** A traffic_logs row as the worker writes it; returns its id. */

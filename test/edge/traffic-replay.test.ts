@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { startAgent, type Agent } from '../../src/agent/agent.ts';
-import { edgeCaughtUp, expectBody, type User } from '../helpers/endpoint-api.ts';
+import { edgeCaughtUp, expectBody, storeRows, type User } from '../helpers/endpoint-api.ts';
 import { eventually } from '../helpers/eventually.ts';
 import { visit } from '../helpers/http.ts';
 import { startLocalService } from '../helpers/local-service.ts';
@@ -31,7 +31,7 @@ describe('traffic replay through the edge', () => {
   let service: Awaited<ReturnType<typeof startLocalService<Seen>>>;
   let endpoint: { id: number; uuid: string; subdomain: string; hostname: string };
 
-  const sql = async <R = any>(text: string, params: unknown[] = []) => (await t.node.db!.query<R>(text, params)).rows;
+  const sql = storeRows(() => t);
   const replay = (id: number, query = '') => t.api('POST', `/v1/traffic/logs/${id}/replay${query}`, { key: user.api_key });
 
   /** A full capture of this endpoint as the worker stores it. */

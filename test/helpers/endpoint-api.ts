@@ -3,9 +3,25 @@
 import assert from 'node:assert/strict';
 import type { EndpointConfig } from '../../src/shared/snapshot.ts';
 import { waitForVersion } from './feed.ts';
-import type { ApiResponse, TestNode } from './node.ts';
+import { startTestNode, type ApiResponse, type TestNode } from './node.ts';
 
 export type User = Awaited<ReturnType<TestNode['createUser']>>;
+
+/** A test node started with `env` and a business user on it: business has every entitlement and room for many endpoints. */
+export async function nodeWithOwner(env?: Record<string, string>): Promise<{ t: TestNode; owner: User }> {
+  const t = await startTestNode(env);
+  return { t, owner: await t.createUser('business') };
+}
+
+/** The rows of a query on the node's store; the node is looked up per call, as a describe's before hook starts it. */
+export function storeRows(node: () => TestNode): <R = any>(text: string, params?: unknown[]) => Promise<R[]> {
+  return async <R = any>(text: string, params: unknown[] = []) => (await node().node.db!.query<R>(text, params)).rows;
+}
+
+/** The store's feed version: what a refused write must leave where it was, and a change must move. */
+export async function feedVersion(t: TestNode): Promise<number> {
+  return (await t.node.db!.query<{ version: number }>('SELECT version FROM feed_state')).rows[0].version;
+}
 
 /** The body of an answer whose status must be `status`; a wrong one fails with the answer's text, after `what` if named. */
 export async function expectBody<T = any>(status: number, pending: Promise<ApiResponse<T>>, what?: string): Promise<T> {
