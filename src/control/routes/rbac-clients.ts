@@ -145,6 +145,32 @@ function requireMethod(mode: VisitorAuthMode, method: 'password' | 'token' | 'id
   });
 }
 
+/** 400 unless each credential sent is the one the endpoint's visitor-auth mode uses (create and update send the same). */
+async function requireCredentialsOfMode(
+  q: Queryable,
+  endpointId: number,
+  body: { token?: string; identities?: readonly unknown[] },
+  credentials: object | undefined,
+  token: object | undefined,
+): Promise<void> {
+  const mode = await modeOf(q, endpointId);
+  if (credentials) requireMethod(mode, 'password', 'password');
+  if (token) requireMethod(mode, 'token', body.token !== undefined ? 'token' : 'auto_generate_token');
+  if (body.identities !== undefined && body.identities.length > 0) requireMethod(mode, 'identities', 'identities');
+}
+
+/** 400 on `field` once the endpoint holds its most clients (a create and an invite each add one). */
+async function requireRoomForClient(q: Queryable, endpointId: number, field: string): Promise<void> {
+  if ((await store.countClients(q, endpointId)) >= MAX_CLIENTS_PER_ENDPOINT) {
+    throw invalid(field, `an endpoint has at most ${MAX_CLIENTS_PER_ENDPOINT} clients`, { limit: MAX_CLIENTS_PER_ENDPOINT });
+  }
+}
+
+/** A written client as answered, with its token when the server generated it: this answer is the only place it shows. */
+function clientWithToken(client: Parameters<typeof rbacClientView>[0], token: { token: string; generated: boolean } | undefined) {
+  return { ...rbacClientView(client), ...(token?.generated ? { generated_token: token.token } : {}) };
+}
+
 /**
  * Identities as sent, canonical: `provider` is the endpoint's OAuth provider by id (number or decimal string) or by
  * name, stored as the id in decimal; each pair once. An unknown provider is a 400.
@@ -372,14 +398,9 @@ export function rbacClientRoutes(app: ControlApp, { db, config, secrets }: Contr
       const client = await mappingCollisions(() =>
         db.transaction(async (tx) => {
           const endpoint = await writable(tx, req.caller, req.params.id, 'endpoints:write');
-          const mode = await modeOf(tx, endpoint.id);
-          if (credentials) requireMethod(mode, 'password', 'password');
-          if (token) requireMethod(mode, 'token', body.token !== undefined ? 'token' : 'auto_generate_token');
-          if (body.identities !== undefined && body.identities.length > 0) requireMethod(mode, 'identities', 'identities');
+          await requireCredentialsOfMode(tx, endpoint.id, body, credentials, token);
           const identities = await identitiesOf(tx, endpoint.id, body.identities ?? []);
-          if ((await store.countClients(tx, endpoint.id)) >= MAX_CLIENTS_PER_ENDPOINT) {
-            throw invalid('identifier', `an endpoint has at most ${MAX_CLIENTS_PER_ENDPOINT} clients`, { limit: MAX_CLIENTS_PER_ENDPOINT });
-          }
+          await requireRoomForClient(tx, endpoint.id, 'identifier');
           const digest = token ? tokenDigest(tokenKey, token.token) : null;
           const collision = await store.findCollision(tx, endpoint.id, { identifier, email, username: credentials?.username, tokenDigest: digest, identities });
           if (collision) throw conflict(collision);
@@ -399,7 +420,7 @@ export function rbacClientRoutes(app: ControlApp, { db, config, secrets }: Contr
           return readClient(tx, endpoint.id, id);
         }),
       );
-      return { ...rbacClientView(client), ...(token?.generated ? { generated_token: token.token } : {}) };
+      return clientWithToken(client, token);
     },
   );
 
@@ -473,10 +494,7 @@ export function rbacClientRoutes(app: ControlApp, { db, config, secrets }: Contr
         db.transaction(async (tx) => {
           const endpoint = await writable(tx, req.caller, req.params.id, 'endpoints:write');
           if (!(await store.lockClient(tx, endpoint.id, clientId))) throw clientNotFound();
-          const mode = await modeOf(tx, endpoint.id);
-          if (credentials) requireMethod(mode, 'password', 'password');
-          if (token) requireMethod(mode, 'token', body.token !== undefined ? 'token' : 'auto_generate_token');
-          if (body.identities !== undefined && body.identities.length > 0) requireMethod(mode, 'identities', 'identities');
+          await requireCredentialsOfMode(tx, endpoint.id, body, credentials, token);
           const identities = body.identities === undefined ? undefined : await identitiesOf(tx, endpoint.id, body.identities);
           const digest = token ? tokenDigest(tokenKey, token.token) : undefined;
           const collision = await store.findCollision(tx, endpoint.id, { email, username: credentials?.username, tokenDigest: digest, identities }, clientId);
@@ -495,7 +513,7 @@ export function rbacClientRoutes(app: ControlApp, { db, config, secrets }: Contr
           return readClient(tx, endpoint.id, clientId);
         }),
       );
-      return { ...rbacClientView(client), ...(token?.generated ? { generated_token: token.token } : {}) };
+      return clientWithToken(client, token);
     },
   );
 
@@ -549,9 +567,7 @@ export function rbacClientRoutes(app: ControlApp, { db, config, secrets }: Contr
       const { endpoint, clientId, expiresAt } = await mappingCollisions(() =>
         db.transaction(async (tx) => {
           const endpoint = await writable(tx, req.caller, req.params.id, 'endpoints:write');
-          if ((await store.countClients(tx, endpoint.id)) >= MAX_CLIENTS_PER_ENDPOINT) {
-            throw invalid('email', `an endpoint has at most ${MAX_CLIENTS_PER_ENDPOINT} clients`, { limit: MAX_CLIENTS_PER_ENDPOINT });
-          }
+          await requireRoomForClient(tx, endpoint.id, 'email');
           const identifier = email ?? `invite-${randomBytes(6).toString('hex')}`;
           const collision = await store.findCollision(tx, endpoint.id, { identifier, email });
           if (collision) throw conflict(collision);
