@@ -3,6 +3,7 @@
 import { Redis, type RedisOptions } from 'ioredis';
 import { createLogger, type Logger } from '../log.ts';
 import { TimeSlicer } from '../time-slice.ts';
+import { redisReady } from '../redis-ready.ts';
 import type { FeedListener, FeedSink, FeedSource } from './transport.ts';
 import type { FeedChange, FeedEntry, FeedSnapshot } from './types.ts';
 
@@ -317,22 +318,9 @@ export class RedisFeed implements FeedSink, FeedSource {
   private async ready(conn: Redis): Promise<void> {
     if (conn.status === 'ready') return;
     if (this.closed || conn.status === 'end') throw new RedisFeedUnavailableError('redis feed is closed');
-    await new Promise<void>((resolve, reject) => {
-      const done = (err?: Error) => {
-        clearTimeout(timer);
-        conn.off('ready', onReady);
-        conn.off('end', onEnd);
-        if (err) reject(err);
-        else resolve();
-      };
-      const onReady = () => done();
-      const onEnd = () => done(new RedisFeedUnavailableError('redis feed is closed'));
-      const timer = setTimeout(
-        () => done(new RedisFeedUnavailableError(`redis not reachable within ${this.commandTimeoutMs} ms (status ${conn.status})`)),
-        this.commandTimeoutMs,
-      );
-      conn.on('ready', onReady);
-      conn.on('end', onEnd);
+    await redisReady(conn, this.commandTimeoutMs, {
+      closed: () => new RedisFeedUnavailableError('redis feed is closed'),
+      late: () => new RedisFeedUnavailableError(`redis not reachable within ${this.commandTimeoutMs} ms (status ${conn.status})`),
     });
   }
 

@@ -2,6 +2,7 @@
 // and workers read through one consumer group (XREADGROUP, XACK, XAUTOCLAIM for a dead worker's pending batches).
 import { Redis, type RedisOptions } from 'ioredis';
 import { createLogger, type Logger } from '../log.ts';
+import { redisReady } from '../redis-ready.ts';
 import { RECORD_LIMITS, parseBatch, type ReadOptions, type RecordBatch, type RecordSink, type RecordSinkStats, type RecordSource, type TrafficRecord } from './types.ts';
 
 export interface RedisRecordsOptions {
@@ -337,19 +338,9 @@ export class RedisRecords implements RecordSink, RecordSource {
   }
 
   private ready(conn: Redis): Promise<void> {
-    return new Promise((resolve, reject) => {
-      const done = (err?: Error) => {
-        clearTimeout(timer);
-        conn.off('ready', onReady);
-        conn.off('end', onEnd);
-        if (err) reject(err);
-        else resolve();
-      };
-      const onReady = () => done();
-      const onEnd = () => done(new Error('redis connection closed'));
-      const timer = setTimeout(() => done(new Error(`redis not reachable within ${this.commandTimeoutMs} ms`)), this.commandTimeoutMs);
-      conn.on('ready', onReady);
-      conn.on('end', onEnd);
+    return redisReady(conn, this.commandTimeoutMs, {
+      closed: () => new Error('redis connection closed'),
+      late: () => new Error(`redis not reachable within ${this.commandTimeoutMs} ms`),
     });
   }
 }
