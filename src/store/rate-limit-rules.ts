@@ -3,7 +3,7 @@
 import type { Queryable } from './db.ts';
 import { publishEndpoint } from './endpoint-feed.ts';
 import { escapeLike } from './endpoints.ts';
-import { computeShadows } from '../shared/rate-limit/shadow.ts';
+import { computeShadows, type ShadowRule } from '../shared/rate-limit/shadow.ts';
 import type { RateLimitConditionConfig, RateLimitConditionType, RateLimitRuleConfig } from '../shared/snapshot.ts';
 
 /** Bounds the API enforces (400 beyond them). */
@@ -28,13 +28,8 @@ export interface RateLimitConditionRow {
   created_at: string;
 }
 
-export interface RateLimitRuleRow {
-  id: number;
-  uuid: string;
-  endpoint_id: number;
-  endpoint_uuid: string;
-  account_id: number;
-  user_id: number;
+/** A rule's own settings: what a write sets and a read answers. */
+export interface RuleSettings {
   name: string;
   description: string;
   requests_per_window: number;
@@ -44,6 +39,15 @@ export interface RateLimitRuleRow {
   priority: number;
   scope: 'edge' | 'cluster';
   fail_mode: 'open' | 'closed';
+}
+
+export interface RateLimitRuleRow extends RuleSettings {
+  id: number;
+  uuid: string;
+  endpoint_id: number;
+  endpoint_uuid: string;
+  account_id: number;
+  user_id: number;
   hit_count: number;
   last_matched: Date | null;
   /** HIT_DAYS numbers, oldest first, today (UTC) last. */
@@ -64,16 +68,7 @@ export interface ConditionInput {
   logical_operator: 'AND' | 'OR';
 }
 
-export interface RuleInput {
-  name: string;
-  description: string;
-  requests_per_window: number;
-  window_size_seconds: number;
-  action: 'block' | 'throttle';
-  status: RuleStatus;
-  priority: number;
-  scope: 'edge' | 'cluster';
-  fail_mode: 'open' | 'closed';
+export interface RuleInput extends RuleSettings {
   conditions: ConditionInput[];
 }
 
@@ -209,19 +204,7 @@ async function insertConditions(tx: Queryable, ruleId: number, conditions: reado
  * shadow or free the others), then publish the endpoint. Call inside the transaction holding the endpoint's row lock.
  */
 export async function ruleSetChanged(tx: Queryable, endpointId: number): Promise<void> {
-  const { rows } = await tx.query<{
-    id: number;
-    uuid: string;
-    name: string;
-    status: string;
-    priority: number;
-    requests_per_window: number;
-    window_size_seconds: number;
-    scope: 'edge' | 'cluster';
-    shadowed: boolean;
-    shadow_reason: string | null;
-    conditions: ConditionInput[] | string;
-  }>(
+  const { rows } = await tx.query<Omit<ShadowRule, 'conditions'> & { shadowed: boolean; shadow_reason: string | null; conditions: ConditionInput[] | string }>(
     `SELECT r.id, r.uuid::text AS uuid, r.name, r.status, r.priority, r.requests_per_window, r.window_size_seconds, r.scope, r.shadowed, r.shadow_reason,
             COALESCE((SELECT json_agg(json_build_object('type', c.condition_type, 'operator', c.operator, 'value', c.condition_value,
                                                         'logical_operator', c.logical_operator) ORDER BY c.position)
