@@ -65,13 +65,13 @@ export interface AgentOptions {
   hostHeader?: string;
   /** For an https:// target: verify the local service's certificate (default true). */
   verifyTargetTls?: boolean;
-  /** TLS settings for a wss:// (https://) edge, e.g. a private CA. */
+  /** TLS settings for an https:// (wss://) edge, on either transport, e.g. a private CA. */
   edgeTls?: { ca?: string | Buffer | Array<string | Buffer>; rejectUnauthorized?: boolean };
   /** Reconnect delays: full jitter below a cap doubling from initialMs to maxMs (default 500 ms → 30 s). */
   backoff?: { initialMs?: number; maxMs?: number };
   /** A connection that stayed up this long resets the backoff (default 10 s). */
   healthyAfterMs?: number;
-  /** Time for the WebSocket upgrade and again for the edge's answer to the hello (default 10 s). */
+  /** Time for the upgrade (raw or WebSocket) and again for the edge's answer to the hello (default 10 s). */
   handshakeTimeoutMs?: number;
   /** HTTP/2 PING cadence (default every 20 s, 15 s to answer). */
   keepalive?: Partial<KeepaliveOptions>;
