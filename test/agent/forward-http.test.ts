@@ -10,6 +10,7 @@ import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { startAgent } from '../../src/agent/agent.ts';
+import { TUNNEL_TRANSPORTS, type TunnelTransport } from '../../src/shared/tunnel/raw.ts';
 import { TunnelRegistry, type AgentSession } from '../../src/edge/tunnels/registry.ts';
 import { TunnelServer } from '../../src/edge/tunnels/tunnel-server.ts';
 import { cancelStream } from '../../src/shared/tunnel/reset.ts';
@@ -171,7 +172,7 @@ async function startLocal(t: TestContext): Promise<Local> {
 }
 
 /** An edge (tunnel server and registry on a real listener) and one agent in front of the local service. */
-async function tunnelTo(t: TestContext, localPort: number) {
+async function tunnelTo(t: TestContext, localPort: number, transport: TunnelTransport = 'raw') {
   const endpoint = { uuid: randomUUID(), hostname: HOST, public_url: `http://${HOST}` };
   const registry = new TunnelRegistry();
   const tunnels = new TunnelServer({ authorize: async () => ({ ok: true, endpoint }), registry, region: 'local', node: 'edge-test' });
@@ -179,7 +180,7 @@ async function tunnelTo(t: TestContext, localPort: number) {
   tunnels.attach(server);
   const port = await listen(server);
   const { logger, entries } = capturingLogger();
-  const agent = await startAgent({ edgeUrl: `http://127.0.0.1:${port}`, apiKey: 'key', endpoint: endpoint.uuid, protocol: 'http', target: localPort, logger });
+  const agent = await startAgent({ edgeUrl: `http://127.0.0.1:${port}`, apiKey: 'key', endpoint: endpoint.uuid, protocol: 'http', target: localPort, logger, transport });
   t.after(async () => {
     await agent.stop(1_000);
     await tunnels.close(1_000);
@@ -247,22 +248,25 @@ describe('agent HTTP forwarding: success and failure paths', () => {
     assert.equal(local.abandoned, 0);
   });
 
-  it('resets the stream with INTERNAL_ERROR when the local service cuts its body short, and says so once', async (t) => {
-    const local = await startLocal(t);
-    const { session, entries } = await tunnelTo(t, local.port);
-    // With a content-length the edge could tell on its own; without one, only the reset says the body is not whole.
-    for (const path of ['/cut?n=100000', '/cut-chunked?n=10000']) {
-      const r = await exchange(request(session, 'GET', path));
-      assert.equal(r.status, 200, path);
-      assert.equal(r.rstCode, h2.NGHTTP2_INTERNAL_ERROR, path);
-      assert.ok(r.bytes < 100_000, `a truncated body must not arrive whole (${r.bytes} bytes)`);
-      assert.deepEqual(
-        failures(entries).map((e) => e.path),
-        [path],
-      );
-      entries.length = 0;
-    }
-  });
+  // Truncation is where a transport could turn a reset into a clean end: checked over both.
+  for (const transport of TUNNEL_TRANSPORTS) {
+    it(`resets the stream with INTERNAL_ERROR when the local service cuts its body short, and says so once (${transport})`, async (t) => {
+      const local = await startLocal(t);
+      const { session, entries } = await tunnelTo(t, local.port, transport);
+      // With a content-length the edge could tell on its own; without one, only the reset says the body is not whole.
+      for (const path of ['/cut?n=100000', '/cut-chunked?n=10000']) {
+        const r = await exchange(request(session, 'GET', path));
+        assert.equal(r.status, 200, path);
+        assert.equal(r.rstCode, h2.NGHTTP2_INTERNAL_ERROR, path);
+        assert.ok(r.bytes < 100_000, `a truncated body must not arrive whole (${r.bytes} bytes)`);
+        assert.deepEqual(
+          failures(entries).map((e) => e.path),
+          [path],
+        );
+        entries.length = 0;
+      }
+    });
+  }
 
   it('stops the local request when the edge cancels the stream, without calling it a local failure', async (t) => {
     const local = await startLocal(t);
