@@ -72,4 +72,26 @@ describe('rate-limit visitor state', () => {
     assert.equal(a2.released, false);
     assert.equal(counters.size, 2);
   });
+
+  it('drops by second chance, so a compile past the bound costs the same however many rules are kept', () => {
+    let asked = 0;
+    const states: State[] = [];
+    const counting = (used: number) => {
+      const state = new State(used);
+      state.lastUse = () => (asked++, state.used);
+      states.push(state);
+      return state;
+    };
+    const counters = new RateLimitCounters({ maxKeysPerRule: 10, maxRules: 10_000 });
+    for (let i = 0; i < 10_000; i++) counters.keep(`r${i}`, 'v1', () => counting(i));
+    // r0 and r1 were used since they were kept: they are spared once, the idle rules after them go.
+    states[0].used = 20_000;
+    states[1].used = 20_001;
+    asked = 0;
+    for (let i = 0; i < 100; i++) counters.keep(`new${i}`, 'v1', () => counting(30_000 + i));
+    assert.ok(asked <= 100 * 2 + 2 * 2, `${asked} states looked at for 100 drops`);
+    assert.equal(counters.size, 10_000);
+    const released = states.flatMap((s, i) => (s.released ? [i] : []));
+    assert.deepEqual(released, Array.from({ length: 100 }, (_, i) => i + 2), 'the oldest idle rules went, the used ones stayed');
+  });
 });
