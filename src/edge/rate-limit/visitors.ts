@@ -8,10 +8,17 @@
 // - per edge: at most `maxRules` rules' state, the least recently used rule's dropped first (RateLimitCounters).
 // Memory is taken as visitors arrive: an idle rule costs a few hundred bytes, not its bound.
 
+/** Rules' maps looked at per reclaim (VisitorBudget.reclaimFor). */
+const RECLAIM_SAMPLE = 64;
+
 /** The visitors held across every VisitorMap of one edge, and the most it may hold. */
 export class VisitorBudget {
   used = 0;
   private readonly members = new Set<VisitorMap<unknown>>();
+  /** Where the next reclaim goes on reading members (a Set's iterator skips deleted and reaches added ones). */
+  private cursor: Iterator<VisitorMap<unknown>> = this.members.values();
+  /** The largest map the last reclaim found. */
+  private heaviest: VisitorMap<unknown> | null = null;
 
   constructor(readonly max: number) {
     if (!Number.isInteger(max) || max < 1) throw new RangeError(`a visitor budget must be a positive integer, got ${max}`);
@@ -25,10 +32,26 @@ export class VisitorBudget {
     this.members.delete(map);
   }
 
-  /** The budget is full: `asking` (below its fair share) takes a visitor from the map holding the most. */
+  /**
+   * The budget is full: `asking` (below its fair share) takes a visitor from the largest of up to RECLAIM_SAMPLE maps,
+   * read round-robin from where the last reclaim stopped, and the largest the last reclaim found. Sampled, not a scan of every rule's map, so under a flood of
+   * new visitors with the budget full each one costs the same however many rules the edge holds; a map far over its
+   * share is met within members / RECLAIM_SAMPLE reclaims.
+   */
   reclaimFor(asking: VisitorMap<unknown>): void {
-    let largest: VisitorMap<unknown> | null = null;
-    for (const m of this.members) if (m !== asking && (largest === null || m.size > largest.size)) largest = m;
+    // The largest met so far is kept as a candidate, so a flooded rule once found stays the one that gives.
+    let largest: VisitorMap<unknown> | null = this.heaviest !== null && this.heaviest !== asking && this.members.has(this.heaviest) ? this.heaviest : null;
+    for (let i = 0; i < RECLAIM_SAMPLE; i++) {
+      let next = this.cursor.next();
+      if (next.done) {
+        this.cursor = this.members.values();
+        next = this.cursor.next();
+        if (next.done) break;
+      }
+      const m = next.value;
+      if (m !== asking && (largest === null || m.size > largest.size)) largest = m;
+    }
+    this.heaviest = largest;
     if (largest !== null && largest.size > asking.size) largest.evictOldest();
     else asking.evictOldest();
   }

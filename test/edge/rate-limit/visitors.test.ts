@@ -73,6 +73,23 @@ describe('rate-limit visitor state', () => {
     assert.equal(counters.size, 2);
   });
 
+  it('reclaims from the largest of a round-robin sample of rules, reaching a flooded rule among hundreds of quiet ones', () => {
+    const budget = new VisitorBudget(1_000);
+    const quiet = Array.from({ length: 300 }, () => new VisitorMap<number>(100, budget));
+    const flooded = new VisitorMap<number>(10_000, budget);
+    quiet.forEach((m, i) => m.add(`q${i}`, i));
+    for (let i = 0; budget.used < budget.max; i++) flooded.add(`f${i}`, i);
+    const before = flooded.size;
+    // Each quiet rule gains a second visitor: the budget is full, so each takes one from the largest rule its sample
+    // (64 rules, round-robin) or an earlier reclaim found. Until the round reaches the flooded rule (at most
+    // ceil(301 / 64) reclaims), a quiet rule may give up its own; from then on the flooded rule gives.
+    quiet.forEach((m, i) => m.add(`q${i}-2`, i));
+    assert.equal(budget.used, budget.max);
+    const gaveOwn = quiet.filter((m) => m.size === 1).length;
+    assert.ok(gaveOwn <= Math.ceil(301 / 64), `${gaveOwn} quiet rules gave up their own visitor`);
+    assert.equal(flooded.size, before - (300 - gaveOwn));
+  });
+
   it('drops by second chance, so a compile past the bound costs the same however many rules are kept', () => {
     let asked = 0;
     const states: State[] = [];
