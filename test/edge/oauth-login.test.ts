@@ -4,64 +4,23 @@
 // (the identity headers, never the session cookies), sessions refused where they must be, WebSockets, both stores.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import http from 'node:http';
-import { WebSocket } from 'ws';
 import { startAgent, type Agent } from '../../src/agent/agent.ts';
 import { LOGIN_COOKIE, SESSION_COOKIE } from '../../src/edge/auth/session.ts';
 import { Browser, type Page } from '../helpers/browser.ts';
 import { edgeCaughtUp, expectBody, type User } from '../helpers/endpoint-api.ts';
-import { visit } from '../helpers/http.ts';
-import { startLocalService } from '../helpers/local-service.ts';
+import { visit, wsUpgrade } from '../helpers/http.ts';
+import { startEchoService, type Echoed, type LocalService } from '../helpers/local-service.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
 import { startTestProvider, type TestProvider } from '../helpers/oidc-provider.ts';
 
-interface Seen {
-  url: string;
-  headers: http.IncomingHttpHeaders;
-}
-
-/** The agents' local service: answers every request with what it received; echoes WebSocket messages with the upgrade's headers. */
-function startService() {
-  return startLocalService<Seen>(
-    (req, res, record) => {
-      req.resume();
-      req.on('end', () => {
-        const entry: Seen = { url: req.url!, headers: req.headers };
-        record(entry);
-        res.writeHead(200, { 'content-type': 'application/json' });
-        res.end(JSON.stringify(entry));
-      });
-    },
-    (ws, req) => ws.on('message', (m) => ws.send(JSON.stringify({ message: String(m), headers: req.headers }))),
-  );
-}
-
-/** A WebSocket through the edge's HTTPS listener: the first echo, or the status the upgrade was refused with. */
-function wsVisit(port: number, host: string, headers: Record<string, string>): Promise<{ status: number; code?: string; echo?: { headers: http.IncomingHttpHeaders } }> {
-  // servername: the SNI naming the endpoint (passed through to tls.connect; not in ws's option type).
-  const ws = new WebSocket(`wss://127.0.0.1:${port}/socket`, { headers: { host, ...headers }, servername: host, rejectUnauthorized: false } as WebSocket.ClientOptions);
-  return new Promise((resolve, reject) => {
-    ws.on('open', () => ws.send('ping'));
-    ws.on('message', (m) => {
-      resolve({ status: 101, echo: JSON.parse(String(m)) });
-      ws.close();
-    });
-    ws.on('unexpected-response', (_req, res) => {
-      resolve({ status: res.statusCode!, code: res.headers['x-edge-error'] as string | undefined });
-      res.resume();
-    });
-    ws.on('error', reject);
-  });
-}
-
 const CLIENT_SECRET = 'edge-e2e-client-secret-0123456789';
 const json = { accept: 'application/json' };
-const seenBy = (page: Page) => JSON.parse(page.body) as Seen;
+const seenBy = (page: Page) => JSON.parse(page.body) as Echoed;
 
 describe('OAuth/OIDC login through the program', () => {
   let t: TestNode;
   let user: User;
-  let service: Awaited<ReturnType<typeof startService>>;
+  let service: LocalService<Echoed>;
   let op: TestProvider;
   let httpsPort: number;
   let httpPort: number;
@@ -74,7 +33,7 @@ describe('OAuth/OIDC login through the program', () => {
   const url = (host: string, path: string) => `https://${host}:${httpsPort}${path}`;
 
   before(async () => {
-    service = await startService();
+    service = await startEchoService();
     // The provider is on loopback: allowed only as a development setting.
     t = await startTestNode({ EDGE_ORIGIN_ALLOW_PRIVATE: 'true' });
     user = await t.createUser('business');
@@ -151,7 +110,7 @@ describe('OAuth/OIDC login through the program', () => {
       assert.equal(r.headers.location, undefined);
       assert.equal(JSON.parse(r.body).code, 'login_required');
     }
-    const ws = await wsVisit(httpsPort, ep.main.host, { accept: 'text/html' });
+    const ws = await wsUpgrade(httpsPort, ep.main.host, '/socket', { secure: true, headers: { accept: 'text/html' } });
     assert.equal(ws.status, 401);
     assert.equal(ws.code, 'login_required');
     assert.equal(service.seen.length, before, 'nothing reached the service');
@@ -159,7 +118,7 @@ describe('OAuth/OIDC login through the program', () => {
 
   it('carries a WebSocket upgrade that has a session, with the identity and without the session cookie', async () => {
     const b = await loggedIn(ep.main.host);
-    const ws = await wsVisit(httpsPort, ep.main.host, { cookie: `${SESSION_COOKIE}=${b.cookie(ep.main.host, SESSION_COOKIE)}; app=1` });
+    const ws = await wsUpgrade(httpsPort, ep.main.host, '/socket', { secure: true, headers: { cookie: `${SESSION_COOKIE}=${b.cookie(ep.main.host, SESSION_COOKIE)}; app=1` } });
     assert.equal(ws.status, 101);
     assert.equal(ws.echo!.headers['x-edge-auth-user'], 'alice');
     assert.equal(ws.echo!.headers.cookie, 'app=1');

@@ -4,18 +4,11 @@
 // the agent receives (the role's headers, X-Edge-Rbac-*), changes from the next request, the per-role rate limit.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import http from 'node:http';
 import { startAgent, type Agent } from '../../src/agent/agent.ts';
 import { edgeCaughtUp, expectBody, type User } from '../helpers/endpoint-api.ts';
 import { visit, type Reply } from '../helpers/http.ts';
-import { startLocalService } from '../helpers/local-service.ts';
+import { startEchoService, type Echoed, type LocalService } from '../helpers/local-service.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
-
-interface Seen {
-  method: string;
-  url: string;
-  headers: http.IncomingHttpHeaders;
-}
 
 const basic = (user: string, password: string) => `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
 const codeOf = (r: Reply) => r.headers['x-edge-error'];
@@ -25,7 +18,7 @@ describe('RBAC with a real agent: two roles, clients, memberships', () => {
   let t: TestNode;
   let user: User;
   let agent: Agent;
-  let service: Awaited<ReturnType<typeof startLocalService<Seen>>>;
+  let service: LocalService<Echoed>;
   let host: string;
   let uuid: string;
   let httpPort: number;
@@ -38,18 +31,7 @@ describe('RBAC with a real agent: two roles, clients, memberships', () => {
   const membership = (method: 'POST' | 'DELETE', client: number, role: number) => api(method, `/v1/endpoints/${uuid}/rbac/memberships`, { client_id: client, role_id: role });
 
   before(async () => {
-    service = await startLocalService<Seen>(
-      (req, res, record) => {
-        req.resume();
-        req.on('end', () => {
-          const entry = { method: req.method!, url: req.url!, headers: req.headers };
-          record(entry);
-          res.writeHead(200, { 'content-type': 'application/json' });
-          res.end(JSON.stringify(entry));
-        });
-      },
-      () => {},
-    );
+    service = await startEchoService();
     t = await startTestNode();
     user = await t.createUser('business');
     httpPort = t.node.edge!.httpPort;
@@ -87,7 +69,7 @@ describe('RBAC with a real agent: two roles, clients, memberships', () => {
   it('lets the reader GET, stamping the role’s headers and the client and roles for the agent (visitor copies stripped)', async () => {
     const r = await as('reader', '/reports?week=3', 'GET', { 'x-edge-rbac-client': 'admin@example.com', 'X-Edge-Rbac-Roles': 'admin' });
     assert.equal(r.status, 200, r.body);
-    const seen = JSON.parse(r.body) as Seen;
+    const seen = JSON.parse(r.body) as Echoed;
     assert.equal(seen.url, '/reports?week=3');
     assert.equal(seen.headers['x-team-role'], 'read-only');
     assert.equal(seen.headers['x-edge-rbac-client'], 'reader@example.com');
@@ -114,13 +96,13 @@ describe('RBAC with a real agent: two roles, clients, memberships', () => {
   it('lets the admin POST and reach /admin: the higher-priority role decides over the read-only one', async () => {
     const post = await as('admin', '/reports', 'POST');
     assert.equal(post.status, 200, post.body);
-    const seen = JSON.parse(post.body) as Seen;
+    const seen = JSON.parse(post.body) as Echoed;
     assert.equal(seen.method, 'POST');
     assert.equal(seen.headers['x-team-role'], 'admin');
     assert.equal(seen.headers['x-edge-rbac-roles'], 'admin,read-only');
     const adminPath = await as('admin', '/x/../admin/users');
     assert.equal(adminPath.status, 200);
-    assert.equal((JSON.parse(adminPath.body) as Seen).url, '/admin/users', 'the agent receives the path that was judged');
+    assert.equal((JSON.parse(adminPath.body) as Echoed).url, '/admin/users', 'the agent receives the path that was judged');
   });
 
   it('refuses a settings user (no client) and a wrong password', async () => {

@@ -4,20 +4,13 @@
 // their login), then gets through with it; single use, expiry, CSRF, the path rule, e-mail domain limits; both stores.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import http from 'node:http';
 import { SESSION_COOKIE } from '../../src/edge/auth/session.ts';
 import { Browser } from '../helpers/browser.ts';
 import { edgeCaughtUp, expectBody, type User } from '../helpers/endpoint-api.ts';
 import { visit, type Reply } from '../helpers/http.ts';
-import { startLocalService } from '../helpers/local-service.ts';
+import { startEchoService, type Echoed, type LocalService } from '../helpers/local-service.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
 import { startTestProvider, type TestProvider } from '../helpers/oidc-provider.ts';
-
-interface Seen {
-  method: string;
-  url: string;
-  headers: http.IncomingHttpHeaders;
-}
 
 const CLIENT_SECRET = 'edge-register-client-secret-0123456789';
 const basic = (user: string, password: string) => `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
@@ -28,7 +21,7 @@ const FORM = 'application/x-www-form-urlencoded';
 describe('RBAC invites and self-registration at the edge', () => {
   let t: TestNode;
   let user: User;
-  let service: Awaited<ReturnType<typeof startLocalService<Seen>>>;
+  let service: LocalService<Echoed>;
   let op: TestProvider;
   let httpsPort: number;
   let httpPort: number;
@@ -56,18 +49,7 @@ describe('RBAC invites and self-registration at the edge', () => {
     });
 
   before(async () => {
-    service = await startLocalService<Seen>(
-      (req, res, record) => {
-        req.resume();
-        req.on('end', () => {
-          const entry = { method: req.method!, url: req.url!, headers: req.headers };
-          record(entry);
-          res.writeHead(200, { 'content-type': 'application/json' });
-          res.end(JSON.stringify(entry));
-        });
-      },
-      () => {},
-    );
+    service = await startEchoService();
     t = await startTestNode({ EDGE_ORIGIN_ALLOW_PRIVATE: 'true' });
     user = await t.createUser('business');
     httpsPort = t.node.edge!.httpsPort;

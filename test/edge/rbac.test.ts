@@ -7,7 +7,6 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import bcrypt from 'bcrypt';
-import { WebSocket } from 'ws';
 import { SessionKeys } from '../../src/edge/auth/session.ts';
 import { TrafficRecorder } from '../../src/edge/capture.ts';
 import { EdgeConfig } from '../../src/edge/config.ts';
@@ -17,80 +16,24 @@ import { StageMemory } from '../../src/edge/pipeline/stage-memory.ts';
 import type { StageDeps } from '../../src/edge/pipeline/stage.ts';
 import { TunnelRegistry } from '../../src/edge/tunnels/registry.ts';
 import { SecretBox } from '../../src/shared/secrets.ts';
-import type { EndpointConfig, RbacClientConfig, RbacConfig, RbacPermissionsConfig, RbacRoleConfig, VisitorAuthConfig } from '../../src/shared/snapshot.ts';
+import type { EndpointConfig, RbacClientConfig, RbacConfig } from '../../src/shared/snapshot.ts';
 import { tokenDigest, visitorTokenKey } from '../../src/shared/visitor-credentials.ts';
 import { Browser } from '../helpers/browser.ts';
-import { endpointConfig } from '../helpers/endpoint-config.ts';
-import { visit, type Reply } from '../helpers/http.ts';
-import { startLocalService } from '../helpers/local-service.ts';
+import { endpointConfig, oidcProviderConfig, rbacClient as client, rbacConfig, rbacRole as role, visitorAuthConfig as authConfig } from '../helpers/endpoint-config.ts';
+import { visit, wsUpgrade, type Reply } from '../helpers/http.ts';
+import { startEchoService, type Echoed, type LocalService } from '../helpers/local-service.ts';
 import { capturedLogger } from '../helpers/logger.ts';
 import { startTestProvider, type TestProvider } from '../helpers/oidc-provider.ts';
 
-interface Seen {
-  method: string;
-  url: string;
-  headers: http.IncomingHttpHeaders;
-}
-
-function startService() {
-  return startLocalService<Seen>(
-    (req, res, record) => {
-      req.resume();
-      req.on('end', () => {
-        const entry: Seen = { method: req.method!, url: req.url!, headers: req.headers };
-        record(entry);
-        const text = JSON.stringify(entry);
-        res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
-        res.end(text);
-      });
-    },
-    (ws, req) => ws.on('message', (m) => ws.send(JSON.stringify({ message: String(m), headers: req.headers }))),
-  );
-}
-
-function role(id: number, name: string, priority: number, permissions: Partial<RbacPermissionsConfig>): RbacRoleConfig {
-  return {
-    id,
-    name,
-    priority,
-    permissions: { allowed_methods: [], denied_methods: [], allowed_paths: [], denied_paths: [], rate_limit_rps: 0, headers: {}, ...permissions },
-  };
-}
-
-function client(id: number, identifier: string, role_ids: number[], over: Partial<RbacClientConfig> = {}): RbacClientConfig {
-  return { id, identifier, status: 'active', email: null, identities: [], role_ids, ...over };
-}
-
-function authConfig(over: Partial<VisitorAuthConfig>): VisitorAuthConfig {
-  return { mode: 'none', realm: '', token_source: { kind: 'bearer' }, basic_users: [], tokens: [], session_ttl_seconds: null, credentials_version: 1, ...over };
-}
-
-/** A WebSocket through the edge: the first echo, or the status and code the upgrade was refused with. */
-function wsVisit(port: number, host: string, path: string, headers: Record<string, string>): Promise<{ status: number; code?: string; echo?: { headers: http.IncomingHttpHeaders } }> {
-  const ws = new WebSocket(`ws://127.0.0.1:${port}${path}`, { headers: { host, ...headers } });
-  return new Promise((resolve, reject) => {
-    ws.on('open', () => ws.send('ping'));
-    ws.on('message', (m) => {
-      resolve({ status: 101, echo: JSON.parse(String(m)) });
-      ws.close();
-    });
-    ws.on('unexpected-response', (_req, res) => {
-      resolve({ status: res.statusCode!, code: res.headers['x-edge-error'] as string | undefined });
-      res.resume();
-    });
-    ws.on('error', reject);
-  });
-}
-
 const basic = (user: string, password: string) => `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
 const codeOf = (r: { headers: http.IncomingHttpHeaders }) => (r.headers['x-edge-error'] as string | undefined) ?? null;
-const seenBy = (r: { body: string }) => JSON.parse(r.body) as Seen;
+const seenBy = (r: { body: string }) => JSON.parse(r.body) as Echoed;
 const CLIENT_SECRET = 'rbac-e2e-client-secret-0123456789';
 
 describe('RBAC at the edge, end to end', () => {
   const box = new SecretBox('rbac-e2e-secret');
   const { logger } = capturedLogger('error');
-  let service: Awaited<ReturnType<typeof startService>>;
+  let service: LocalService<Echoed>;
   let config: EdgeConfig;
   let origins: OriginPools;
   let edge: http.Server;
@@ -105,7 +48,7 @@ describe('RBAC at the edge, end to end', () => {
 
   before(async () => {
     hash = await bcrypt.hash('pw-0123456789', 10);
-    service = await startService();
+    service = await startEchoService();
     const stageDeps: StageDeps = {
       // The listener below is plain HTTP standing in for the HTTPS one (the pipeline is told the requests are secure).
       publicHttpsPort: () => port,
@@ -157,7 +100,7 @@ describe('RBAC at the edge, end to end', () => {
           { id: '9', username: 'settings-user', password_hash: hash },
         ],
       }),
-      rbac: { roles, clients, invites: [], self_registration: { enabled: false, allowed_email_domains: [] } },
+      rbac: rbacConfig(roles, clients),
     });
   const alice = (over: Partial<RbacClientConfig> = {}) => client(1, 'alice', [1, 2], over);
   const bob = (over: Partial<RbacClientConfig> = {}) => client(2, 'bob', [1, 3], over);
@@ -296,10 +239,10 @@ describe('RBAC at the edge, end to end', () => {
 
   it('judges WebSocket upgrades like requests', async () => {
     apply(basicEndpoint([alice(), bob()]));
-    const ok = await wsVisit(port, 'basic.rbac.localhost', '/socket', asBob);
+    const ok = await wsUpgrade(port, 'basic.rbac.localhost', '/socket', { headers: asBob });
     assert.equal(ok.status, 101);
     assert.equal(ok.echo!.headers['x-edge-rbac-client'], 'bob');
-    const refused = await wsVisit(port, 'basic.rbac.localhost', '/admin/socket', asBob);
+    const refused = await wsUpgrade(port, 'basic.rbac.localhost', '/admin/socket', { headers: asBob });
     assert.equal(refused.status, 403);
     assert.equal(refused.code, 'rbac_forbidden');
   });
@@ -349,7 +292,7 @@ describe('RBAC at the edge, end to end', () => {
           { id: 'key-1', label: 'deploy key', digest: tokenDigest(key, 'evk_api-key-0123456789'), expires_at: null },
         ],
       }),
-      rbac: { roles: [reader], clients: [client(5, 'ci-bot', [1])], invites: [], self_registration: { enabled: false, allowed_email_domains: [] } },
+      rbac: rbacConfig([reader], [client(5, 'ci-bot', [1])]),
     });
     apply(e);
     const ok = await get('token.rbac.localhost', '/builds', { authorization: 'Bearer evk_client-token-0123456789' });
@@ -370,35 +313,18 @@ describe('RBAC at the edge, end to end', () => {
         origin_url: `http://127.0.0.1:${service.port}`,
         auth: authConfig({
           mode: 'oidc',
-          providers: [
-            {
-              id: 7,
-              kind: 'oidc',
-              name: 'Test OP',
-              issuer: op.issuer,
-              client_id: 'edge-rbac',
-              client_secret_sealed: box.seal(CLIENT_SECRET),
-              scopes: ['openid', 'email'],
-              allowed_emails: [],
-              allowed_domains: [],
-              authorization_url: null,
-              token_url: null,
-              userinfo_url: null,
-            },
-          ],
+          providers: [oidcProviderConfig({ id: 7, issuer: op.issuer, client_id: 'edge-rbac', client_secret_sealed: box.seal(CLIENT_SECRET) })],
           allowed_redirects: [],
         }),
-        rbac: {
-          roles: [reader],
-          clients: [
+        rbac: rbacConfig(
+          [reader],
+          [
             client(11, 'alice', [1], { identities: [{ provider: '7', subject: 'alice' }] }),
             client(12, 'bob', [1], { email: 'bob@example.com' }),
             client(13, 'carl', [1], { email: 'carl@example.com' }),
           ],
-          invites: [],
-          self_registration: { enabled: true, allowed_email_domains: [] },
-          ...rbac,
-        },
+          { self_registration: { enabled: true, allowed_email_domains: [] }, ...rbac },
+        ),
       });
     /** A browser (with its own cookie jar) logged in through the provider as `account`, and its first page. */
     const loginAs = async (account: string, path = '/home') => {

@@ -6,11 +6,10 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import net from 'node:net';
-import { WebSocket } from 'ws';
 import { startAgent, type Agent } from '../../src/agent/agent.ts';
 import { edgeCaughtUp, expectBody, type User } from '../helpers/endpoint-api.ts';
 import { eventually } from '../helpers/eventually.ts';
-import { visit, type Reply } from '../helpers/http.ts';
+import { visit, wsUpgrade, type Reply } from '../helpers/http.ts';
 import { makeKey, sign, startJwksServer, type JwksServer, type TestKey } from '../helpers/jwks-server.ts';
 import { startLocalService } from '../helpers/local-service.ts';
 import { sample } from '../helpers/metrics.ts';
@@ -54,23 +53,6 @@ function rawRequest(port: number, head: string): Promise<{ status: number; body:
     socket.on('data', (d) => (text += d));
     socket.on('end', () => resolve({ status: Number(text.slice(9, 12)), body: text.slice(text.indexOf('\r\n\r\n') + 4) }));
     socket.on('error', reject);
-  });
-}
-
-/** A WebSocket through the edge: the first echo, or the status the edge refused the upgrade with. */
-function wsVisit(port: number, host: string, headers: Record<string, string>): Promise<{ status: number; echo?: { message: string; headers: http.IncomingHttpHeaders } }> {
-  const ws = new WebSocket(`ws://127.0.0.1:${port}/socket`, { headers: { host, ...headers } });
-  return new Promise((resolve, reject) => {
-    ws.on('open', () => ws.send('ping'));
-    ws.on('message', (m) => {
-      resolve({ status: 101, echo: JSON.parse(String(m)) });
-      ws.close();
-    });
-    ws.on('unexpected-response', (_req, res) => {
-      resolve({ status: res.statusCode! });
-      res.resume();
-    });
-    ws.on('error', reject);
   });
 }
 
@@ -342,9 +324,9 @@ describe('visitor auth at the edge', () => {
     assert.equal(missing.status, 401);
     assert.equal(service.seen.length, before + 1, 'only the verified delivery reached the service');
     // An upgrade has no body: its signature is the HMAC of nothing, and nothing is forwarded as one.
-    assert.equal((await wsVisit(edgePort, host, {})).status, 401);
+    assert.equal((await wsUpgrade(edgePort, host, '/socket', { headers: {} })).status, 401);
     const empty = 'sha256=' + (await import('node:crypto')).createHmac('sha256', "It's a Secret to Everybody").update('').digest('hex');
-    const upgraded = await wsVisit(edgePort, host, { 'x-hub-signature-256': empty });
+    const upgraded = await wsUpgrade(edgePort, host, '/socket', { headers: { 'x-hub-signature-256': empty } });
     assert.equal(upgraded.status, 101);
     assert.equal(upgraded.echo!.headers['content-length'], undefined);
   });
@@ -370,9 +352,9 @@ describe('visitor auth at the edge', () => {
     const { uuid, host } = await agentEndpoint();
     await settings(uuid, { mode: 'basic', basic_users: [{ username: 'dave', password: 'dave-password-12' }] });
     await applied();
-    assert.equal((await wsVisit(edgePort, host, {})).status, 401);
-    assert.equal((await wsVisit(edgePort, host, { authorization: basic('dave', 'wrong') })).status, 401);
-    const ok = await wsVisit(edgePort, host, { authorization: basic('dave', 'dave-password-12'), 'x-edge-auth-user': 'root' });
+    assert.equal((await wsUpgrade(edgePort, host, '/socket', { headers: {} })).status, 401);
+    assert.equal((await wsUpgrade(edgePort, host, '/socket', { headers: { authorization: basic('dave', 'wrong') } })).status, 401);
+    const ok = await wsUpgrade(edgePort, host, '/socket', { headers: { authorization: basic('dave', 'dave-password-12'), 'x-edge-auth-user': 'root' } });
     assert.equal(ok.status, 101);
     assert.equal(ok.echo!.message, 'ping');
     assert.equal(ok.echo!.headers.authorization, undefined);

@@ -1,4 +1,4 @@
-// A visitor's view of an edge in tests: one HTTP(S) request or one WebSocket round trip to a listener on 127.0.0.1,
+// A visitor's view of an edge in tests: one HTTP(S) request, one WebSocket upgrade or round trip to a listener on 127.0.0.1,
 // naming the endpoint by Host (and by SNI over TLS; the development certificate is accepted).
 import http from 'node:http';
 import https from 'node:https';
@@ -30,6 +30,34 @@ export function visit(port: number, host: string, path: string, options: VisitOp
     });
     req.on('error', reject);
     req.end(body);
+  });
+}
+
+export interface Upgrade {
+  status: number;
+  /** x-edge-error of a refused upgrade. */
+  code?: string;
+  /** The service's first message, JSON: the test services echo the message and the headers they received. */
+  echo?: { message: string; headers: http.IncomingHttpHeaders };
+}
+
+/** A WebSocket upgrade through the edge that sends `ping`: 101 with the first echo, or the status the edge refused it with. */
+export function wsUpgrade(port: number, host: string, path: string, options: Pick<VisitOptions, 'headers' | 'secure'> = {}): Promise<Upgrade> {
+  const { headers = {}, secure = false } = options;
+  // servername: the SNI naming the endpoint (passed through to tls.connect; not in ws's option type).
+  const tls = secure ? { servername: host, rejectUnauthorized: false } : {};
+  const ws = new WebSocket(`${secure ? 'wss' : 'ws'}://127.0.0.1:${port}${path}`, { headers: { host, ...headers }, ...tls } as WebSocket.ClientOptions);
+  return new Promise((resolve, reject) => {
+    ws.on('open', () => ws.send('ping'));
+    ws.on('message', (m) => {
+      resolve({ status: 101, echo: JSON.parse(String(m)) });
+      ws.close();
+    });
+    ws.on('unexpected-response', (_req, res) => {
+      resolve({ status: res.statusCode!, code: res.headers['x-edge-error'] as string | undefined });
+      res.resume();
+    });
+    ws.on('error', reject);
   });
 }
 

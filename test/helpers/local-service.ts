@@ -36,3 +36,30 @@ export async function startLocalService<S>(
       }),
   };
 }
+
+/** What the echo service saw of a request: the answer's JSON body, and the entry it records. */
+export interface Echoed {
+  method: string;
+  url: string;
+  headers: http.IncomingHttpHeaders;
+}
+
+/**
+ * A service that answers every request 200 with what it received (method, URL and headers as JSON, with a length),
+ * once the body has been read, and echoes each WebSocket message with the upgrade's headers.
+ */
+export function startEchoService(): Promise<LocalService<Echoed>> {
+  return startLocalService<Echoed>(
+    (req, res, record) => {
+      req.resume();
+      req.on('end', () => {
+        const entry: Echoed = { method: req.method!, url: req.url!, headers: req.headers };
+        record(entry);
+        const text = JSON.stringify(entry);
+        res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+        res.end(text);
+      });
+    },
+    (ws, req) => ws.on('message', (m) => ws.send(JSON.stringify({ message: String(m), headers: req.headers }))),
+  );
+}

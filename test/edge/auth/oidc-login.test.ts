@@ -17,6 +17,7 @@ import { SessionCache } from '../../../src/edge/auth/oidc-login.ts';
 import { SecretBox } from '../../../src/shared/secrets.ts';
 import type { EndpointConfig, OAuthProviderConfig, VisitorAuthConfig } from '../../../src/shared/snapshot.ts';
 import { Browser, type Page } from '../../helpers/browser.ts';
+import { oidcProviderConfig, visitorAuthConfig } from '../../helpers/endpoint-config.ts';
 import { makeKey, sign, startJwksServer } from '../../helpers/jwks-server.ts';
 import { startTestProvider, type TestProvider } from '../../helpers/oidc-provider.ts';
 import { baseEndpoint, serveStage, type StageServer } from '../../helpers/stage-server.ts';
@@ -28,18 +29,7 @@ const OTHER = 'other.edge.test';
 const json = { accept: 'application/json' };
 
 function oauthConfig(providers: OAuthProviderConfig[], over: Partial<VisitorAuthConfig> = {}): VisitorAuthConfig {
-  return {
-    mode: 'oidc',
-    realm: '',
-    token_source: { kind: 'bearer' },
-    basic_users: [],
-    tokens: [],
-    session_ttl_seconds: null,
-    credentials_version: 1,
-    providers,
-    allowed_redirects: [],
-    ...over,
-  };
+  return visitorAuthConfig({ mode: 'oidc', providers, allowed_redirects: [], ...over });
 }
 
 /** The Set-Cookie line for `name` in an answer, if any. */
@@ -84,21 +74,8 @@ describe('OAuth/OIDC login at the edge (auth stage)', () => {
     await op?.close();
   });
 
-  const provider = (over: Partial<OAuthProviderConfig> = {}): OAuthProviderConfig => ({
-    id: 1,
-    kind: 'oidc',
-    name: 'Test OP',
-    issuer: op.issuer,
-    client_id: 'edge',
-    client_secret_sealed: box.seal(CLIENT_SECRET),
-    scopes: ['openid', 'email'],
-    allowed_emails: [],
-    allowed_domains: [],
-    authorization_url: null,
-    token_url: null,
-    userinfo_url: null,
-    ...over,
-  });
+  const provider = (over: Partial<OAuthProviderConfig> = {}): OAuthProviderConfig =>
+    oidcProviderConfig({ issuer: op.issuer, client_id: 'edge', client_secret_sealed: box.seal(CLIENT_SECRET), ...over });
 
   const endpointFor = (hostname: string, providers: OAuthProviderConfig[], over: Partial<VisitorAuthConfig> = {}): EndpointConfig =>
     baseEndpoint({ id: ++endpointIds, uuid: randomUUID(), hostname, auth: oauthConfig(providers, over) });

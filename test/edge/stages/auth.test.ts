@@ -13,14 +13,11 @@ import { auth, authStage, limiterKey } from '../../../src/edge/stages/auth.ts';
 import { SecretBox } from '../../../src/shared/secrets.ts';
 import type { BasicUserConfig, EndpointConfig, TokenSource, VisitorAuthConfig, VisitorTokenConfig } from '../../../src/shared/snapshot.ts';
 import { tokenDigest, visitorTokenKey } from '../../../src/shared/visitor-credentials.ts';
+import { visitorAuthConfig as authConfig } from '../../helpers/endpoint-config.ts';
 import { eventually } from '../../helpers/eventually.ts';
 import { baseEndpoint, serveStage, type StageServer } from '../../helpers/stage-server.ts';
 
 const basicHeader = (user: string, password: string) => `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
-
-function authConfig(over: Partial<VisitorAuthConfig>): VisitorAuthConfig {
-  return { mode: 'none', realm: '', token_source: { kind: 'bearer' }, basic_users: [], tokens: [], session_ttl_seconds: null, credentials_version: 1, ...over };
-}
 
 /** bcrypt.compare, counted; `gate` (when set) holds every compare until it resolves. */
 function countingCompare() {

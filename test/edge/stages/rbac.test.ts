@@ -15,30 +15,10 @@ import { authStage } from '../../../src/edge/stages/auth.ts';
 import { overriddenMethods, rbac, rbacStage, RBAC_CLIENT_HEADER, RBAC_ROLES_HEADER } from '../../../src/edge/stages/rbac.ts';
 import { isEdgeOwnedHeader } from '../../../src/shared/edge-headers.ts';
 import { SecretBox } from '../../../src/shared/secrets.ts';
-import type { EndpointConfig, RbacClientConfig, RbacConfig, RbacPermissionsConfig, RbacRoleConfig, VisitorAuthConfig } from '../../../src/shared/snapshot.ts';
+import type { EndpointConfig, RbacConfig, RbacRoleConfig } from '../../../src/shared/snapshot.ts';
 import { tokenDigest, visitorTokenKey } from '../../../src/shared/visitor-credentials.ts';
+import { rbacClient as client, rbacConfig, rbacRole as role, visitorAuthConfig as authConfig } from '../../helpers/endpoint-config.ts';
 import { baseEndpoint, serveStage, type StageServer } from '../../helpers/stage-server.ts';
-
-function role(id: number, name: string, priority: number, permissions: Partial<RbacPermissionsConfig> = {}): RbacRoleConfig {
-  return {
-    id,
-    name,
-    priority,
-    permissions: { allowed_methods: [], denied_methods: [], allowed_paths: [], denied_paths: [], rate_limit_rps: 0, headers: {}, ...permissions },
-  };
-}
-
-function client(id: number, identifier: string, role_ids: number[], over: Partial<RbacClientConfig> = {}): RbacClientConfig {
-  return { id, identifier, status: 'active', email: null, identities: [], role_ids, ...over };
-}
-
-function rbacConfig(roles: RbacRoleConfig[], clients: RbacClientConfig[], over: Partial<RbacConfig> = {}): RbacConfig {
-  return { roles, clients, invites: [], self_registration: { enabled: false, allowed_email_domains: [] }, ...over };
-}
-
-function authConfig(over: Partial<VisitorAuthConfig>): VisitorAuthConfig {
-  return { mode: 'none', realm: '', token_source: { kind: 'bearer' }, basic_users: [], tokens: [], session_ttl_seconds: null, credentials_version: 1, ...over };
-}
 
 /** One client's decision for a method and path: the deciding role's name when allowed, else `deny:<role>` / `deny`. */
 function judge(roles: RbacRoleConfig[], method: string, path: string): string {
