@@ -5,16 +5,14 @@ import { after, before, beforeEach, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { createLogger } from '../../src/shared/log.ts';
-import { MemoryRecords } from '../../src/shared/records/memory.ts';
-import { RedisRecords } from '../../src/shared/records/redis.ts';
-import type { RateLimitHitsRecord, RecordSink, RecordSource } from '../../src/shared/records/types.ts';
+import type { RateLimitHitsRecord, RecordSink } from '../../src/shared/records/types.ts';
 import { pruneRuleHitDays, utcDay } from '../../src/store/rate-limit-hits.ts';
 import { HIT_DAYS, findRateLimitRule } from '../../src/store/rate-limit-rules.ts';
 import { sumRuleHits, writeRuleHits } from '../../src/worker/rate-limit-hits.ts';
 import { RecordWorker } from '../../src/worker/records.ts';
 import { openTestDatabase, type TestDatabase } from '../helpers/db.ts';
 import { eventually } from '../helpers/eventually.ts';
-import { deleteRedisPrefix } from '../helpers/node.ts';
+import { TestRecords, type Records } from '../helpers/records.ts';
 
 const logger = createLogger(process.env.EDGE_TEST_LOG_LEVEL ?? 'silent');
 const DAY = 86_400_000;
@@ -63,8 +61,8 @@ describe('sumRuleHits', () => {
 
 describe('the rate-limit hit rollup', () => {
   let testDb: TestDatabase;
-  let records: RecordSink & RecordSource;
-  let prefix = '';
+  const transport = new TestRecords(logger);
+  let records: Records;
   let rule1: { id: number; uuid: string };
   let rule2: { id: number; uuid: string };
 
@@ -92,20 +90,11 @@ describe('the rate-limit hit rollup', () => {
   });
 
   beforeEach(async () => {
-    await records?.close();
-    if (prefix) await deleteRedisPrefix(process.env.REDIS_URL!, prefix);
-    // The transport the worker reads in this setup: Redis under a prefix of this test's own, or in-process.
-    if (process.env.REDIS_URL) {
-      prefix = `test:${randomUUID()}:`;
-      records = new RedisRecords({ url: process.env.REDIS_URL, prefix, consumer: 'worker-test', logger });
-    } else records = new MemoryRecords();
+    records = await transport.fresh();
     await testDb.db.query('UPDATE rate_limit_rules SET hit_count = 0, last_matched = NULL');
     await testDb.db.query('DELETE FROM rate_limit_hits_daily');
   });
-  after(async () => {
-    await records?.close();
-    if (prefix) await deleteRedisPrefix(process.env.REDIS_URL!, prefix);
-  });
+  after(() => transport.close());
 
   async function stats(rule: { id: number }) {
     const { rows } = await testDb.db.query<{ hit_count: number; last_matched: Date | null; updated_at: Date }>(

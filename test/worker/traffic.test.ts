@@ -5,8 +5,6 @@ import { after, before, beforeEach, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { createLogger } from '../../src/shared/log.ts';
-import { MemoryRecords } from '../../src/shared/records/memory.ts';
-import { RedisRecords } from '../../src/shared/records/redis.ts';
 import {
   TRAFFIC_LATENCY_BOUNDS_MS,
   parseRecord,
@@ -23,7 +21,7 @@ import { RecordWorker, type RecordHandlers } from '../../src/worker/records.ts';
 import { retentionByPlan, writeTrafficExchanges, writeTrafficUsage } from '../../src/worker/traffic.ts';
 import { loadConfig } from '../../src/shared/config.ts';
 import { openTestDatabase, type TestDatabase } from '../helpers/db.ts';
-import { deleteRedisPrefix } from '../helpers/node.ts';
+import { TestRecords, type Records } from '../helpers/records.ts';
 
 const logger = createLogger(process.env.EDGE_TEST_LOG_LEVEL ?? 'silent');
 const DAY = 86_400_000;
@@ -71,8 +69,8 @@ function failingAcks(source: RecordSink & RecordSource, n: number): RecordSource
 
 describe('traffic storage in the worker', () => {
   let testDb: TestDatabase;
-  let records: RecordSink & RecordSource;
-  let prefix = '';
+  const transport = new TestRecords(logger);
+  let records: Records;
   let free: Fixture;
   let business: Fixture;
 
@@ -92,18 +90,12 @@ describe('traffic storage in the worker', () => {
     business = await make('business', 'bigco');
   });
   after(async () => {
-    await records?.close();
-    if (prefix) await deleteRedisPrefix(process.env.REDIS_URL!, prefix);
+    await transport.close();
     await testDb?.close();
   });
 
   beforeEach(async () => {
-    await records?.close();
-    if (prefix) await deleteRedisPrefix(process.env.REDIS_URL!, prefix);
-    if (process.env.REDIS_URL) {
-      prefix = `test:${randomUUID()}:`;
-      records = new RedisRecords({ url: process.env.REDIS_URL, prefix, consumer: 'worker-test', logger });
-    } else records = new MemoryRecords();
+    records = await transport.fresh();
     for (const table of ['traffic_logs', 'endpoint_usage_daily', 'endpoint_traffic_minutely', 'applied_record_batches']) await testDb.db.query(`DELETE FROM ${table}`);
   });
 
