@@ -3,35 +3,11 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { TrafficRecorder, type CapturedExchange } from '../../src/edge/capture.ts';
+import { capturedExchange } from '../helpers/captured-exchange.ts';
 
 let n = 0;
 function exchange(over: Partial<CapturedExchange> = {}): CapturedExchange {
-  return {
-    endpoint: 'e1',
-    at: new Date(0).toISOString(),
-    method: 'GET',
-    host: 'h.example',
-    path: `/${++n}`,
-    query: '',
-    status: 200,
-    duration_ms: 1,
-    client_ip: '192.0.2.1',
-    secure: true,
-    rule: null,
-    edge_error: null,
-    completed: true,
-    account: 1,
-    hostname: 'h.example',
-    time: 0,
-    bytes_in: 0,
-    bytes_out: 0,
-    country: null,
-    user_agent: '',
-    auth_outcome: null,
-    client_id: null,
-    level: 'full',
-    ...over,
-  };
+  return capturedExchange({ path: `/${++n}`, ...over });
 }
 
 describe('TrafficRecorder', () => {

@@ -9,14 +9,12 @@ import type { AddressInfo } from 'node:net';
 import { TrafficRecorder } from '../../src/edge/capture.ts';
 import { STAGES } from '../../src/edge/compile.ts';
 import { EdgeConfig } from '../../src/edge/config.ts';
-import { OriginPools } from '../../src/edge/forward/origin.ts';
-import { handleRequest, type PipelineDeps } from '../../src/edge/pipeline/pipeline.ts';
 import type { StageFactory } from '../../src/edge/pipeline/stage.ts';
-import { TunnelRegistry } from '../../src/edge/tunnels/registry.ts';
 import { PROBE_HEADER, PROBE_USER_AGENT, PROBE_VALIDITY_SECONDS, signProbe } from '../../src/shared/health-probe.ts';
 import { endpointConfig } from '../helpers/endpoint-config.ts';
 import { visit } from '../helpers/http.ts';
 import { capturedLogger } from '../helpers/logger.ts';
+import { closeServer, servePipeline, type PipelineEdge } from '../helpers/pipeline-edge.ts';
 
 const KEY = randomBytes(32);
 const PROTECTED = { uuid: '5e0c2a9b-7c1d-4e8f-a0b1-c2d3e4f5a6b7', hostname: 'protected.edge.test' };
@@ -25,9 +23,8 @@ const CLOSED = { uuid: '6f1d3b0c-8d2e-4f90-b1c2-d3e4f5a6b7c8', hostname: 'closed
 describe('health probes at the edge', () => {
   const seen: Array<{ url: string; ua: string; signature: unknown }> = [];
   let origin: http.Server;
-  let edge: http.Server;
+  let edge: PipelineEdge;
   let port: number;
-  let origins: OriginPools;
   const capture = new TrafficRecorder();
 
   // A security stage that cannot compile for CLOSED: the endpoint is compiled closed (503 auth_unavailable).
@@ -49,23 +46,16 @@ describe('health probes at the edge', () => {
     const originUrl = `http://127.0.0.1:${(origin.address() as AddressInfo).port}`;
     const { logger } = capturedLogger();
     const config = new EdgeConfig({ logger, stages: [broken, ...STAGES] });
-    origins = new OriginPools({ allowPrivate: true });
-    config.on('endpoint', (_uuid, next, previous) => origins.track(previous, next));
-    const deps: PipelineDeps = { config, registry: new TunnelRegistry(), origins, capture, logger, probeKey: KEY };
-    edge = http.createServer((req, res) => handleRequest(deps, req, res, false));
-    await new Promise<void>((r) => edge.listen(0, '127.0.0.1', r));
-    port = (edge.address() as AddressInfo).port;
+    edge = await servePipeline(config, { capture, logger, probeKey: KEY });
+    port = edge.port;
     // Basic auth with no users (every visitor 401) behind HTTPS enforcement (every plain-HTTP visitor 301).
     const auth = { mode: 'basic', realm: 'r', token_source: { kind: 'bearer' }, basic_users: [], tokens: [], session_ttl_seconds: null, credentials_version: 1 };
     config.mirror.apply({ version: 1, topic: 'endpoint', key: PROTECTED.uuid, data: endpointConfig({ ...PROTECTED, origin_url: originUrl, enforce_https: true, auth, capture_enabled: true } as never) });
     config.mirror.apply({ version: 2, topic: 'endpoint', key: CLOSED.uuid, data: endpointConfig({ ...CLOSED, origin_url: originUrl }) });
   });
   after(async () => {
-    edge.closeAllConnections();
-    await new Promise<void>((r) => edge.close(() => r()));
-    origin.closeAllConnections();
-    await new Promise<void>((r) => origin.close(() => r()));
-    await origins.close();
+    await edge.close();
+    await closeServer(origin);
   });
 
   const probeHeaders = (endpoint: string, target: string, method = 'GET', now = Date.now()) => ({ [PROBE_HEADER]: signProbe(KEY, endpoint, method, target, now), 'user-agent': PROBE_USER_AGENT });

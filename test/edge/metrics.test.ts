@@ -7,36 +7,12 @@ import { EdgeMetrics, FeedProgress } from '../../src/edge/metrics.ts';
 import { MemoryFeed } from '../../src/shared/feed/memory.ts';
 import { FeedMirror, FeedSubscriber, type FeedConsumer } from '../../src/shared/feed/subscriber.ts';
 import type { FeedChange, FeedSnapshot } from '../../src/shared/feed/types.ts';
+import { capturedExchange } from '../helpers/captured-exchange.ts';
 import { waitForVersion } from '../helpers/feed.ts';
 import { sample, samples } from '../helpers/metrics.ts';
 
 function exchange(endpoint: string, status: number, extra: Partial<CapturedExchange> = {}): CapturedExchange {
-  return {
-    endpoint,
-    at: new Date().toISOString(),
-    method: 'GET',
-    host: `${endpoint}.edge.localhost`,
-    path: '/',
-    query: '',
-    status,
-    duration_ms: 1,
-    client_ip: '127.0.0.1',
-    secure: false,
-    rule: null,
-    edge_error: null,
-    completed: true,
-    account: 1,
-    hostname: 'h.example',
-    time: 0,
-    bytes_in: 0,
-    bytes_out: 0,
-    country: null,
-    user_agent: '',
-    auth_outcome: null,
-    client_id: null,
-    level: 'full',
-    ...extra,
-  };
+  return capturedExchange({ endpoint, at: new Date().toISOString(), host: `${endpoint}.edge.localhost`, status, client_ip: '127.0.0.1', secure: false, ...extra });
 }
 
 function metricsOf(traffic: TrafficRecorder, options: { endpointLimit?: number; tunnels?: () => number; feed?: FeedProgress } = {}): EdgeMetrics {

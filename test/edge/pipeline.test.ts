@@ -6,19 +6,16 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
-import { TrafficRecorder } from '../../src/edge/capture.ts';
 import { STAGES } from '../../src/edge/compile.ts';
 import { EdgeConfig } from '../../src/edge/config.ts';
-import { OriginPools } from '../../src/edge/forward/origin.ts';
-import { handleRequest, handleUpgrade, type PipelineDeps } from '../../src/edge/pipeline/pipeline.ts';
 import type { StageFactory } from '../../src/edge/pipeline/stage.ts';
-import { TunnelRegistry } from '../../src/edge/tunnels/registry.ts';
 import { publishEndpoint } from '../../src/store/endpoint-feed.ts';
 import type { EndpointConfig } from '../../src/shared/snapshot.ts';
 import { endpointConfig } from '../helpers/endpoint-config.ts';
 import { visit } from '../helpers/http.ts';
 import { capturedLogger } from '../helpers/logger.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
+import { closeServer, servePipeline, type PipelineEdge } from '../helpers/pipeline-edge.ts';
 
 describe('pipeline: HTTPS enforcement and capture', () => {
   let t: TestNode;
@@ -157,8 +154,7 @@ describe('pipeline guards', () => {
     }),
   };
   let config: EdgeConfig;
-  let origins: OriginPools;
-  let edge: http.Server;
+  let edge: PipelineEdge;
   let port: number;
   let origin: http.Server;
   const originHits: string[] = [];
@@ -172,22 +168,14 @@ describe('pipeline guards', () => {
     await new Promise<void>((r) => origin.listen(0, '127.0.0.1', r));
     const originUrl = `http://127.0.0.1:${(origin.address() as AddressInfo).port}`;
     config = new EdgeConfig({ logger, stages: [faulty, ...STAGES] });
-    origins = new OriginPools({ allowPrivate: true });
-    config.on('endpoint', (_uuid, next, previous) => origins.track(previous, next));
-    const deps: PipelineDeps = { config, registry: new TunnelRegistry(), origins, capture: new TrafficRecorder(), logger };
-    edge = http.createServer((req, res) => handleRequest(deps, req, res, false));
-    edge.on('upgrade', (req, socket, head) => handleUpgrade(deps, req, socket, head, false));
-    await new Promise<void>((r) => edge.listen(0, '127.0.0.1', r));
-    port = (edge.address() as AddressInfo).port;
+    edge = await servePipeline(config, { logger });
+    port = edge.port;
     const names = ['throw', 'reject', 'late', 'realm', 'fine'];
     names.forEach((name, i) => config.mirror.apply({ version: i + 1, topic: 'endpoint', key: `u-${name}`, data: endpoint(`u-${name}`, `${name}.edge.localhost`, { origin_url: originUrl }) }));
   });
   after(async () => {
-    edge.closeAllConnections();
-    await new Promise<void>((r) => edge.close(() => r()));
-    origin.closeAllConnections();
-    await new Promise<void>((r) => origin.close(() => r()));
-    await origins.close();
+    await edge.close();
+    await closeServer(origin);
   });
 
   it('a stage that throws crashes the edge: a synchronous throw, a rejection, or a throw after an await answers 500 internal, logged, and the edge serves on', async () => {
