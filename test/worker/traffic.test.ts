@@ -272,4 +272,58 @@ describe('traffic storage in the worker', () => {
     assert.equal(await count("SELECT count(*) AS n FROM applied_record_batches WHERE record_key = 'new'"), 1);
     assert.deepEqual(await pruneTraffic(db, plans, { now }), { logs: 0, minutes: 0, days: 0, batches: 0 });
   });
+
+  it('records the store would refuse (NUL, lone surrogates, times out of its range) are cleaned or skipped, never block the stream', async () => {
+    const minute = new Date(Math.floor(Date.now() / 60_000) * 60_000);
+    // Sent as raw JSON, as anything with access to Redis could: the edge itself never builds these.
+    records.append([
+      exchange(free, { path: '/nul\u0000here', user_agent: 'ua\u0000' }),
+      exchange(free, { path: '/headers', level: 'full', request_headers: { 'x-odd\u0000': 'v\ud800', 'x-ok': 'fine' }, response_headers: { 'x-low': '\udc00' } }),
+      exchange(free, { path: '/year-zero', at: '0000-01-01T00:00:00Z' }),
+      exchange(free, { path: '/negative-year', at: '-001000-01-01T00:00:00Z' }),
+      usage(free, new Date(Date.UTC(10_000, 0, 1))),
+      usage(free, minute, { duration_sum_ms: 1e308 }),
+      exchange(free, { path: '/after' }),
+    ]);
+    await records.flush();
+    const worker = new RecordWorker(testDb.db, records, HANDLERS, { logger });
+    assert.ok((await worker.drain()) >= 1);
+    assert.equal(await worker.drain(), 0, 'nothing left pending');
+    const { rows } = await testDb.db.query<{ path: string; user_agent: string; request_headers: Record<string, string> | null; response_headers: Record<string, string> | null }>(
+      'SELECT path, user_agent, request_headers, response_headers FROM traffic_logs WHERE account_id = $1 ORDER BY id', [free.account],
+    );
+    assert.deepEqual(rows.map((r) => r.path), ['/nul\ufffdhere', '/headers', '/after']);
+    assert.equal(rows[0].user_agent, 'ua\ufffd');
+    assert.deepEqual(rows[1].request_headers, { 'x-odd\ufffd': 'v\ufffd', 'x-ok': 'fine' });
+    assert.deepEqual(rows[1].response_headers, { 'x-low': '\ufffd' });
+    assert.equal(await count('SELECT count(*) AS n FROM endpoint_traffic_minutely WHERE endpoint_uuid = $1', [free.endpoint.uuid]), 0, 'the year 10000 and the unbounded sum were skipped');
+  });
+
+  it('a batch the store keeps refusing is dead-lettered after a few attempts (counted, logged); the batches around it are written', async () => {
+    const { db } = testDb;
+    // A real refusal by the store, as a constraint a record breaks would give.
+    await db.query("ALTER TABLE traffic_logs ADD CONSTRAINT test_poison CHECK (path <> '/poison')");
+    try {
+      for (const path of ['/before', '/poison', '/after']) {
+        records.append([exchange(business, { path })]);
+        await records.flush();
+      }
+      const worker = new RecordWorker(db, records, HANDLERS, { logger, maxAttempts: 3 });
+      let failures = 0;
+      for (let i = 0; i < 10; i++) {
+        try {
+          if ((await worker.drain()) === 0) break;
+        } catch {
+          failures++;
+        }
+      }
+      assert.equal(failures, 2, 'two failed attempts, the third dead-letters');
+      const { rows } = await db.query<{ path: string }>('SELECT path FROM traffic_logs WHERE account_id = $1 ORDER BY id', [business.account]);
+      assert.deepEqual(rows.map((r) => r.path), ['/before', '/after']);
+      assert.deepEqual(worker.stats(), { batches: 3, deadLetteredBatches: 1, deadLetteredRecords: 1, skipped: 0 });
+      assert.equal(await worker.drain(), 0, 'nothing pending any more');
+    } finally {
+      await db.query('ALTER TABLE traffic_logs DROP CONSTRAINT test_poison');
+    }
+  });
 });

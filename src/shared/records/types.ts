@@ -175,9 +175,23 @@ function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
+/** Times the store can hold as written (timestamptz refuses year 0, negative and six-digit years): 1970 to 9999. */
+const LATEST_TIME = Date.UTC(9999, 11, 31);
+
 function isTime(value: unknown): value is string {
-  return typeof value === 'string' && value.length <= 40 && !Number.isNaN(Date.parse(value));
+  if (typeof value !== 'string' || value.length > 40) return false;
+  const ms = Date.parse(value);
+  return ms >= 0 && ms <= LATEST_TIME;
 }
+
+/**
+ * What PostgreSQL refuses inside a string: NUL (text and jsonb) and UTF-16 halves without their pair (jsonb). A
+ * record with either would fail its whole write, again at every redelivery; such characters become U+FFFD instead.
+ */
+const UNSTORABLE = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+const UNSTORABLE_ALL = new RegExp(UNSTORABLE.source, 'g');
+const storable = (s: string): string => (UNSTORABLE.test(s) ? s.replace(UNSTORABLE_ALL, '\ufffd') : s);
+const storableOrNull = (s: string | null): string | null => (s === null ? null : storable(s));
 
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 /** Base64 length of TRAFFIC_BODY_LIMIT bytes. */
@@ -197,7 +211,7 @@ function parseHeaders(value: unknown): Record<string, string> | null | undefined
   const out: Record<string, string> = {};
   for (const [name, v] of entries) {
     if (name.length === 0 || name.length > RECORD_LIMITS.headerNameLength || !isText(v, RECORD_LIMITS.headerValueLength)) return null;
-    out[name] = v;
+    out[storable(name)] = storable(v);
   }
   return out;
 }
@@ -222,10 +236,11 @@ function parseExchange(v: Record<string, unknown>, edge: string, at: string): Tr
     return null;
   }
   const record: TrafficExchangeRecord = {
-    kind: 'traffic_exchange', edge, at, region: v.region, account: v.account as number, endpoint: v.endpoint, hostname: v.hostname,
-    method: v.method, host: v.host, path: v.path, query: v.query, status: v.status as number, duration_ms: v.duration_ms,
-    bytes_in: v.bytes_in, bytes_out: v.bytes_out, client_ip: v.client_ip, country: v.country, user_agent: v.user_agent,
-    secure: v.secure, rule: v.rule, edge_error: v.edge_error, auth_outcome: v.auth_outcome, client_id: v.client_id,
+    kind: 'traffic_exchange', edge: storable(edge), at, region: storable(v.region), account: v.account as number, endpoint: v.endpoint,
+    hostname: storable(v.hostname), method: storable(v.method), host: storable(v.host), path: storable(v.path), query: storable(v.query),
+    status: v.status as number, duration_ms: v.duration_ms, bytes_in: v.bytes_in, bytes_out: v.bytes_out, client_ip: storable(v.client_ip),
+    country: storableOrNull(v.country), user_agent: storable(v.user_agent), secure: v.secure, rule: storableOrNull(v.rule),
+    edge_error: storableOrNull(v.edge_error), auth_outcome: storableOrNull(v.auth_outcome), client_id: storableOrNull(v.client_id),
     completed: v.completed, level: v.level,
   };
   if (v.level === 'full') {
@@ -251,7 +266,7 @@ function parseUsageEntry(v: unknown): TrafficUsageEntry | null {
     !isText(v.endpoint, 36) || !UUID.test(v.endpoint) || !Number.isSafeInteger(v.account) || (v.account as number) < 1 || !isTime(v.minute) ||
     !isCount(v.requests) || !isCount(v.errors_4xx) || !isCount(v.errors_5xx) || !isCount(v.edge_errors) || !isCount(v.aborted) ||
     !isCount(v.bytes_in) || !isCount(v.bytes_out) || typeof v.duration_sum_ms !== 'number' || !Number.isFinite(v.duration_sum_ms) ||
-    v.duration_sum_ms < 0 || !isMs(v.duration_max_ms) || !Array.isArray(latency) ||
+    v.duration_sum_ms < 0 || v.duration_sum_ms > MAX_COUNT * MAX_DURATION_MS || !isMs(v.duration_max_ms) || !Array.isArray(latency) ||
     latency.length !== TRAFFIC_LATENCY_BOUNDS_MS.length + 1 || !latency.every(isCount)
   ) {
     return null;
