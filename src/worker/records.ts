@@ -28,7 +28,26 @@ export interface RecordWorkerOptions {
   count?: number;
   /** How long a read waits for a batch before the loop goes round again. */
   blockMs?: number;
+  /**
+   * Failed writes of one batch alone, with the database answering, before the batch is given up (acknowledged
+   * unwritten, counted and logged): a batch the store always refuses must not hold up every batch behind it.
+   */
+  maxAttempts?: number;
 }
+
+/** What the worker has done since it started (tests, logs). */
+export interface RecordWorkerStats {
+  /** Batches written and acknowledged. */
+  batches: number;
+  /** Batches given up after maxAttempts failed writes, and the records they carried. */
+  deadLetteredBatches: number;
+  deadLetteredRecords: number;
+  /** Records that did not parse (malformed, out of bounds, unknown kind), acknowledged unwritten. */
+  skipped: number;
+}
+
+/** Failure counts kept for at most this many batches (a bound on memory should ids never be acknowledged). */
+const MAX_TRACKED_FAILURES = 10_000;
 
 /**
  * At least once: a crash between the commit and the acknowledgement delivers the read again (to this node's next
@@ -38,6 +57,10 @@ export interface RecordWorkerOptions {
 export class RecordWorker {
   private readonly count: number;
   private readonly blockMs: number;
+  private readonly maxAttempts: number;
+  /** Batch id → failed writes of that batch alone; forgotten once it is acknowledged. */
+  private readonly failures = new Map<string, number>();
+  private readonly counts: RecordWorkerStats = { batches: 0, deadLetteredBatches: 0, deadLetteredRecords: 0, skipped: 0 };
   private readonly logger: Logger;
   private readonly abort = new AbortController();
   private loop: Promise<void> | null = null;
@@ -52,10 +75,15 @@ export class RecordWorker {
   ) {
     this.count = options.count ?? 100;
     this.blockMs = options.blockMs ?? 2_000;
-    for (const [name, value] of Object.entries({ count: this.count, blockMs: this.blockMs })) {
+    this.maxAttempts = options.maxAttempts ?? 5;
+    for (const [name, value] of Object.entries({ count: this.count, blockMs: this.blockMs, maxAttempts: this.maxAttempts })) {
       if (!Number.isInteger(value) || value < 1) throw new RangeError(`RecordWorker ${name} must be a positive integer, got ${value}`);
     }
     this.logger = options.logger;
+  }
+
+  stats(): RecordWorkerStats {
+    return { ...this.counts };
   }
 
   start(): void {
@@ -116,16 +144,82 @@ export class RecordWorker {
     if (signal?.aborted) return 0;
     const batches = await this.source.read({ count: this.count, blockMs, signal });
     if (batches.length === 0) return 0;
-    await this.write(batches);
-    await this.source.ack(batches.map((b) => b.id));
+    try {
+      await this.write(batches);
+    } catch (err) {
+      return this.writeOneByOne(batches, err);
+    }
+    await this.acknowledge(batches, []);
     return batches.length;
+  }
+
+  /**
+   * A read's transaction failed: each batch is written alone, so one bad batch cannot hold the others back. A batch
+   * that fails alone while the database answers counts a failure; at maxAttempts it is dead-lettered (acknowledged
+   * unwritten, logged with what it held). With the database unreachable nothing is counted: an outage loses nothing.
+   * Throws when a batch is left for the next read (the loop backs off).
+   */
+  private async writeOneByOne(batches: RecordBatch[], first: unknown): Promise<number> {
+    const done: RecordBatch[] = [];
+    const dead: RecordBatch[] = [];
+    let left: unknown = null;
+    for (const batch of batches) {
+      try {
+        await this.write([batch]);
+        done.push(batch);
+        continue;
+      } catch (err) {
+        if (!(await this.storeAnswers())) {
+          await this.acknowledge(done, dead);
+          throw err;
+        }
+        const failures = (this.failures.get(batch.id) ?? 0) + 1;
+        if (failures < this.maxAttempts) {
+          if (this.failures.size >= MAX_TRACKED_FAILURES) this.failures.delete(this.failures.keys().next().value!);
+          this.failures.set(batch.id, failures);
+          left ??= err;
+          continue;
+        }
+        const kinds: Record<string, number> = {};
+        for (const r of batch.records) kinds[r.kind] = (kinds[r.kind] ?? 0) + 1;
+        this.logger.error({ err, batch: batch.id, kinds, attempts: failures }, 'traffic-record batch dead-lettered: the store refused it every time; its records are lost');
+        dead.push(batch);
+      }
+    }
+    await this.acknowledge(done, dead);
+    if (left !== null) throw left;
+    // Everything went through alone: the read's failure was passing (a deadlock, a serialisation conflict).
+    this.logger.debug({ err: first }, 'traffic records written batch by batch after the read failed as a whole');
+    return batches.length;
+  }
+
+  private async storeAnswers(): Promise<boolean> {
+    try {
+      await this.db.query('SELECT 1');
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /** Acknowledges batches written and batches given up; counted here, once, however often they were tried. */
+  private async acknowledge(written: RecordBatch[], dead: RecordBatch[]): Promise<void> {
+    const all = [...written, ...dead];
+    if (all.length === 0) return;
+    await this.source.ack(all.map((b) => b.id));
+    const skipped = all.reduce((n, b) => n + b.skipped, 0);
+    // Malformed records, or kinds a newer edge sends that this worker does not know: acknowledged, not retried.
+    if (skipped > 0) this.logger.warn({ skipped }, 'skipped traffic records that did not parse');
+    for (const b of all) this.failures.delete(b.id);
+    this.counts.batches += written.length;
+    this.counts.deadLetteredBatches += dead.length;
+    this.counts.deadLetteredRecords += dead.reduce((n, b) => n + b.records.length, 0);
+    this.counts.skipped += skipped;
   }
 
   private async write(batches: RecordBatch[]): Promise<void> {
     const byKind = new Map<TrafficRecordKind, { records: TrafficRecord[]; origins: RecordOrigin[] }>();
-    let skipped = 0;
     for (const batch of batches) {
-      skipped += batch.skipped;
       batch.records.forEach((record, index) => {
         let list = byKind.get(record.kind);
         if (!list) byKind.set(record.kind, (list = { records: [], origins: [] }));
@@ -133,8 +227,6 @@ export class RecordWorker {
         list.origins.push({ batch: batch.id, index });
       });
     }
-    // Malformed records, or kinds a newer edge sends that this worker does not know: acknowledged, not retried.
-    if (skipped > 0) this.logger.warn({ skipped }, 'skipped traffic records that did not parse');
     const handled = [...byKind].filter(([kind]) => this.handlers[kind] !== undefined);
     if (handled.length === 0) return;
     await this.db.transaction(async (tx) => {
