@@ -35,6 +35,11 @@ export interface CapturedDetail {
   response_head: string | null;
   request_body: CapturedBody;
   response_body: CapturedBody;
+  /**
+   * Request fields to store redacted beyond the shipper's list: the endpoint's token header (token mode reading a
+   * header) and what the stages consumed or own on this request (RequestContext.dropHeaders), lower-case.
+   */
+  redact?: readonly string[];
 }
 
 /** One finished exchange, as capture keeps it. */
@@ -169,6 +174,19 @@ function watchResponseBody(res: ServerResponse, body: CapturedBody): void {
 }
 
 /**
+ * The request fields of a full capture that carry a credential on this endpoint besides the ones always redacted: the
+ * token header token mode reads (whether or not the visitor's token was accepted: a near miss is still a secret) and
+ * the fields the stages consumed. Undefined when there are none (the usual case).
+ */
+function credentialFields(ctx: RequestContext): readonly string[] | undefined {
+  const source = ctx.endpoint.auth?.mode === 'token' ? ctx.endpoint.auth.token_source : undefined;
+  const tokenHeader = source?.kind === 'header' ? source.name.toLowerCase() : undefined;
+  const consumed = ctx.dropHeaders;
+  if (tokenHeader === undefined) return consumed;
+  return consumed === undefined ? [tokenHeader] : [...consumed, tokenHeader];
+}
+
+/**
  * Watches one request's response and reports it to `sink` when the exchange ends. Per request: one 'close'
  * listener, two clock readings and the socket's write count; a request with a body also gets a counting wrapper on
  * its `push` (what the parser received, whether or not anything read it), and a full capture wrappers that copy the first bytes of each body (bounded,
@@ -197,7 +215,11 @@ export function captureExchange(sink: CaptureSink, ctx: RequestContext): void {
     const edgeError = edgeErrorOf(res) ?? null;
     const visitor = ctx.visitor;
     const clientId = visitor !== undefined && visitor.kind !== 'session' && visitor.clientId !== undefined ? visitor.clientId : ctx.rbacClientId;
-    if (detail !== undefined && res.headersSent) detail.response_head = (res as unknown as { _header?: string | null })._header ?? null;
+    if (detail !== undefined) {
+      if (res.headersSent) detail.response_head = (res as unknown as { _header?: string | null })._header ?? null;
+      const redact = credentialFields(ctx);
+      if (redact !== undefined) detail.redact = redact;
+    }
     sink.record(
       {
         endpoint: ctx.endpoint.uuid,

@@ -12,8 +12,27 @@ import {
 } from '../shared/records/types.ts';
 import type { CaptureSink, CapturedBody, CapturedExchange } from './capture.ts';
 
-/** Header values never stored, whatever the configuration adds (lower-case). */
-export const ALWAYS_REDACTED = ['authorization', 'proxy-authorization', 'cookie', 'set-cookie'] as const;
+/**
+ * Header values never stored, whatever the configuration adds (lower-case): credentials by standard or by wide use.
+ * The endpoint's own token header is added per exchange (CapturedDetail.redact).
+ */
+export const ALWAYS_REDACTED = ['authorization', 'proxy-authorization', 'cookie', 'set-cookie', 'x-api-key', 'x-auth-token', 'x-access-token'] as const;
+
+/**
+ * Query parameters whose values are never stored (lower-case names), at either level: OAuth codes and tokens in
+ * redirects (the edge's own login callback among them), API keys and passwords some clients put in URLs.
+ */
+export const REDACTED_QUERY_PARAMS: ReadonlySet<string> = new Set([
+  'access_token',
+  'id_token',
+  'refresh_token',
+  'code',
+  'token',
+  'api_key',
+  'apikey',
+  'password',
+  'client_secret',
+]);
 export const REDACTED = '[redacted]';
 
 export interface TrafficShipperOptions {
@@ -255,6 +274,28 @@ function responseHeaders(head: string | null, redact: ReadonlySet<string>): Reco
   return out;
 }
 
+/** The raw query with the values of REDACTED_QUERY_PARAMS replaced; the same string when none is present. */
+export function redactQuery(query: string): string {
+  if (query === '') return query;
+  let changed = false;
+  const parts = query.split('&');
+  for (let i = 0; i < parts.length; i++) {
+    const eq = parts[i].indexOf('=');
+    if (eq <= 0) continue;
+    let name: string;
+    try {
+      name = decodeURIComponent(parts[i].slice(0, eq).replace(/\+/g, ' ')).toLowerCase();
+    } catch {
+      continue;
+    }
+    if (REDACTED_QUERY_PARAMS.has(name)) {
+      parts[i] = `${parts[i].slice(0, eq)}=${REDACTED}`;
+      changed = true;
+    }
+  }
+  return changed ? parts.join('&') : query;
+}
+
 function bodyOf(body: CapturedBody): string {
   return (body.chunks.length === 1 ? body.chunks[0] : Buffer.concat(body.chunks, body.size)).toString('base64');
 }
@@ -273,7 +314,7 @@ export function exchangeRecord(x: CapturedExchange, edge: string, region: string
     method: cut(x.method, 32),
     host: cut(x.host, L.host),
     path: cut(x.path, L.path),
-    query: cut(x.query, L.query),
+    query: cut(redactQuery(x.query), L.query),
     status: x.status,
     duration_ms: x.duration_ms,
     bytes_in: x.bytes_in,
@@ -291,7 +332,7 @@ export function exchangeRecord(x: CapturedExchange, edge: string, region: string
   };
   const d = x.detail;
   if (record.level === 'full' && d !== undefined) {
-    record.request_headers = requestHeaders(d.request_headers, redact);
+    record.request_headers = requestHeaders(d.request_headers, d.redact === undefined ? redact : new Set([...redact, ...d.redact]));
     record.response_headers = responseHeaders(d.response_head, redact);
     if (d.request_body.size > 0) record.request_body = bodyOf(d.request_body);
     if (d.response_body.size > 0) record.response_body = bodyOf(d.response_body);

@@ -21,7 +21,12 @@ const FULL = endpointConfig({ uuid: '11111111-2222-4333-8444-555555555555', host
 const META = endpointConfig({ uuid: '21111111-2222-4333-8444-555555555555', hostname: 'meta.edge.test', account_id: 7, capture_enabled: true, capture_level: 'metadata' });
 const OFF = endpointConfig({ uuid: '31111111-2222-4333-8444-555555555555', hostname: 'off.edge.test', account_id: 7, capture_enabled: false, capture_level: 'off' });
 const DEFAULT = endpointConfig({ uuid: '41111111-2222-4333-8444-555555555555', hostname: 'default.edge.test', account_id: 7, capture_enabled: true, capture_level: null });
-const BY_HOST = new Map<string, EndpointConfig>([FULL, META, OFF, DEFAULT].map((e) => [e.hostname, e]));
+/** Token mode reading its token from a header of the user's choosing: that header is a credential on this endpoint. */
+const TOKEN_HEADER = endpointConfig({
+  uuid: '51111111-2222-4333-8444-555555555555', hostname: 'token.edge.test', account_id: 7, capture_enabled: true, capture_level: 'full',
+  auth: { mode: 'token', realm: '', token_source: { kind: 'header', name: 'x-my-token' }, basic_users: [], tokens: [], session_ttl_seconds: null, credentials_version: 1 },
+});
+const BY_HOST = new Map<string, EndpointConfig>([FULL, META, OFF, DEFAULT, TOKEN_HEADER].map((e) => [e.hostname, e]));
 
 /** Everything appended so far, parsed as the worker would parse it (what a record looks like after the wire). */
 async function shipped(records: MemoryRecords): Promise<TrafficRecord[]> {
@@ -135,6 +140,18 @@ describe('the traffic shipper', () => {
     assert.equal(x.request_body_truncated, true);
     assert.deepEqual(Buffer.from(x.response_body!, 'base64'), Buffer.alloc(TRAFFIC_BODY_LIMIT, 'r'));
     assert.equal(x.response_body_truncated, true);
+  });
+
+  it('never stores a credential: the endpoint\'s token header, common key headers, and token-bearing query parameters (either level)', async () => {
+    await send('token.edge.test', '/cb?code=abc&x=1&Access_Token=t&token=&size=1', { headers: { 'x-my-token': 'near-miss', 'x-auth-token': 'a', 'x-visible': 'v' } });
+    const [x] = await exchanges();
+    assert.equal(x.request_headers!['x-my-token'], REDACTED, 'the token header this endpoint reads');
+    assert.equal(x.request_headers!['x-auth-token'], REDACTED);
+    assert.equal(x.request_headers!['x-visible'], 'v');
+    assert.equal(x.query, `code=${REDACTED}&x=1&Access_Token=${REDACTED}&token=${REDACTED}&size=1`);
+    await send('meta.edge.test', '/cb?state=s&id_token=eyJ&size=1');
+    const [m] = await exchanges();
+    assert.equal(m.query, `state=s&id_token=${REDACTED}&size=1`);
   });
 
   it('full with small bodies keeps them whole and says nothing was cut', async () => {
