@@ -8,7 +8,6 @@
 // and WebSockets fail plainly. Logins need HTTPS (the cookies are __Host-): on plain HTTP a browser is first
 // redirected to HTTPS. docs/visitor-auth.md describes the flow.
 import type { LookupFunction } from 'node:net';
-import { LRUCache } from 'lru-cache';
 import { createHash } from 'node:crypto';
 import type { ErrorCode } from '../../shared/errors.ts';
 import type { EndpointConfig, OAuthProviderConfig, VisitorAuthConfig } from '../../shared/snapshot.ts';
@@ -16,6 +15,7 @@ import { asHeaderValue } from '../http/credentials.ts';
 import { sendEdgeError } from '../http/pages.ts';
 import { cookieValues } from '../match/cookies.ts';
 import type { AuthOutcome } from '../metrics.ts';
+import { LazyLru } from '../pipeline/lazy-cache.ts';
 import type { RequestContext, Stage, StageDeps, Verdict, VisitorIdentity } from '../pipeline/stage.ts';
 import { httpsLocation } from '../stages/https-redirect.ts';
 import { AUTH_PREFIX, CALLBACK_PATH, LOGIN_FLOW_HEADERS, LOGIN_PATH, LOGOUT_PATH, loginHref, loginPage, sendLoginPage } from './login-page.ts';
@@ -155,7 +155,7 @@ export function compileOAuth(endpoint: EndpointConfig, auth: VisitorAuthConfig, 
   const state = deps.memory ? deps.memory.keep('auth:oauth', uuid, version, makeClients) : makeClients();
   // Logouts on this edge, each until its session would have expired (set per entry): a copy of the cookie is
   // refused here from then on. Kept whatever else changes, so a new lifetime does not revive logged-out sessions.
-  const makeLoggedOut = () => new LRUCache<string, true>({ max: LOGGED_OUT_SIZE, ttl: MAX_SESSION_TTL_MS });
+  const makeLoggedOut = () => new LazyLru<string, true>({ max: LOGGED_OUT_SIZE, ttl: MAX_SESSION_TTL_MS });
   const loggedOut = deps.memory ? deps.memory.keep('auth:logged-out', uuid, 'v1', makeLoggedOut) : makeLoggedOut();
   // Judged against this compile's providers and allow-lists: a new snapshot starts it afresh.
   const admitted = new SessionCache<Admitted>(options.sessionCacheSize ?? SESSION_CACHE_SIZE);
@@ -420,7 +420,7 @@ export function sessionReader(endpoint: EndpointConfig, deps: StageDeps, now: ()
   const ttlSeconds = auth.session_ttl_seconds ?? deps.sessions?.ttlSeconds ?? DEFAULT_SESSION_TTL_SECONDS;
   const lists = new Map((auth.providers ?? []).map((p) => [p.id, { emails: new Set(p.allowed_emails), domains: new Set(p.allowed_domains) }]));
   // The auth stage's list (same stage key and version), so a logout on this edge counts here too.
-  const loggedOut = deps.memory?.keep('auth:logged-out', endpoint.uuid, 'v1', () => new LRUCache<string, true>({ max: LOGGED_OUT_SIZE, ttl: MAX_SESSION_TTL_MS }));
+  const loggedOut = deps.memory?.keep('auth:logged-out', endpoint.uuid, 'v1', () => new LazyLru<string, true>({ max: LOGGED_OUT_SIZE, ttl: MAX_SESSION_TTL_MS }));
   return (cookie) => {
     const values = cookieValues(cookie, SESSION_COOKIE);
     if (values === undefined) return undefined;

@@ -21,7 +21,6 @@
 import { createHash, createHmac, randomBytes } from 'node:crypto';
 import bcrypt from 'bcrypt';
 import ipaddr from 'ipaddr.js';
-import { LRUCache } from 'lru-cache';
 import { headerKey } from '../../shared/edge-headers.ts';
 import type { ErrorCode } from '../../shared/errors.ts';
 import { AUTH_USER_HEADER, compileOAuth, type OAuthStageOptions } from '../auth/oidc-login.ts';
@@ -31,6 +30,7 @@ import { asHeaderValue, basicCredentials, credentialsOf } from '../http/credenti
 import { sendEdgeError } from '../http/pages.ts';
 import { cookieValues } from '../match/cookies.ts';
 import type { AuthOutcome } from '../metrics.ts';
+import { LazyLru } from '../pipeline/lazy-cache.ts';
 import { DEFAULT_STAGE_DEPS, type RequestContext, type Stage, type StageDeps, type StageFactory, type Verdict, type VisitorIdentity } from '../pipeline/stage.ts';
 
 /** The field the agent receives naming who authenticated (edge-owned: visitor copies are stripped in every spelling). */
@@ -92,7 +92,7 @@ export function limiterKey(address: string): string {
 
 /** Per-address failure budget: `capacity` tokens, refilled at `capacity` a minute; a check in flight holds one. */
 class FailureLimiter {
-  private readonly buckets = new LRUCache<string, { tokens: number; at: number }>({ max: LIMITED_ADDRESSES });
+  private readonly buckets = new LazyLru<string, { tokens: number; at: number }>({ max: LIMITED_ADDRESSES });
   constructor(
     private readonly capacity: number,
     private readonly now: () => number,
@@ -125,8 +125,8 @@ class FailureLimiter {
 
 /** What a basic-mode stage keeps while the endpoint's users are unchanged. */
 interface BasicVerdicts {
-  ok: LRUCache<string, BasicUserConfig>;
-  bad: LRUCache<string, true>;
+  ok: LazyLru<string, BasicUserConfig>;
+  bad: LazyLru<string, true>;
   inFlight: Map<string, Promise<BasicUserConfig | null>>;
 }
 
@@ -180,7 +180,7 @@ function compileBasic(endpoint: EndpointConfig, auth: VisitorAuthConfig, deps: S
   // Unknown usernames are checked against a decoy of the same cost as the users' hashes.
   const rounds = auth.basic_users.length > 0 ? bcrypt.getRounds(auth.basic_users[0].password_hash) : 10;
   const challenge = `Basic realm=${quoted(auth.realm || endpoint.hostname)}, charset="UTF-8"`;
-  const make = (): BasicVerdicts => ({ ok: new LRUCache({ max: VERDICT_CACHE_SIZE }), bad: new LRUCache({ max: VERDICT_CACHE_SIZE }), inFlight: new Map() });
+  const make = (): BasicVerdicts => ({ ok: new LazyLru({ max: VERDICT_CACHE_SIZE }), bad: new LazyLru({ max: VERDICT_CACHE_SIZE }), inFlight: new Map() });
   const verdicts = deps.memory ? deps.memory.keep('auth:basic', endpoint.uuid, usersChecksum(auth), make) : make();
   // The failure budget outlives changes to the users: a visitor cannot reset it.
   const makeLimiter = () => new FailureLimiter(failures, now);

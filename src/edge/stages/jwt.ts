@@ -19,7 +19,6 @@
 import { createHash, hash } from 'node:crypto';
 import type { LookupFunction } from 'node:net';
 import { createLocalJWKSet, createRemoteJWKSet, customFetch, errors, jwtVerify, type FetchImplementation, type JWSHeaderParameters, type FlattenedJWSInput, type JWTPayload } from 'jose';
-import { LRUCache } from 'lru-cache';
 import { fetch as undiciFetch } from 'undici';
 import { headerKey } from '../../shared/edge-headers.ts';
 import type { ErrorCode } from '../../shared/errors.ts';
@@ -29,6 +28,7 @@ import { asHeaderValue, credentialsOf } from '../http/credentials.ts';
 import { sendEdgeError } from '../http/pages.ts';
 import type { AuthOutcome } from '../metrics.ts';
 import { literalRefusal, policyAgent, readBounded } from '../http/policy-fetch.ts';
+import { LazyLru } from '../pipeline/lazy-cache.ts';
 import { DEFAULT_STAGE_DEPS, type RequestContext, type Stage, type StageDeps, type StageFactory, type Verdict } from '../pipeline/stage.ts';
 import { quoted } from './auth.ts';
 
@@ -88,8 +88,8 @@ interface Refused {
 /** What the stage keeps while the endpoint's JWT config is unchanged. */
 interface JwtState {
   getKey: (header: JWSHeaderParameters, token: FlattenedJWSInput) => Promise<CryptoKey>;
-  verified: LRUCache<string, Verified>;
-  refused: LRUCache<string, Refused>;
+  verified: LazyLru<string, Verified>;
+  refused: LazyLru<string, Refused>;
   inFlight: Map<string, Promise<Verified>>;
   loggedAt: number;
 }
@@ -219,9 +219,9 @@ function compileJwt(endpoint: EndpointConfig, jwt: JwtLayerConfig, deps: StageDe
   const make = (): JwtState => {
     const state: JwtState = {
       getKey: null as unknown as JwtState['getKey'],
-      verified: new LRUCache({ max: TOKEN_CACHE_SIZE }),
+      verified: new LazyLru({ max: TOKEN_CACHE_SIZE }),
       // Anyone can mint refused tokens: fewer of them are kept than of verified ones, which only an issuer can make.
-      refused: new LRUCache({ max: REFUSED_CACHE_SIZE }),
+      refused: new LazyLru({ max: REFUSED_CACHE_SIZE }),
       inFlight: new Map(),
       loggedAt: -Infinity,
     };

@@ -9,10 +9,10 @@
 // copies are stripped by the X-Edge-* rule, src/shared/edge-headers.ts; those of every role's headers as dropHeaders). A role's rate_limit_rps is a token bucket
 // per client and role on this edge, kept across recompiles while the client's roles and rates are unchanged.
 import type { IncomingHttpHeaders } from 'node:http';
-import { LRUCache } from 'lru-cache';
 import type { EndpointConfig } from '../../shared/snapshot.ts';
 import { asHeaderValue } from '../http/credentials.ts';
 import { sendEdgeError } from '../http/pages.ts';
+import { LazyLru } from '../pipeline/lazy-cache.ts';
 import { DEFAULT_STAGE_DEPS, type RequestContext, type StageDeps, type StageFactory, type VisitorIdentity } from '../pipeline/stage.ts';
 import { compilePolicy, decide, identityKey, rbacEnabled, type CompiledClient, type CompiledPolicy } from '../rbac/policy.ts';
 
@@ -94,7 +94,7 @@ export function rbacStage(options: RbacStageOptions = {}): StageFactory {
       if (!rbacEnabled(rbac)) return null;
       const policy = compilePolicy(rbac);
       const now = options.now ?? Date.now;
-      const makeBuckets = () => new LRUCache<string, Bucket>({ max: RATE_LIMITED_CLIENTS });
+      const makeBuckets = () => new LazyLru<string, Bucket>({ max: RATE_LIMITED_CLIENTS });
       const buckets = deps.memory ? deps.memory.keep('rbac:rate', endpoint.uuid, 'v1', makeBuckets) : makeBuckets();
       const register = rbac.self_registration.enabled ? registrationHref(endpoint) : null;
       const owned = policy.headerNames;
