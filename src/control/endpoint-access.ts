@@ -25,6 +25,12 @@ export async function endpointForCaller(db: Queryable, caller: Caller, uuid: str
   return endpoint;
 }
 
+/** The endpoint a read names: endpoints:read is checked first (403), then the endpoint as endpointForCaller loads it. */
+export async function readableEndpoint(db: Queryable, caller: Caller, uuid: string): Promise<EndpointRow> {
+  caller.requirePermission('endpoints:read');
+  return endpointForCaller(db, caller, uuid);
+}
+
 export type PlanAccount = Pick<AccountRow, 'id' | 'kind' | 'plan'>;
 
 /**

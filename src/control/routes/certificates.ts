@@ -20,7 +20,7 @@ import * as store from '../../store/certificates.ts';
 import { findDomainById } from '../../store/domains.ts';
 import { isForeignKeyViolation } from '../../store/db.ts';
 import { publishEndpoint } from '../../store/endpoint-feed.ts';
-import { endpointForCaller, requireEndpointEntitlement } from '../endpoint-access.ts';
+import { endpointForCaller, readableEndpoint, requireEndpointEntitlement } from '../endpoint-access.ts';
 import { int64Param, type ControlApp, type ControlDeps } from '../http.ts';
 import { ErrorBody, ErrorResponses, iso } from '../views.ts';
 
@@ -304,8 +304,7 @@ export function certificateRoutes(app: ControlApp, { db, secrets, config }: Cont
       },
     },
     async (req) => {
-      req.caller.requirePermission('endpoints:read');
-      const endpoint = await endpointForCaller(db, req.caller, req.params.id);
+      const endpoint = await readableEndpoint(db, req.caller, req.params.id);
       return { mode: endpoint.mtls_mode, ca_certificates: describeCaBundle(endpoint.mtls_ca_pem) };
     },
   );

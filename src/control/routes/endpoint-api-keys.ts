@@ -10,7 +10,7 @@ import { MAX_LIVE_API_KEYS, type VisitorTokenRow } from '../../store/visitor-aut
 import { int64Param, type ControlApp, type ControlDeps } from '../http.ts';
 import { ErrorBody, ErrorResponses, iso } from '../views.ts';
 import { futureInstant, invalid } from './endpoint-settings.ts';
-import { endpointForCaller } from '../endpoint-access.ts';
+import { endpointForCaller, readableEndpoint } from '../endpoint-access.ts';
 
 /**
  * `evk_` and 256 random bits, base64url: an RFC 6750 b64token, so it works as a Bearer token, a header or a cookie
@@ -106,8 +106,7 @@ export function endpointApiKeyRoutes(app: ControlApp, { db, secrets }: ControlDe
       },
     },
     async (req) => {
-      req.caller.requirePermission('endpoints:read');
-      const endpoint = await endpointForCaller(db, req.caller, req.params.id);
+      const endpoint = await readableEndpoint(db, req.caller, req.params.id);
       return { items: (await store.listVisitorTokens(db, endpoint.id, 'api_key')).map(apiKeyView) };
     },
   );

@@ -26,7 +26,7 @@ import { MAX_OAUTH_PROVIDERS, MAX_SCOPES, offersProvider, type OAuthProviderRow 
 import * as store from '../../store/visitor-auth.ts';
 import { MAX_BASIC_USERS, MAX_SETTINGS_TOKENS, type AuthState, type BasicUserInput, type ModeConfigs, type SettingsTokenInput } from '../../store/visitor-auth.ts';
 import type { Caller } from '../caller.ts';
-import { endpointForCaller } from '../endpoint-access.ts';
+import { endpointForCaller, readableEndpoint } from '../endpoint-access.ts';
 import { parseJsonBody, type ControlApp, type ControlDeps } from '../http.ts';
 import { ErrorBody, ErrorResponses, iso } from '../views.ts';
 
@@ -500,8 +500,7 @@ export function endpointSettingsRoutes(app: ControlApp, { db, config, secrets }:
       },
     },
     async (req) => {
-      req.caller.requirePermission('endpoints:read');
-      const endpoint = await endpointForCaller(db, req.caller, req.params.id);
+      const endpoint = await readableEndpoint(db, req.caller, req.params.id);
       return settingsView(endpoint.id, await store.loadAuthState(db, endpoint.id));
     },
   );

@@ -11,7 +11,7 @@ import { findUsableDomain, type DomainRow } from '../../store/domains.ts';
 import * as store from '../../store/endpoints.ts';
 import { CAPTURE_LEVELS, ENDPOINT_STATUSES, type CaptureLevel, type EndpointRow } from '../../store/endpoints.ts';
 import type { Caller } from '../caller.ts';
-import { endpointAccountPlan, endpointForCaller, type PlanAccount } from '../endpoint-access.ts';
+import { endpointAccountPlan, endpointForCaller, readableEndpoint, type PlanAccount } from '../endpoint-access.ts';
 import { requireJsonContentType, type ControlApp, type ControlDeps } from '../http.ts';
 import { canonicalSubdomain, generateSubdomain, hostnameFor, MAX_HOSTNAME_LENGTH, ROOT_SUBDOMAIN } from '../subdomains.ts';
 import { ErrorBody, ErrorResponses, iso } from '../views.ts';
@@ -321,8 +321,7 @@ export function endpointRoutes(app: ControlApp, { db, config }: ControlDeps): vo
       },
     },
     async (req) => {
-      req.caller.requirePermission('endpoints:read');
-      return endpointView(await endpointForCaller(db, req.caller, req.params.id));
+      return endpointView(await readableEndpoint(db, req.caller, req.params.id));
     },
   );
 

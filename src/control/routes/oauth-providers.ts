@@ -21,7 +21,7 @@ import { int64Param, type ControlApp, type ControlDeps } from '../http.ts';
 import { ErrorBody, ErrorResponses, iso } from '../views.ts';
 import { invalid, publicHttpsUrl, ScopesBody } from './endpoint-settings.ts';
 import { CALLBACK_PATH, httpsLocation } from '../../shared/public-urls.ts';
-import { endpointForCaller } from '../endpoint-access.ts';
+import { endpointForCaller, readableEndpoint } from '../endpoint-access.ts';
 
 const KINDS = ['oidc', 'oauth2'] as const;
 const OAUTH2_URLS = ['authorization_url', 'token_url', 'userinfo_url'] as const;
@@ -256,8 +256,7 @@ export function oauthProviderRoutes(app: ControlApp, { db, config, secrets, publ
       },
     },
     async (req) => {
-      req.caller.requirePermission('endpoints:read');
-      const endpoint = await endpointForCaller(db, req.caller, req.params.id);
+      const endpoint = await readableEndpoint(db, req.caller, req.params.id);
       return { items: (await store.listOAuthProviders(db, endpoint.id)).map((p) => providerView(p, endpoint.hostname, publicHttpsPort())) };
     },
   );

@@ -4,7 +4,7 @@ import { Type } from '@sinclair/typebox';
 import { tunnelsOf } from '../../shared/presence.ts';
 import { Timestamp } from '../../shared/schema.ts';
 import { currentVersion } from '../../store/feed.ts';
-import { endpointForCaller } from '../endpoint-access.ts';
+import { readableEndpoint } from '../endpoint-access.ts';
 import type { ControlApp, ControlDeps } from '../http.ts';
 import { ErrorResponses } from '../views.ts';
 
@@ -47,8 +47,7 @@ export function presenceRoutes(app: ControlApp, { db, presence }: ControlDeps): 
       },
     },
     async (req) => {
-      req.caller.requirePermission('endpoints:read');
-      const endpoint = await endpointForCaller(db, req.caller, req.params.id);
+      const endpoint = await readableEndpoint(db, req.caller, req.params.id);
       const tunnels = await tunnelsOf(presence, endpoint.uuid);
       return {
         items: tunnels.map((t) => ({ agent_id: t.agent_id, tags: t.tags, protocol: t.protocol, region: t.region, edge_node: t.node, connected_at: t.connected_at })),

@@ -25,7 +25,7 @@ import {
 } from '../../store/rbac-clients.ts';
 import { findAuthSettings } from '../../store/visitor-auth.ts';
 import type { Caller } from '../caller.ts';
-import { endpointForCaller, requireEndpointEntitlement } from '../endpoint-access.ts';
+import { endpointForCaller, readableEndpoint, requireEndpointEntitlement } from '../endpoint-access.ts';
 import { int64Param, type ControlApp, type ControlDeps } from '../http.ts';
 import { ErrorBody, ErrorResponses, iso, RbacClientView, rbacClientView } from '../views.ts';
 import { allowedDomain } from './oauth-providers.ts';
@@ -436,8 +436,7 @@ export function rbacClientRoutes(app: ControlApp, { db, config, secrets }: Contr
       },
     },
     async (req) => {
-      req.caller.requirePermission('endpoints:read');
-      const endpoint = await endpointForCaller(db, req.caller, req.params.id);
+      const endpoint = await readableEndpoint(db, req.caller, req.params.id);
       return (await listClients(db, endpoint.id)).map(rbacClientView);
     },
   );
@@ -612,8 +611,7 @@ export function rbacClientRoutes(app: ControlApp, { db, config, secrets }: Contr
       },
     },
     async (req) => {
-      req.caller.requirePermission('endpoints:read');
-      const endpoint = await endpointForCaller(db, req.caller, req.params.id);
+      const endpoint = await readableEndpoint(db, req.caller, req.params.id);
       return { self_registration: await store.readSelfRegistration(db, endpoint.id) };
     },
   );
