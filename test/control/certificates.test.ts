@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { SecretBox } from '../../src/shared/secrets.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
+import { feedVersion } from '../helpers/endpoint-api.ts';
 import { createCa, createLeaf, createSelfSigned, expiredWindow, futureWindow, unrelatedKeyPem, type Issued, type Leaf } from '../helpers/certs.ts';
 
 type User = Awaited<ReturnType<TestNode['createUser']>>;
@@ -65,11 +66,6 @@ describe('certificates', () => {
   async function feedEntry(topic: string, key: string): Promise<any> {
     const { rows } = await t.node.db!.query<{ data: unknown }>('SELECT data FROM feed_entries WHERE topic = $1 AND key = $2', [topic, key]);
     return rows[0]?.data ?? null;
-  }
-
-  async function feedVersion(): Promise<number> {
-    const { rows } = await t.node.db!.query<{ version: number }>('SELECT version FROM feed_state');
-    return rows[0].version;
   }
 
   async function certificateIdOf(uuid: string): Promise<number | null> {
@@ -330,14 +326,14 @@ describe('certificates', () => {
       });
 
       async function refused(body: unknown, opts: { key?: string; headers?: Record<string, string>; raw?: string; uuid?: string } = {}) {
-        const version = await feedVersion();
+        const version = await feedVersion(t);
         const res = await t.api('PUT', `/v1/endpoints/${opts.uuid ?? ep.uuid}/certificate`, {
           key: opts.key ?? owner.api_key,
           headers: opts.raw ? { 'content-type': 'application/json', ...opts.headers } : opts.headers,
           ...(opts.raw ? { raw: opts.raw } : { body }),
         });
         assert.equal(await certificateIdOf(ep.uuid), current.id, `certificate_id unchanged after ${res.status} ${res.text}`);
-        assert.equal(await feedVersion(), version, 'nothing published');
+        assert.equal(await feedVersion(t), version, 'nothing published');
         return res;
       }
 

@@ -3,6 +3,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
+import { feedVersion } from '../helpers/endpoint-api.ts';
 import { createCa, createLeaf, expiredWindow, type Issued } from '../helpers/certs.ts';
 
 type User = Awaited<ReturnType<TestNode['createUser']>>;
@@ -38,11 +39,6 @@ describe('endpoint mTLS', () => {
   async function feedEndpoint(uuid: string): Promise<any> {
     const { rows } = await t.node.db!.query<{ data: unknown }>("SELECT data FROM feed_entries WHERE topic = 'endpoint' AND key = $1", [uuid]);
     return rows[0]?.data ?? null;
-  }
-
-  async function feedVersion(): Promise<number> {
-    const { rows } = await t.node.db!.query<{ version: number }>('SELECT version FROM feed_state');
-    return rows[0].version;
   }
 
   async function orgMember(permissions: string[]) {
@@ -126,10 +122,10 @@ describe('endpoint mTLS', () => {
     });
 
     async function refused(body: unknown, opts: { key?: string | null; headers?: Record<string, string>; uuid?: string } = {}) {
-      const version = await feedVersion();
+      const version = await feedVersion(t);
       const res = await t.api('PUT', `/v1/endpoints/${opts.uuid ?? ep.uuid}/mtls`, { key: opts.key === undefined ? owner.api_key : opts.key, headers: opts.headers, body });
       assert.deepEqual(await stored(ep.uuid), before_, `unchanged after ${res.status} ${res.text}`);
-      assert.equal(await feedVersion(), version, 'nothing published');
+      assert.equal(await feedVersion(t), version, 'nothing published');
       return res;
     }
 
