@@ -1,6 +1,6 @@
 // Config apply at scale: a real edge (startEdge, every listener of its config wired) restarted with no saved state
-// against a feed of 100k endpoints with settings and rules (a routing rule each, a rate limit on one in five, basic,
-// JWT and RBAC on one in 1000), one change at that size, and a restart from the saved file. Timed, never a test.
+// against a feed of 100k endpoints with settings and rules (a routing rule and a rate limit each, basic, JWT and
+// RBAC on one in ten), one change at that size, and a restart from the saved file. Timed, never a test.
 //
 // Runs in a child process of its own (`benchConfigApply`), so the resident memory it reports is the edge's alone.
 // Standalone: `npx tsx bench/config-apply.ts` (BENCH_CONFIG_ENDPOINTS sets the count, default 100,000).
@@ -57,18 +57,16 @@ export interface ConfigApplyResult {
 const PASSWORD_HASH = '$2b$10$CwTycUXWue0Thq9StjUM0uJ8.qGLRlhE3hL6pCnbS4cY1S7bW8dbe';
 
 /**
- * Every `fullEvery`th endpoint (BENCH_CONFIG_FULL_EVERY, default 1000) carries every policy. Each compiled basic, JWT
- * or RBAC stage holds lru-cache instances sized at construction (~740 KiB an endpoint with all three,
- * bench/policy-memory.ts), so 100k of them would need ~70 GiB: measured per endpoint there, not loaded here.
+ * Every `fullEvery`th endpoint (BENCH_CONFIG_FULL_EVERY, default 10) carries every policy. Their stages' caches are
+ * built on first use (~23 KiB an endpoint with all three, bench/policy-memory.ts); one in ten keeps the reset well
+ * inside 10 s on a shared 2-core machine (one in four took 7-8 s, every one 16 s: docs/performance.md).
  */
-const FULL_EVERY = Math.max(1, Number(process.env.BENCH_CONFIG_FULL_EVERY ?? 1000));
+const FULL_EVERY = Math.max(1, Number(process.env.BENCH_CONFIG_FULL_EVERY ?? 10));
 /**
- * Every `rateLimitEvery`th endpoint has a rate-limit rule (BENCH_CONFIG_RATE_LIMIT_EVERY, default 5: 20,000 rules).
- * Past 20,000 rules an edge keeps state for (DEFAULT_MAX_RULE_STATES), each further rule's compile scans every kept
- * state for the least used (RateLimitCounters.dropLeastUsed): with a rule on each of 100k endpoints the reset took
- * 61-80 s here, 63 % of it in that scan (docs/performance.md). `1` reproduces it.
+ * Every `rateLimitEvery`th endpoint has a rate-limit rule (BENCH_CONFIG_RATE_LIMIT_EVERY, default 1: 100,000 rules;
+ * past the 20,000 rules an edge keeps state for, a compile no longer scans every kept state, commit c959345).
  */
-const RATE_LIMIT_EVERY = Math.max(1, Number(process.env.BENCH_CONFIG_RATE_LIMIT_EVERY ?? 5));
+const RATE_LIMIT_EVERY = Math.max(1, Number(process.env.BENCH_CONFIG_RATE_LIMIT_EVERY ?? 1));
 
 /**
  * Endpoints with settings and rules: every one has a routing rule to an origin shared by a hundred, one in
