@@ -165,6 +165,10 @@ async function startTunnelPath(
   for (const transport of transports) {
     const endpoint = await api(control, apiKey, 'POST', '/v1/endpoints', {});
     const hostname = endpoint.hostname as string;
+    // Capture off, as the origin cases drop their records: with it on (the default), the in-process worker of `edge
+    // serve` writes every exchange into PGlite on the edge's own CPU, which measures the embedded store, not the
+    // tunnel. Usage is still counted (per-minute aggregates).
+    await api(control, apiKey, 'PUT', `/v1/endpoints/${endpoint.uuid as string}/settings/capture`, { capture_enabled: false });
     // The agent is admitted from the edge's config mirror, so wait until the feed has brought the endpoint there.
     await until('the endpoint reaching the edge', 15_000, async () => ((await probe(procs.edgeHttpPort!, '/', hostname)).edgeError === 'endpoint_not_found' ? undefined : true));
     const agent = spawnNode(
