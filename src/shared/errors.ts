@@ -56,6 +56,7 @@ export const ERROR_CODES = {
   // Traffic replay (POST /v1/traffic/logs/{id}/replay, docs/traffic.md "API").
   replay_not_captured: [409, 'Not enough of this exchange was captured to replay it'],
   replay_failed: [502, 'The replay could not be completed through the edge'],
+  alert_test_too_soon: [429, 'This alert rule was tested moments ago; retry after the cooldown'],
   replay_busy: [429, 'Too many replays of this account are in progress; retry when one has finished'],
   // RBAC registration (POST /v1/rbac/registrations, docs/rbac.md).
   invalid_identity_assertion: [401, 'The identity assertion is not valid for this endpoint'],

@@ -227,14 +227,21 @@ describe('traffic alert rules API', () => {
     assert.match(event.notification_err, /no SMTP server configured/);
     const after = await expectBody(200, t.api('GET', `${BASE}/${r.uuid}`, { key: owner.api_key }));
     assert.equal(after.status, 'unknown');
-    // With an evaluated rule, the test carries its last value.
-    await sql(`UPDATE alert_rules SET status = 'ok', last_value = 0.02 WHERE uuid = $1`, [r.uuid]);
-    const second = await expectBody(200, t.api('POST', `${BASE}/${r.uuid}/test`, { key: owner.api_key, body: {} }));
-    assert.equal(second.value, 0.02);
-    assert.equal((await expectBody(200, t.api('GET', `${BASE}/${r.uuid}`, { key: owner.api_key }))).status, 'ok');
+    // Again within the cooldown: 429 with Retry-After, nothing recorded or sent (a test sends to every channel, so
+    // unthrottled it would let a user make the platform flood the addresses of their choosing).
+    const again = await t.api('POST', `${BASE}/${r.uuid}/test`, { key: owner.api_key });
+    assert.equal(again.status, 429, again.text);
+    assert.equal(again.body.code, 'alert_test_too_soon');
+    const retryAfter = Number(again.headers.get('retry-after'));
+    assert.ok(retryAfter >= 1 && retryAfter <= 30, `Retry-After ${again.headers.get('retry-after')}`);
     const { items } = await expectBody(200, t.api('GET', `${BASE}/${r.uuid}/events`, { key: owner.api_key }));
-    assert.deepEqual(items.map((e: any) => e.id), [second.id, event.id]);
-    assert.deepEqual(items[1], event);
+    assert.deepEqual(items, [event]);
+    // With an evaluated rule, the test carries its last value and leaves the status.
+    const evaluated = await createOk(rule({ channels: [{ type: 'email', to: 'ops@example.com' }] }));
+    await sql(`UPDATE alert_rules SET status = 'ok', last_value = 0.02 WHERE uuid = $1`, [evaluated.uuid]);
+    const second = await expectBody(200, t.api('POST', `${BASE}/${evaluated.uuid}/test`, { key: owner.api_key, body: {} }));
+    assert.equal(second.value, 0.02);
+    assert.equal((await expectBody(200, t.api('GET', `${BASE}/${evaluated.uuid}`, { key: owner.api_key }))).status, 'ok');
   });
 
   it('events: newest first; limit 0 or omitted is the cap (100), above it capped, anything but an integer 400', async () => {

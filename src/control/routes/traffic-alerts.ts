@@ -298,7 +298,30 @@ export function eventsLimit(raw: string | undefined): number {
 // Routes
 // ---------------------------------------------------------------------------------------------------------------
 
+/**
+ * One test notification per rule in this long, per control process: a test sends to every channel (up to 10 addresses
+ * the user chose) at once, so unthrottled it would let anyone with a rule make the platform flood a third party.
+ */
+export const ALERT_TEST_COOLDOWN_MS = 30_000;
+
+/** When each rule was last tested on this control process (bounded: entries past the cooldown are pruned). */
+class TestCooldown {
+  private readonly last = new Map<string, number>();
+  constructor(private readonly now: () => number = Date.now) {}
+
+  /** Seconds until `rule` may be tested again, or 0 (and the test is counted now). */
+  take(rule: string): number {
+    const t = this.now();
+    const at = this.last.get(rule);
+    if (at !== undefined && t - at < ALERT_TEST_COOLDOWN_MS) return Math.ceil((ALERT_TEST_COOLDOWN_MS - (t - at)) / 1000);
+    if (this.last.size >= 10_000) for (const [k, v] of this.last) if (t - v >= ALERT_TEST_COOLDOWN_MS) this.last.delete(k);
+    this.last.set(rule, t);
+    return 0;
+  }
+}
+
 export function trafficAlertRoutes(app: ControlApp, { db, config, secrets, alertNotifier }: ControlDeps): void {
+  const cooldown = new TestCooldown();
   const TAGS = ['traffic-alerts'];
   const BASE = '/v1/traffic/alerts';
   const allowPrivate = config.originAllowPrivate;
@@ -421,15 +444,21 @@ export function trafficAlertRoutes(app: ControlApp, { db, config, secrets, alert
         summary: 'Send a test notification',
         description:
           'Records a test event (value: the rule’s last value, 0 before any) and sends it once to every channel, now; the rule’s ' +
-          `status is unchanged. 200 with the event: notified, or notification_err naming the channels that failed. ${WRITE_NOTE}`,
+          `status is unchanged. 200 with the event: notified, or notification_err naming the channels that failed. One test per rule ` +
+          `every ${ALERT_TEST_COOLDOWN_MS / 1000} s: sooner is 429 alert_test_too_soon with Retry-After, nothing recorded or sent. ${WRITE_NOTE}`,
         tags: TAGS,
         params: RuleParams,
         response: { 200: EventView, ...ErrorResponses },
       },
     },
-    async (req) => {
+    async (req, reply) => {
       req.caller.requirePermission('endpoints:write');
       const rule = await visibleRule(db, req.caller, req.params.uuid);
+      const wait = cooldown.take(rule.uuid);
+      if (wait > 0) {
+        reply.header('retry-after', String(wait));
+        throw fail.alert_test_too_soon(undefined, { retry_after_seconds: wait });
+      }
       const event = await store.insertAlertEvent(db, rule.id, 'test', rule.last_value ?? 0);
       const channels = store.openAlertChannels(rule.channels, secrets);
       const outcome = !alertNotifier
