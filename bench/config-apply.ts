@@ -5,15 +5,13 @@
 // Runs in a child process of its own (`benchConfigApply`), so the resident memory it reports is the edge's alone.
 // Standalone: `npx tsx bench/config-apply.ts` (BENCH_CONFIG_ENDPOINTS sets the count, default 100,000).
 import { spawn } from 'node:child_process';
-import { mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
 import { pathToFileURL } from 'node:url';
 import { startEdge, type EdgeNode } from '../src/edge/index.ts';
-import { platformCertificate } from '../src/edge/tls.ts';
-import { loadConfig } from '../src/shared/config.ts';
 import { MemoryFeed } from '../src/shared/feed/memory.ts';
 import type { FeedEntry } from '../src/shared/feed/types.ts';
 import { createLogger } from '../src/shared/log.ts';
@@ -21,6 +19,7 @@ import { MemoryPresence } from '../src/shared/presence.ts';
 import { SecretBox } from '../src/shared/secrets.ts';
 import type { EndpointConfig } from '../src/shared/snapshot.ts';
 import { request } from 'undici';
+import { benchEdgeSettings } from './lib/edge-process.ts';
 import { policyEndpoint } from './lib/policy-endpoint.ts';
 import { benchFile, TSX } from './lib/procs.ts';
 
@@ -144,22 +143,7 @@ function waitVersion(edge: EdgeNode, version: number): Promise<void> {
 export async function measureConfigApply(count: number, changes = 50): Promise<ConfigApplyResult> {
   const dataDir = await mkdtemp(join(tmpdir(), 'bench-config-'));
   const logger = createLogger(process.env.BENCH_LOG_LEVEL ?? 'silent');
-  // A platform certificate on disk, as a production edge has: generating one (~70 ms, once) is not config work.
-  const platform = await platformCertificate({ certFile: '', keyFile: '' }, 'bench.localhost');
-  await writeFile(join(dataDir, 'platform.crt'), platform.cert);
-  await writeFile(join(dataDir, 'platform.key'), platform.key);
-  const settings = loadConfig({
-    EDGE_TLS_CERT_FILE: join(dataDir, 'platform.crt'),
-    EDGE_TLS_KEY_FILE: join(dataDir, 'platform.key'),
-    EDGE_ROLE: 'all',
-    EDGE_HTTP_PORT: '0',
-    EDGE_HTTPS_PORT: '0',
-    EDGE_CONTROL_PORT: '0',
-    EDGE_OPS_PORT: '0',
-    EDGE_BIND_HOST: '127.0.0.1',
-    EDGE_DATA_DIR: dataDir,
-    EDGE_LOG_LEVEL: 'silent',
-  });
+  const settings = await benchEdgeSettings(dataDir, { EDGE_ROLE: 'all', EDGE_LOG_LEVEL: 'silent' });
   const feed = new MemoryFeed();
   const entries: FeedEntry[] = [];
   for (let i = 0; i < count; i++) {

@@ -34,27 +34,33 @@ class DiscardingSink implements RecordSink {
   async close(): Promise<void> {}
 }
 
-if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
-  exitWithParent();
-  const endpoints = JSON.parse(await readFile(process.argv[2], 'utf8')) as EndpointConfig[];
-  const dataDir = await mkdtemp(join(tmpdir(), 'bench-edge-'));
-  process.once('exit', () => void rm(dataDir, { recursive: true, force: true }));
+/**
+ * A bench node's settings: a platform certificate written into `dataDir` (as a production edge has one on disk:
+ * generating it, ~70 ms once, is not what a bench measures), every port ephemeral on loopback, plus `overrides`.
+ */
+export async function benchEdgeSettings(dataDir: string, overrides: Record<string, string>): Promise<ReturnType<typeof loadConfig>> {
   const platform = await platformCertificate({ certFile: '', keyFile: '' }, 'bench.localhost');
   await writeFile(join(dataDir, 'platform.crt'), platform.cert);
   await writeFile(join(dataDir, 'platform.key'), platform.key);
-  const settings = loadConfig({
+  return loadConfig({
     EDGE_TLS_CERT_FILE: join(dataDir, 'platform.crt'),
     EDGE_TLS_KEY_FILE: join(dataDir, 'platform.key'),
-    EDGE_ROLE: 'edge',
     EDGE_HTTP_PORT: '0',
     EDGE_HTTPS_PORT: '0',
     EDGE_CONTROL_PORT: '0',
     EDGE_OPS_PORT: '0',
     EDGE_BIND_HOST: '127.0.0.1',
     EDGE_DATA_DIR: dataDir,
-    EDGE_LOG_LEVEL: 'warn',
-    EDGE_ORIGIN_ALLOW_PRIVATE: 'true',
+    ...overrides,
   });
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  exitWithParent();
+  const endpoints = JSON.parse(await readFile(process.argv[2], 'utf8')) as EndpointConfig[];
+  const dataDir = await mkdtemp(join(tmpdir(), 'bench-edge-'));
+  process.once('exit', () => void rm(dataDir, { recursive: true, force: true }));
+  const settings = await benchEdgeSettings(dataDir, { EDGE_ROLE: 'edge', EDGE_LOG_LEVEL: 'warn', EDGE_ORIGIN_ALLOW_PRIVATE: 'true' });
   const feed = new MemoryFeed();
   const entries: FeedEntry[] = endpoints.map((data, i) => ({ topic: 'endpoint', key: data.uuid, version: i + 1, data }));
   await feed.reset({ version: entries.length, entries });
