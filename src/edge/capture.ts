@@ -3,7 +3,7 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { EndpointConfig } from '../shared/snapshot.ts';
-import { TRAFFIC_BODY_LIMIT } from '../shared/records/types.ts';
+import { TRAFFIC_BODY_LIMIT, type ExchangeFacts } from '../shared/records/types.ts';
 import { edgeErrorOf } from './http/pages.ts';
 import type { RequestContext } from './pipeline/stage.ts';
 
@@ -42,41 +42,10 @@ export interface CapturedDetail {
   redact?: readonly string[];
 }
 
-/** One finished exchange, as capture keeps it. */
-export interface CapturedExchange {
-  endpoint: string;
-  /** The endpoint's account and hostname, so the exchange can be stored even after the endpoint is deleted. */
-  account: number;
-  hostname: string;
-  /** When the request arrived (ISO 8601), and the same in ms since the epoch. */
-  at: string;
+/** One finished exchange, as capture keeps it: the facts a stored record has, and the raw detail of a full capture. */
+export interface CapturedExchange extends ExchangeFacts {
+  /** `at` in ms since the epoch. */
   time: number;
-  method: string;
-  host: string;
-  /** The normalised path that was judged and forwarded, and the raw query. */
-  path: string;
-  query: string;
-  /** 0 when the exchange ended before a response head was sent (visitor gone, connection cut). */
-  status: number;
-  duration_ms: number;
-  /** Request body bytes received; bytes written to the visitor's connection for the response (head and body). */
-  bytes_in: number;
-  bytes_out: number;
-  client_ip: string;
-  /** The visitor's country, when the rate-limit stage looked it up for a rule; else null. */
-  country: string | null;
-  user_agent: string;
-  secure: boolean;
-  /** The routing rule that chose the agents, if one did. */
-  rule: string | null;
-  /** The edge's own error code when the edge answered (X-Edge-Error), else null. */
-  edge_error: string | null;
-  /** What visitor authentication decided (authOutcomeOf), or null where it did not run. */
-  auth_outcome: string | null;
-  /** The RBAC client the visitor was, when known. */
-  client_id: string | null;
-  /** False when the response did not finish (the visitor left or the upstream cut it mid-body). */
-  completed: boolean;
   level: CaptureLevel;
   /** Present at level full only. */
   detail?: CapturedDetail;

@@ -14,38 +14,50 @@ export interface RateLimitHitsRecord {
   last: Record<string, string>;
 }
 
-/**
- * One captured exchange of an endpoint with capture on (src/edge/traffic-shipper.ts), written as one traffic_logs row.
- * `level` full adds headers (secrets redacted at the edge) and the first TRAFFIC_BODY_LIMIT bytes of each body.
- */
-export interface TrafficExchangeRecord {
-  kind: 'traffic_exchange';
-  edge: string;
+/** The facts of one finished exchange, as the edge's capture hook (src/edge/capture.ts) and a stored record share them. */
+export interface ExchangeFacts {
   /** When the request reached the edge (ISO 8601). */
   at: string;
-  region: string;
   /** The endpoint's account id and uuid, and its hostname (the subdomain label is kept if the endpoint goes). */
   account: number;
   endpoint: string;
   hostname: string;
   method: string;
   host: string;
+  /** The normalised path that was judged and forwarded, and the raw query. */
   path: string;
   query: string;
-  /** 0 when no response head was sent. */
+  /** 0 when no response head was sent (visitor gone, connection cut). */
   status: number;
   duration_ms: number;
+  /** Request body bytes received; bytes written to the visitor's connection for the response (head and body). */
   bytes_in: number;
   bytes_out: number;
   client_ip: string;
+  /** The visitor's country, when the rate-limit stage looked it up for a rule; else null. */
   country: string | null;
   user_agent: string;
   secure: boolean;
+  /** The routing rule that chose the agents, if one did. */
   rule: string | null;
+  /** The edge's own error code when the edge answered (X-Edge-Error), else null. */
   edge_error: string | null;
+  /** What visitor authentication decided, or null where it did not run. */
   auth_outcome: string | null;
+  /** The RBAC client the visitor was, when known. */
   client_id: string | null;
+  /** False when the response did not finish (the visitor left or the upstream cut it mid-body). */
   completed: boolean;
+}
+
+/**
+ * One captured exchange of an endpoint with capture on (src/edge/traffic-shipper.ts), written as one traffic_logs row.
+ * `level` full adds headers (secrets redacted at the edge) and the first TRAFFIC_BODY_LIMIT bytes of each body.
+ */
+export interface TrafficExchangeRecord extends ExchangeFacts {
+  kind: 'traffic_exchange';
+  edge: string;
+  region: string;
   level: 'metadata' | 'full';
   request_headers?: Record<string, string>;
   response_headers?: Record<string, string>;
