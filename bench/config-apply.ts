@@ -2,14 +2,16 @@
 // against a feed of 100k endpoints with settings and rules (a routing rule and a rate limit each, basic, JWT and
 // RBAC on one in ten), one change at that size, and a restart from the saved file. Timed, never a test.
 //
-// Runs in a child process of its own (`benchConfigApply`), so the resident memory it reports is the edge's alone.
-// Standalone: `npx tsx bench/config-apply.ts` (BENCH_CONFIG_ENDPOINTS sets the count, default 100,000).
+// The edge runs in a child process of its own and reads the feed from this one (bench/lib/ipc-feed.ts, which hands
+// a snapshot over as Redis does), so the resident memory it reports is the edge's alone: a deployed edge reads its
+// feed from Redis and holds no copy of it. Standalone: `npx tsx bench/config-apply.ts` (BENCH_CONFIG_ENDPOINTS sets
+// the count, default 100,000).
 import { spawn } from 'node:child_process';
 import { mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { createInterface } from 'node:readline';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { pathToFileURL } from 'node:url';
 import { startEdge, type EdgeNode } from '../src/edge/index.ts';
 import { MemoryFeed } from '../src/shared/feed/memory.ts';
@@ -20,6 +22,7 @@ import { SecretBox } from '../src/shared/secrets.ts';
 import type { EndpointConfig } from '../src/shared/snapshot.ts';
 import { request } from 'undici';
 import { benchEdgeSettings } from './lib/edge-process.ts';
+import { IpcFeedSource, isFeedMessage, serveFeed } from './lib/ipc-feed.ts';
 import { policyEndpoint } from './lib/policy-endpoint.ts';
 import { benchFile, TSX } from './lib/procs.ts';
 
@@ -47,10 +50,17 @@ export interface ConfigApplyResult {
   /** The first request to an endpoint right after the reset, answered from its compiled policy (401: no credentials). */
   firstRequestMs: number;
   firstRequestStatus: number;
-  /** Resident set size and V8 heap once the reset is done (after a GC when --expose-gc is on). */
+  /** The edge's resident set size and V8 heap right after the reset and its first request (after a full GC, memoryMb). */
   rssMb: number;
   heapMb: number;
+  /** The same after SETTLE_MS idle (V8 gives back the pages the reset's garbage took over a few seconds). */
+  rssSettledMb: number;
+  heapSettledMb: number;
+  settleMs: number;
 }
+
+/** How long the edge idles after the reset before its settled memory is read. */
+const SETTLE_MS = Number(process.env.BENCH_CONFIG_SETTLE_MS ?? 10_000);
 
 /** A bcrypt hash (cost 10) stored for every endpoint's basic user: compiling never runs bcrypt, so one value serves. */
 const PASSWORD_HASH = '$2b$10$CwTycUXWue0Thq9StjUM0uJ8.qGLRlhE3hL6pCnbS4cY1S7bW8dbe';
@@ -139,22 +149,50 @@ function waitVersion(edge: EdgeNode, version: number): Promise<void> {
   });
 }
 
-/** The measurement itself, in this process. */
-export async function measureConfigApply(count: number, changes = 50): Promise<ConfigApplyResult> {
+type EdgeReport = Pick<ConfigApplyResult, 'resetMs' | 'resetMaxStallMs' | 'resetMaxStallCpuMs' | 'firstRequestMs' | 'firstRequestStatus' | 'rssMb' | 'heapMb' | 'rssSettledMb' | 'heapSettledMb' | 'settleMs'>;
+type FinishReport = Pick<ConfigApplyResult, 'saveMs' | 'saveMaxStallMs' | 'saveMaxStallCpuMs' | 'stateFileMb' | 'loadMs' | 'loadMaxStallMs' | 'loadMaxStallCpuMs'>;
+/** What the edge's process tells this one, beside the feed's own messages. */
+type BenchMessage = { bench: 'reset'; report: EdgeReport } | { bench: 'applied'; version: number } | { bench: 'finished'; report: FinishReport } | { bench: 'failed'; error: string };
+
+/**
+ * The edge's memory after a full GC (--expose-gc), in MB, read UNMAP_MS later: V8 gives the pages a GC freed back to
+ * the OS on a background thread, so RSS read at once still counts 100-160 MB of them at this size.
+ */
+async function memoryMb(): Promise<{ rss: number; heap: number }> {
+  (globalThis as { gc?: () => void }).gc?.();
+  await sleep(UNMAP_MS);
+  const m = process.memoryUsage();
+  return { rss: m.rss / 1e6, heap: m.heapUsed / 1e6 };
+}
+
+/** How long after the GC memory is read (see memoryMb). */
+const UNMAP_MS = 500;
+
+/**
+ * The edge's side, in the child process: started with no saved state against the parent's feed, measured, then on
+ * the parent's word the state file is saved and the edge restarted from it.
+ */
+async function runEdge(count: number): Promise<void> {
+  const send = (m: BenchMessage) => process.send!(m);
   const dataDir = await mkdtemp(join(tmpdir(), 'bench-config-'));
-  const logger = createLogger(process.env.BENCH_LOG_LEVEL ?? 'silent');
-  const settings = await benchEdgeSettings(dataDir, { EDGE_ROLE: 'all', EDGE_LOG_LEVEL: 'silent' });
-  const feed = new MemoryFeed();
-  const entries: FeedEntry[] = [];
-  for (let i = 0; i < count; i++) {
-    const data = endpoint(i);
-    entries.push({ topic: 'endpoint', key: data.uuid, version: i + 1, data });
-  }
-  await feed.reset({ version: count, entries });
-  entries.length = 0;
-  const deps = { settings, source: feed, secrets: new SecretBox('bench'), presence: new MemoryPresence(60_000), logger, createEphemeral: async () => '' };
+  const source = new IpcFeedSource();
   let edge: EdgeNode | null = null;
   try {
+    const settings = await benchEdgeSettings(dataDir, { EDGE_ROLE: 'all', EDGE_LOG_LEVEL: 'silent' });
+    const deps = {
+      settings,
+      source,
+      secrets: new SecretBox('bench'),
+      presence: new MemoryPresence(60_000),
+      logger: createLogger(process.env.BENCH_LOG_LEVEL ?? 'silent'),
+      createEphemeral: async () => '',
+    };
+    // The parent's word to save and restart, with the version its last change published.
+    const finish = new Promise<number>((resolve) => {
+      process.on('message', (m: unknown) => {
+        if (!isFeedMessage(m) && (m as { bench?: string }).bench === 'finish') resolve((m as { version: number }).version);
+      });
+    });
     // 1. Restart with no saved state: the whole snapshot arrives as one reset.
     const reset = await stalls(async () => {
       edge = await startEdge(deps);
@@ -167,22 +205,27 @@ export async function measureConfigApply(count: number, changes = 50): Promise<C
     await first.body.dump();
     const firstRequestMs = performance.now() - firstStarted;
     const entriesHeld = reset.value.config.mirror.size;
-    (globalThis as { gc?: () => void }).gc?.();
-    const memory = process.memoryUsage();
-
-    // 2. One change at that size, published and applied, `changes` times.
-    const times: number[] = [];
-    let version = count;
-    for (let i = 0; i < changes; i++) {
-      const data = { ...endpoint(i * 7), origin_url: `https://moved${i}.example.com`, hostname: `moved${i}.bench.localhost` };
-      const started = performance.now();
-      version++;
-      const applied = waitVersion(reset.value, version);
-      await feed.publish({ version, topic: 'endpoint', key: data.uuid, data });
-      await applied;
-      times.push(performance.now() - started);
-    }
-    times.sort((a, b) => a - b);
+    const now = await memoryMb();
+    await sleep(SETTLE_MS);
+    const settled = await memoryMb();
+    reset.value.subscriber.on('applied', (version) => send({ bench: 'applied', version }));
+    send({
+      bench: 'reset',
+      report: {
+        resetMs: reset.ms,
+        resetMaxStallMs: reset.maxStallMs,
+        resetMaxStallCpuMs: reset.maxStallCpuMs,
+        firstRequestMs,
+        firstRequestStatus: first.statusCode,
+        rssMb: now.rss,
+        heapMb: now.heap,
+        rssSettledMb: settled.rss,
+        heapSettledMb: settled.heap,
+        settleMs: SETTLE_MS,
+      },
+    });
+    const version = await finish;
+    await waitVersion(reset.value, version);
 
     // 3. The state file, written in slices (flush forces the write the changes scheduled).
     reset.value.config.scheduleSave(0);
@@ -198,48 +241,114 @@ export async function measureConfigApply(count: number, changes = 50): Promise<C
       return edge;
     });
     if (load.value.config.mirror.size !== entriesHeld) throw new Error(`restored ${load.value.config.mirror.size} entries, expected ${entriesHeld}`);
-
-    return {
-      endpoints: count,
-      resetMs: reset.ms,
-      resetMaxStallMs: reset.maxStallMs,
-      resetMaxStallCpuMs: reset.maxStallCpuMs,
-      changeP50Ms: times[Math.floor(times.length / 2)],
-      changeMaxMs: times[times.length - 1],
-      changes,
-      saveMs: save.ms,
-      saveMaxStallMs: save.maxStallMs,
-      saveMaxStallCpuMs: save.maxStallCpuMs,
-      stateFileMb,
-      loadMs: load.ms,
-      loadMaxStallMs: load.maxStallMs,
-      loadMaxStallCpuMs: load.maxStallCpuMs,
-      firstRequestMs,
-      firstRequestStatus: first.statusCode,
-      rssMb: memory.rss / 1e6,
-      heapMb: memory.heapUsed / 1e6,
-    };
+    send({
+      bench: 'finished',
+      report: {
+        saveMs: save.ms,
+        saveMaxStallMs: save.maxStallMs,
+        saveMaxStallCpuMs: save.maxStallCpuMs,
+        stateFileMb,
+        loadMs: load.ms,
+        loadMaxStallMs: load.maxStallMs,
+        loadMaxStallCpuMs: load.maxStallCpuMs,
+      },
+    });
+  } catch (err) {
+    send({ bench: 'failed', error: err instanceof Error ? (err.stack ?? err.message) : String(err) });
   } finally {
     await (edge as EdgeNode | null)?.close();
-    await feed.close();
+    await source.close();
     await rm(dataDir, { recursive: true, force: true });
+    process.disconnect?.();
   }
 }
 
-/** Runs the measurement in a child process (its memory figures are then the edge's alone) and returns its figures. */
-export function benchConfigApply(count = 100_000): Promise<ConfigApplyResult> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...TSX, '--expose-gc', benchFile('config-apply.ts'), '--json'], {
-      env: { ...process.env, BENCH_CONFIG_ENDPOINTS: String(count) },
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
-    let result: ConfigApplyResult | null = null;
-    createInterface({ input: child.stdout! }).on('line', (line) => {
-      if (line.startsWith('{')) result = JSON.parse(line) as ConfigApplyResult;
-    });
-    child.once('error', reject);
-    child.once('exit', (code) => (result ? resolve(result) : reject(new Error(`config-apply bench exited with ${code} and no result`))));
+/**
+ * The measurement: this process builds and holds the feed (`count` endpoints), the edge runs in a child that reads
+ * it over IPC, and each of `changes` changes is timed here from publish to the edge's word that it is applied.
+ */
+export async function measureConfigApply(count: number, changes = 50): Promise<ConfigApplyResult> {
+  const feed = new MemoryFeed();
+  const entries: FeedEntry[] = [];
+  for (let i = 0; i < count; i++) {
+    const data = endpoint(i);
+    entries.push({ topic: 'endpoint', key: data.uuid, version: i + 1, data });
+  }
+  await feed.reset({ version: count, entries });
+  entries.length = 0;
+  const child = spawn(process.execPath, [...TSX, '--expose-gc', benchFile('config-apply.ts'), '--edge'], {
+    env: { ...process.env, BENCH_CONFIG_ENDPOINTS: String(count) },
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    // Structured clone: the snapshot's 100k strings cross without a JSON round trip of their own.
+    serialization: 'advanced',
   });
+  const stopServing = await serveFeed(child, feed);
+  const waiting: Array<(m: BenchMessage) => boolean> = [];
+  let failure: Error | null = null;
+  const failAll = (err: Error) => {
+    failure ??= err;
+    for (const w of waiting.splice(0)) w({ bench: 'failed', error: err.message });
+  };
+  child.on('message', (m: unknown) => {
+    if (isFeedMessage(m)) return;
+    const message = m as BenchMessage;
+    if (message.bench === 'failed') return failAll(new Error(`config-apply edge failed: ${message.error}`));
+    for (let i = 0; i < waiting.length; i++) if (waiting[i](message)) waiting.splice(i--, 1);
+  });
+  child.once('exit', (code) => failAll(new Error(`config-apply edge exited with ${code}`)));
+  /** The edge's next message of `kind` matching `accept`. */
+  const next = <K extends BenchMessage['bench']>(kind: K, accept: (m: Extract<BenchMessage, { bench: K }>) => boolean = () => true) =>
+    new Promise<Extract<BenchMessage, { bench: K }>>((resolve, reject) => {
+      if (failure) return reject(failure);
+      waiting.push((m) => {
+        if (m.bench === 'failed') reject(failure);
+        else if (m.bench === kind && accept(m as Extract<BenchMessage, { bench: K }>)) resolve(m as Extract<BenchMessage, { bench: K }>);
+        else return false;
+        return true;
+      });
+    });
+  try {
+    const reset = (await next('reset')).report;
+
+    // 2. One change at that size, published and applied, `changes` times.
+    const times: number[] = [];
+    let version = count;
+    for (let i = 0; i < changes; i++) {
+      const data = { ...endpoint(i * 7), origin_url: `https://moved${i}.example.com`, hostname: `moved${i}.bench.localhost` };
+      const started = performance.now();
+      version++;
+      const target = version;
+      const applied = next('applied', (m) => m.version >= target);
+      await feed.publish({ version, topic: 'endpoint', key: data.uuid, data });
+      await applied;
+      times.push(performance.now() - started);
+    }
+    times.sort((a, b) => a - b);
+    const finished = next('finished');
+    child.send({ bench: 'finish', version });
+    const finish = (await finished).report;
+    return {
+      endpoints: count,
+      ...reset,
+      changeP50Ms: times[Math.floor(times.length / 2)],
+      changeMaxMs: times[times.length - 1],
+      changes,
+      ...finish,
+    };
+  } finally {
+    stopServing();
+    if (child.exitCode === null) {
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      if (!child.connected) child.kill();
+      await exited;
+    }
+    await feed.close();
+  }
+}
+
+/** The measurement from a runner (npm run bench): the feed in this process, the edge in a child of its own. */
+export function benchConfigApply(count = 100_000): Promise<ConfigApplyResult> {
+  return measureConfigApply(count);
 }
 
 export function describeConfigApply(r: ConfigApplyResult): Array<{ benchmark: string; result: string }> {
@@ -250,7 +359,8 @@ export function describeConfigApply(r: ConfigApplyResult): Array<{ benchmark: st
       benchmark: `config reset, ${n} endpoints: routing rule each, rate limit on 1 in ${RATE_LIMIT_EVERY}, basic + JWT + RBAC on 1 in ${FULL_EVERY} (restart, no saved state)`,
       result:
         `${(r.resetMs / 1000).toFixed(2)} s to serving (target < 10 s: ${r.resetMs < 10_000 ? 'met' : 'NOT met'}), ${stall(r.resetMaxStallMs, r.resetMaxStallCpuMs)}, ` +
-        `RSS ${r.rssMb.toFixed(0)} MB (target < 500 MB: ${r.rssMb < 500 ? 'met' : 'NOT met'}; heap ${r.heapMb.toFixed(0)} MB); ` +
+        `edge RSS ${r.rssMb.toFixed(0)} MB right after (target < 500 MB: ${r.rssMb < 500 ? 'met' : 'NOT met'}; heap ${r.heapMb.toFixed(0)} MB), ` +
+        `${r.rssSettledMb.toFixed(0)} MB after ${(r.settleMs / 1000).toFixed(0)} s idle (heap ${r.heapSettledMb.toFixed(0)} MB); ` +
         `first request after it ${r.firstRequestMs.toFixed(1)} ms (${r.firstRequestStatus})`,
     },
     { benchmark: `one endpoint change at ${n} endpoints, published → applied`, result: `p50 ${r.changeP50Ms.toFixed(2)} ms, max ${r.changeMaxMs.toFixed(2)} ms (${r.changes} changes)` },
@@ -261,7 +371,10 @@ export function describeConfigApply(r: ConfigApplyResult): Array<{ benchmark: st
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const count = Number(process.env.BENCH_CONFIG_ENDPOINTS ?? 100_000);
-  const result = await measureConfigApply(count);
-  if (process.argv.includes('--json')) console.log(JSON.stringify(result));
-  else for (const row of describeConfigApply(result)) console.log(`${row.benchmark}: ${row.result}`);
+  if (process.argv.includes('--edge')) await runEdge(count);
+  else {
+    const result = await measureConfigApply(count);
+    if (process.argv.includes('--json')) console.log(JSON.stringify(result));
+    else for (const row of describeConfigApply(result)) console.log(`${row.benchmark}: ${row.result}`);
+  }
 }
