@@ -11,7 +11,9 @@ import { WebSocket, type ClientOptions } from 'ws';
 import { createLogger, type Logger } from '../shared/log.ts';
 import { MAX_API_KEY_LENGTH } from '../shared/api-keys.ts';
 import {
+  HOST_HEADER_PATTERN,
   MAX_AGENT_ID_LENGTH,
+  MAX_DATA_CONNECTIONS,
   MAX_REPLY_BYTES,
   PROTOCOL_VERSION,
   REFUSALS,
@@ -42,6 +44,7 @@ import {
 import { RAW_UPGRADE_TOKEN, asksForRawTunnel, encodeHandshakeFrame, openRawLink, readHandshakeFrame, type TunnelTransport } from '../shared/tunnel/raw.ts';
 import { failStream } from '../shared/tunnel/reset.ts';
 import { Backoff } from './backoff.ts';
+import { AgentDataConnections } from './data-connections.ts';
 import { createHttpForwarder, type HttpForwarder } from './forward-http.ts';
 import { createStreamForwarder } from './forward-stream.ts';
 import { parseTarget, type Target } from './target.ts';
@@ -80,6 +83,12 @@ export interface AgentOptions {
   /** UDP flows idle this long are closed (udp agents). */
   udpIdleMs?: number;
   /**
+   * Spare data connections to keep ready (docs/tunnels.md "Data connections"): on the raw transport, an http agent
+   * with a plain-HTTP target offers them, and the edge then sends requests on them as HTTP/1.1, which the agent
+   * splices to its local service. 0 sends every request over HTTP/2 streams. Default 8.
+   */
+  dataConnections?: number;
+  /**
    * How to reach the edge: `raw` (HTTP/2 on the socket after an `edge-tunnel/2` upgrade), `ws` (HTTP/2 in WebSocket
    * messages, for networks that pass only WebSockets) or `auto` (default): raw, and ws when the upgrade is not
    * answered with 101 `edge-tunnel/2`, tried again on every connection.
@@ -88,6 +97,11 @@ export interface AgentOptions {
 }
 
 export const TRANSPORT_CHOICES = ['auto', 'raw', 'ws'] as const;
+
+/** Spare data connections an http agent keeps by default: enough for a burst while more are dialled. */
+export const DEFAULT_DATA_SPARES = 8;
+/** How long data connections carrying an exchange may finish after their tunnel closed. */
+const DATA_GRACE_MS = 10_000;
 export type TransportChoice = (typeof TRANSPORT_CHOICES)[number];
 
 /** The edge refused this agent (or stopped it later) in a way retrying cannot fix. */
@@ -181,6 +195,9 @@ interface Frozen {
   wsOptions: ClientOptions;
   transport: TransportChoice;
   edgeTls: AgentOptions['edgeTls'];
+  /** Spare data connections to keep; 0 when this agent offers none (tcp/udp, a TLS target, or turned off). */
+  dataSpares: number;
+  hostHeader: string | undefined;
 }
 
 export class Agent extends EventEmitter<AgentEvents> {
@@ -198,6 +215,10 @@ export class Agent extends EventEmitter<AgentEvents> {
   private abort: (() => void) | null = null;
   private session: ServerHttp2Session | null = null;
   private currentTransport: TunnelTransport | null = null;
+  /** The data connections of the tunnel currently up, when the edge granted them. */
+  private data: AgentDataConnections | null = null;
+  /** The grace stop() was given, for exchanges still in flight on data connections. */
+  private graceMs = 0;
   private wake: (() => void) | null = null;
   private loop: Promise<void> | null = null;
 
@@ -237,6 +258,13 @@ export class Agent extends EventEmitter<AgentEvents> {
     if (!(handshakeTimeoutMs > 0)) throw new RangeError(`handshakeTimeoutMs must be positive, got ${handshakeTimeoutMs}`);
     const url = tunnelUrl(options.edgeUrl);
     const transport = options.transport ?? 'auto';
+    const dataSpares = options.dataConnections ?? DEFAULT_DATA_SPARES;
+    if (!Number.isInteger(dataSpares) || dataSpares < 0 || dataSpares > MAX_DATA_CONNECTIONS) {
+      throw new RangeError(`dataConnections must be an integer from 0 to ${MAX_DATA_CONNECTIONS}, got ${dataSpares}`);
+    }
+    if (options.hostHeader !== undefined && !new RegExp(HOST_HEADER_PATTERN).test(options.hostHeader)) {
+      throw new TypeError(`hostHeader must be visible ASCII without spaces, got ${JSON.stringify(options.hostHeader)}`);
+    }
     if (!TRANSPORT_CHOICES.includes(transport)) throw new TypeError(`transport must be one of ${TRANSPORT_CHOICES.join(', ')}, got ${JSON.stringify(transport)}`);
 
     this.agentId = agentId;
@@ -259,6 +287,8 @@ export class Agent extends EventEmitter<AgentEvents> {
       tuning: Object.freeze({ ...DEFAULT_TUNING, ...options.tuning }),
       transport,
       edgeTls: options.edgeTls,
+      dataSpares: options.protocol === 'http' && !this.target.tls ? dataSpares : 0,
+      hostHeader: options.hostHeader,
       wsOptions: Object.freeze({
         perMessageDeflate: false,
         maxPayload: MAX_MESSAGE_BYTES,
@@ -290,6 +320,11 @@ export class Agent extends EventEmitter<AgentEvents> {
 
   get connected(): boolean {
     return this.current !== null;
+  }
+
+  /** The data connections of the tunnel currently up (open, and idle spares), or null when it has none. */
+  get dataConnections(): { open: number; idle: number } | null {
+    return this.data ? { open: this.data.size, idle: this.data.idle } : null;
   }
 
   /** What carries the tunnel currently up (`raw` or `ws`), or null between connections. */
@@ -326,6 +361,7 @@ export class Agent extends EventEmitter<AgentEvents> {
   async stop(graceMs = 5_000): Promise<void> {
     if (!this.stopping) {
       this.stopping = true;
+      this.graceMs = graceMs;
       this.wake?.();
       const session = this.session;
       if (session && !session.closed && !session.destroyed) {
@@ -487,7 +523,7 @@ export class Agent extends EventEmitter<AgentEvents> {
         // still queued completes into Node's HTTP/2 session, which aborts the process on a write it did not issue).
         let helloWritten = false;
         let afterHello: (() => void) | null = null;
-        socket.write(encodeHandshakeFrame(JSON.stringify(this.hello())), () => {
+        socket.write(encodeHandshakeFrame(JSON.stringify(this.hello('raw'))), () => {
           helloWritten = true;
           afterHello?.();
         });
@@ -542,7 +578,7 @@ export class Agent extends EventEmitter<AgentEvents> {
         }
       });
       ws.once('open', () => {
-        ws.send(JSON.stringify(this.hello()));
+        ws.send(JSON.stringify(this.hello('ws')));
         replyTimer = setTimeout(() => {
           state.lastError = `no answer to the hello within ${this.o.handshakeTimeoutMs} ms`;
           ws.terminate();
@@ -575,7 +611,8 @@ export class Agent extends EventEmitter<AgentEvents> {
     });
   }
 
-  private hello(): Hello {
+  /** Data connections are offered on the raw transport only: a network that passes only WebSockets drops them. */
+  private hello(transport: TunnelTransport): Hello {
     return {
       type: 'hello',
       version: PROTOCOL_VERSION,
@@ -585,6 +622,9 @@ export class Agent extends EventEmitter<AgentEvents> {
       agent_id: this.o.agentId,
       tags: this.o.tags,
       client: this.o.client,
+      ...(transport === 'raw' && this.o.dataSpares > 0
+        ? { data_connections: this.o.hostHeader !== undefined ? { host_header: this.o.hostHeader } : {} }
+        : {}),
     };
   }
 
@@ -635,7 +675,24 @@ export class Agent extends EventEmitter<AgentEvents> {
       session.destroy();
       link.terminate();
     });
+    const grant = reply.value.data_connections;
+    const dataConnections =
+      grant !== undefined && transport === 'raw' && this.o.dataSpares > 0
+        ? new AgentDataConnections({
+            url: this.o.url,
+            edgeTls: this.o.edgeTls,
+            grant,
+            spares: Math.min(this.o.dataSpares, grant.max),
+            target: this.o.target,
+            logger: this.logger,
+            userAgent: this.o.client,
+            handshakeTimeoutMs: this.o.handshakeTimeoutMs,
+          })
+        : null;
+    this.data = dataConnections;
     session.once('close', () => {
+      dataConnections?.stop(this.stopping ? this.graceMs : DATA_GRACE_MS);
+      this.data = null;
       this.session = null;
       this.current = null;
       this.abort = null;
@@ -654,12 +711,13 @@ export class Agent extends EventEmitter<AgentEvents> {
     this.endpointUuid = welcome.endpoint.uuid;
     this.current = welcome;
     this.currentTransport = transport;
-    this.logger.info({ url: welcome.endpoint.public_url, region: welcome.region, node: welcome.node, transport }, 'tunnel up');
+    this.logger.info({ url: welcome.endpoint.public_url, region: welcome.region, node: welcome.node, transport, dataConnections: dataConnections !== null }, 'tunnel up');
     if (this.stopping) {
       sendGoAway(session, { code: 'agent_stopping', message: 'the agent is stopping' });
       session.close();
       return;
     }
+    dataConnections?.start();
     this.emit('connected', welcome);
   }
 }

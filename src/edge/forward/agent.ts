@@ -1,5 +1,5 @@
-// Forwarding a visitor's request to one agent over its tunnel: an HTTP/2 stream per request, bodies streamed both
-// ways with HTTP/2 flow control as the backpressure, so no body is ever held whole in memory.
+// Forwarding a visitor's request to one agent: on a data connection (HTTP/1.1, the origin path's handler) when one is
+// free, else on an HTTP/2 stream of the tunnel; bodies streamed under backpressure either way, never held whole.
 import { request, type OutgoingHttpHeaders } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
@@ -8,13 +8,59 @@ import { isConnectionSpecific, toHttp1ResponseHeaders } from '../../shared/tunne
 import { cancelStream } from '../../shared/tunnel/reset.ts';
 import type { AgentSession } from '../tunnels/registry.ts';
 import { sendEdgeError } from '../http/pages.ts';
-import { tunnelRequestHeaders, type ForwardRequest } from '../http/proxy-headers.ts';
+import { originRequestHeaders, tunnelRequestHeaders, type ForwardRequest } from '../http/proxy-headers.ts';
+import type { Dispatcher } from 'undici';
+import { NoDataConnectionError, type DataConnections } from '../tunnels/data-connections.ts';
+import { UpstreamExchange } from './exchange.ts';
 import { finalStatus } from './status.ts';
 import { relayUpgrade, responseOnSocket, upgradeRequestHeaders } from './upgrade.ts';
 
 
+/** Methods without a body unless the request frames one (as for origins). */
+const BODYLESS = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'DELETE']);
+
+/** Methods a client may retry on its own (RFC 9110 §9.2.2). */
+const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
+
+/**
+ * Forwards one visitor request to the agent of `session`: on a data connection when the session has one free (plain
+ * HTTP/1.1 the agent splices to its local service: docs/tunnels.md "Data connections"), otherwise on an HTTP/2
+ * stream of the tunnel itself.
+ */
+export function forwardToAgent(session: AgentSession, f: ForwardRequest): void {
+  const data = session.data;
+  if (data !== null && data.hasCapacity() && f.method !== 'CONNECT') forwardOnDataConnection(session, data, f);
+  else void forwardOnStream(session, f);
+}
+
+/**
+ * One exchange on a data connection, with the origin path's handler. A request that met no connection (none came
+ * within the wait) or found its kept-alive connection closed before any answer (the local service closed it just as
+ * it was reused; only for a bodyless request a client may retry on its own) is sent again over an HTTP/2 stream.
+ */
+function forwardOnDataConnection(session: AgentSession, data: DataConnections, f: ForwardRequest): void {
+  const { req } = f;
+  const hasBody = !BODYLESS.has(f.method) || req.headers['content-length'] !== undefined || req.headers['transfer-encoding'] !== undefined;
+  const body = f.body ?? (hasBody ? req : null);
+  const exchange = new UpstreamExchange(f, 'agent_error', {
+    settled: () => data.settled(),
+    recover: (err) => {
+      const unsent = err instanceof NoDataConnectionError;
+      const stale = body === null && IDEMPOTENT.has(f.method) && isSocketClosed(err);
+      if (!unsent && !stale) return false;
+      void forwardOnStream(session, f);
+      return true;
+    },
+  });
+  data.dispatch({ path: f.target, method: f.method as Dispatcher.HttpMethod, headers: originRequestHeaders(req, f, data.hostHeader ?? f.authority), body }, exchange);
+}
+
+function isSocketClosed(err: Error & { code?: string }): boolean {
+  return err.code === 'UND_ERR_SOCKET' || err.code === 'ECONNRESET';
+}
+
 /** Resolves when the exchange is over (answered, failed or abandoned by the visitor). */
-export function forwardToAgent(session: AgentSession, f: ForwardRequest): Promise<void> {
+export function forwardOnStream(session: AgentSession, f: ForwardRequest): Promise<void> {
   const { req, res } = f;
   return new Promise((resolve) => {
     // RFC 9112 §6.3: a request with neither Content-Length nor Transfer-Encoding has no body. END_STREAM then goes

@@ -7,7 +7,7 @@
 // rebinding). So names are resolved through a lookup that refuses any answer the platform's address policy does not
 // call public (src/shared/address-policy.ts, the policy the API applies to literals), and IP literals are checked
 // before any connection, unless the edge runs with EDGE_ORIGIN_ALLOW_PRIVATE=true.
-import http, { type ServerResponse } from 'node:http';
+import http from 'node:http';
 import https from 'node:https';
 import { isIP, type LookupFunction } from 'node:net';
 import type { Duplex } from 'node:stream';
@@ -16,10 +16,9 @@ import type { Logger } from '../../shared/log.ts';
 import { isPublicAddress } from '../../shared/address-policy.ts';
 import { PrivateAddressError as PrivateOriginError, publicOnlyLookup } from '../../shared/public-lookup.ts';
 import type { EndpointConfig } from '../../shared/snapshot.ts';
-import { isConnectionSpecific } from '../../shared/tunnel/headers.ts';
 import { sendEdgeError } from '../http/pages.ts';
 import { originRequestHeaders, type ForwardRequest } from '../http/proxy-headers.ts';
-import { finalStatus } from './status.ts';
+import { UpstreamExchange } from './exchange.ts';
 import { relayUpgrade, responseOnSocket, upgradeRequestHeaders } from './upgrade.ts';
 
 
@@ -168,12 +167,12 @@ export class OriginPools {
     const hasBody = !BODYLESS.has(f.method) || req.headers['content-length'] !== undefined || req.headers['transfer-encoding'] !== undefined;
     origin.pool.dispatch(
       { path: origin.base + f.target, method: f.method as never, headers, body: f.body ?? (hasBody ? req : null) },
-      new OriginExchange(this, url, origin, f),
+      new UpstreamExchange(f, 'origin_error', { onError: (err) => this.refused(url, origin, err) }),
     );
   }
 
-  /** For OriginExchange: a connection refused by the address policy is reported like a refused literal. */
-  refused(url: string, origin: Origin, err: unknown): void {
+  /** A connection refused by the address policy is reported like a refused literal. */
+  private refused(url: string, origin: Origin, err: unknown): void {
     if (err instanceof PrivateOriginError) this.reportRefusal(url, origin, err.address);
   }
 
@@ -217,123 +216,4 @@ export class OriginPools {
     await Promise.all([...this.origins.values()].map((o) => o.pool.close()));
     this.origins.clear();
   }
-}
-
-/**
- * One origin exchange as undici's dispatch handler (the callback form the client calls directly, so no adapter or
- * parsed header object is made per response): the status line and fields go to the visitor in one writeHead from
- * the raw field list, each body chunk is written to the visitor as undici hands it over (a view of the socket's read
- * buffer, never copied), and the visitor's backpressure pauses the origin's socket. Pool.stream, used before, added a
- * Writable adapter, a finished() hook and a parsed-then-copied header object to every response.
- */
-class OriginExchange {
-  private abort: ((err?: Error) => void) | null = null;
-  /** The visitor left before the exchange ended: the origin request is aborted as soon as undici allows it. */
-  private gone = false;
-  private paused: (() => void) | null = null;
-  private readonly res: ServerResponse;
-
-  constructor(
-    private readonly pools: OriginPools,
-    private readonly url: string,
-    private readonly origin: Origin,
-    private readonly f: ForwardRequest,
-  ) {
-    this.res = f.res;
-    this.res.once('close', () => this.visitorClosed());
-  }
-
-  private visitorClosed(): void {
-    if (this.res.writableFinished) return;
-    this.gone = true;
-    this.abort?.(new Error('the visitor closed the connection'));
-  }
-
-  onConnect(abort: (err?: Error) => void): void {
-    this.abort = abort;
-    if (this.gone) abort(new Error('the visitor closed the connection'));
-  }
-
-  onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean {
-    // 1xx answers are interim (undici reports 100-continue and 103 here too): they are not relayed.
-    if (statusCode < 200) return true;
-    // A status writeHead would throw on (or relay meaninglessly, 6xx-9xx): the exchange is aborted and answered 502.
-    const status = finalStatus(statusCode);
-    if (status === null) {
-      this.abort?.(new Error(`the origin answered status ${statusCode}, not a final status (200-599)`));
-      return false;
-    }
-    try {
-      const fields = responseFields(rawHeaders);
-      const res = this.res;
-      if (res.getHeaderNames().length === 0) res.writeHead(status, fields);
-      else {
-        // A stage set fields on this response already (a refreshed session cookie): the origin's fields replace
-        // those of the same name, repeats of its own kept (the flat form of writeHead would keep only the last).
-        for (let i = 0; i < fields.length; i += 2) res.removeHeader(fields[i]);
-        for (let i = 0; i < fields.length; i += 2) res.appendHeader(fields[i], fields[i + 1]);
-        res.writeHead(status);
-      }
-    } catch (err) {
-      // A field Node refuses to send (writeHead throws before writing anything): 502, and the origin is cut off.
-      this.abort?.(err as Error);
-      return false;
-    }
-    this.paused = resume;
-    return true;
-  }
-
-  onData(chunk: Buffer): boolean {
-    if (this.res.write(chunk)) return true;
-    // The visitor reads slower than the origin sends: undici stops reading the origin's socket until 'drain'.
-    this.res.once('drain', this.paused ?? noop);
-    return false;
-  }
-
-  onComplete(): void {
-    this.res.end();
-  }
-
-  onError(err: Error): void {
-    this.pools.refused(this.url, this.origin, err);
-    const { res, req } = this.f;
-    if (!res.headersSent) sendEdgeError(res, 'origin_error', req.headers.accept);
-    else res.destroy();
-  }
-}
-
-function noop(): void {}
-
-/**
- * An origin's raw field lines (name, value, … as undici's parser hands them, latin1 bytes) as the flat array form of
- * res.writeHead: connection-specific fields, the ones the origin's Connection field names, and pseudo-header names
- * are left out (what endToEndHeaders does for parsed headers), `te` passes only as "trailers"; repeats stay separate
- * lines, in their order, as the origin sent them.
- */
-function responseFields(raw: Buffer[]): string[] {
-  const out: string[] = [];
-  let nominated: string[] | null = null;
-  for (let i = 0; i + 1 < raw.length; i += 2) {
-    const name = raw[i].toString('latin1');
-    const lower = name.toLowerCase();
-    const value = raw[i + 1].toString('latin1');
-    if (isConnectionSpecific(lower)) {
-      // "keep-alive" and "close", what origins send, name no other field.
-      if (lower === 'connection' && !/^\s*(keep-alive|close)\s*$/i.test(value)) (nominated ??= []).push(value);
-      continue;
-    }
-    if (lower.charCodeAt(0) === 58 /* ':' */) continue;
-    if (lower === 'te') {
-      if (value.split(',').some((v) => v.split(';')[0].trim().toLowerCase() === 'trailers')) out.push('te', 'trailers');
-      continue;
-    }
-    out.push(name, value);
-  }
-  if (nominated === null) return out;
-  // The Connection field may come after the fields it names, so they go once the pass is over (rare: origins send
-  // "keep-alive" or "close", which name nothing else).
-  const names = new Set(nominated.join(',').split(',').map((v) => v.trim().toLowerCase()));
-  const kept: string[] = [];
-  for (let i = 0; i < out.length; i += 2) if (!names.has(out[i].toLowerCase())) kept.push(out[i], out[i + 1]);
-  return kept;
 }

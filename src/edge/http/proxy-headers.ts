@@ -50,8 +50,9 @@ export function tunnelRequestHeaders(req: IncomingMessage, facts: ForwardFacts, 
 }
 
 /**
- * The HTTP/1.1 header fields of a visitor's request to an origin: the same pass as tunnelRequestHeaders, with the
- * origin's own Host (origins are virtual-hosted by name; the visitor's is in X-Forwarded-Host). `Expect` is left
+ * The HTTP/1.1 header fields of a visitor's request to an origin (or to an agent's local service over a data
+ * connection or an upgrade): the same pass as tunnelRequestHeaders, with the Host given (an origin's own, since
+ * origins are virtual-hosted by name; the visitor's is in X-Forwarded-Host). `Expect` is left
  * out: the edge's server has already answered 100-continue to the visitor, and undici refuses the field.
  */
 export function originRequestHeaders(req: IncomingMessage, facts: ForwardFacts, originHost: string): Record<string, string | string[]> {

@@ -222,7 +222,7 @@ function forward(deps: PipelineDeps, ctx: RequestContext): void {
   if (origin) return deps.origins.forward(origin, forwardRequest(ctx));
   const session = deps.registry.pick(ctx.endpoint.uuid, ctx.selector);
   if (session === null) return refuseNoAgent(ctx);
-  void forwardToAgent(session, forwardRequest(ctx));
+  forwardToAgent(session, forwardRequest(ctx));
 }
 
 /** A visitor's upgrade (WebSocket): the same lookup and stages, then raw bytes over a CONNECT stream. */

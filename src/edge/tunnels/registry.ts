@@ -6,6 +6,7 @@ import http2, { type ClientHttp2Session, type ClientHttp2Stream, type ClientSess
 import { encodeGoAwayReason, normalizeTags, parseGoAwayReason, type TunnelEndpoint, type TunnelProtocol } from '../../shared/tunnel/protocol.ts';
 import { DEFAULT_KEEPALIVE, startKeepalive, type KeepaliveOptions, type TunnelLink } from '../../shared/tunnel/transport.ts';
 import type { TunnelTransport } from '../../shared/tunnel/raw.ts';
+import type { DataConnections } from './data-connections.ts';
 
 /**
  * The API key a session was admitted with. The edge checks the session again whenever the feed changes that key,
@@ -32,6 +33,8 @@ export interface AgentSessionInfo {
   credential?: TunnelCredential;
   /** What carries the session: HTTP/2 on the socket itself (`raw`) or in WebSocket messages (`ws`, the default). */
   transport?: TunnelTransport;
+  /** The data connections granted in the welcome (raw transport, http agents that offered them). */
+  data?: DataConnections;
 }
 
 /** Why a session left: a code from docs/tunnels.md (`agent_closed`, `ping_timeout`, `replaced`, ...) and words. */
@@ -70,6 +73,8 @@ export class AgentSession extends EventEmitter<AgentSessionEvents> {
   readonly client: string;
   readonly credential: Readonly<TunnelCredential> | null;
   readonly transport: TunnelTransport;
+  /** Where HTTP requests go when it has room (docs/tunnels.md "Data connections"); null: HTTP/2 streams only. */
+  readonly data: DataConnections | null;
   readonly connectedAt = new Date();
   private reason: DisconnectReason | null = null;
   private draining = false;
@@ -92,6 +97,7 @@ export class AgentSession extends EventEmitter<AgentSessionEvents> {
     this.client = info.client;
     this.credential = info.credential ? Object.freeze({ ...info.credential }) : null;
     this.transport = info.transport ?? 'ws';
+    this.data = info.data ?? null;
 
     session.on('goaway', (_code, _lastStreamId, data) => {
       this.reason ??= parseGoAwayReason(data) ?? { code: 'agent_closed', message: 'the agent closed the tunnel' };
@@ -190,6 +196,7 @@ export class AgentSession extends EventEmitter<AgentSessionEvents> {
   destroy(reason: DisconnectReason = { code: 'closed', message: 'the edge closed the tunnel' }): Promise<void> {
     this.reason ??= reason;
     this.drain();
+    this.data?.destroy();
     if (!this.session.destroyed) this.session.destroy();
     this.link.terminate();
     return this.closed;
@@ -203,6 +210,8 @@ export class AgentSession extends EventEmitter<AgentSessionEvents> {
   private drain(): void {
     if (this.draining) return;
     this.draining = true;
+    // Exchanges in flight on data connections finish there; idle ones and spares close now.
+    this.data?.drain();
     this.emit('draining', this.reason ?? { code: 'closed', message: 'closing' });
   }
 }

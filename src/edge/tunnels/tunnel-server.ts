@@ -8,6 +8,7 @@ import { WebSocket, WebSocketServer } from 'ws';
 import { createLogger, type Logger } from '../../shared/log.ts';
 import {
   CLOSE_PROTOCOL_ERROR,
+  MAX_DATA_CONNECTIONS,
   MAX_HELLO_BYTES,
   PROTOCOL_VERSION,
   TUNNEL_PATH,
@@ -31,6 +32,8 @@ import {
   type TunnelTuning,
 } from '../../shared/tunnel/transport.ts';
 import { RAW_UPGRADE_TOKEN, asksForRawTunnel, encodeHandshakeFrame, openRawLink, readHandshakeFrame, type TunnelTransport } from '../../shared/tunnel/raw.ts';
+import { DATA_ID_HEADER, DATA_KEY_HEADER, DATA_UPGRADE_TOKEN, asksForDataConnection } from '../../shared/tunnel/data.ts';
+import { DataConnections } from './data-connections.ts';
 import { AgentSession, type TunnelCredential, type TunnelRegistry } from './registry.ts';
 
 /** `credential` names the API key the session rests on, so the edge can end it when that key loses its standing. */
@@ -58,6 +61,11 @@ export interface TunnelServerOptions {
   keepalive?: Partial<KeepaliveOptions>;
   /** HTTP/2 settings (default DEFAULT_TUNING). */
   tuning?: Partial<TunnelTuning>;
+  /**
+   * Data connections granted to each raw-transport http agent that offers them (docs/tunnels.md "Data
+   * connections"); 0 grants none, and every request goes over HTTP/2 streams. Default 128.
+   */
+  maxDataConnections?: number;
 }
 
 type Upgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
@@ -89,6 +97,9 @@ export class TunnelServer {
   /** Connections still in the handshake; each maps to its refusal function. */
   private readonly handshakes = new Map<Handshake, (code: RefusalCode, message: string) => void>();
   private readonly sessions = new Set<AgentSession>();
+  /** Sessions with data connections, by grant id (what a data connection's upgrade names). */
+  private readonly grants = new Map<string, AgentSession>();
+  private readonly maxDataConnections: number;
   private closing = false;
 
   constructor(options: TunnelServerOptions) {
@@ -103,6 +114,10 @@ export class TunnelServer {
     if (!Number.isInteger(timeout) || timeout < 1) throw new RangeError(`TunnelServer handshakeTimeoutMs must be a positive integer, got ${timeout}`);
     const maxPending = options.maxPendingHandshakes ?? 1024;
     if (!Number.isInteger(maxPending) || maxPending < 1) throw new RangeError(`TunnelServer maxPendingHandshakes must be a positive integer, got ${maxPending}`);
+    const maxData = options.maxDataConnections ?? 128;
+    if (!Number.isInteger(maxData) || maxData < 0 || maxData > MAX_DATA_CONNECTIONS) {
+      throw new RangeError(`TunnelServer maxDataConnections must be an integer from 0 to ${MAX_DATA_CONNECTIONS}, got ${maxData}`);
+    }
     const keepalive = { ...DEFAULT_KEEPALIVE, ...options.keepalive };
     if (!(keepalive.intervalMs > 0 && keepalive.timeoutMs > 0)) {
       throw new RangeError('TunnelServer keepalive intervalMs and timeoutMs must be positive');
@@ -114,6 +129,7 @@ export class TunnelServer {
     this.logger = (options.logger ?? createLogger('silent')).child({ component: 'tunnel-server' });
     this.handshakeTimeoutMs = timeout;
     this.maxPendingHandshakes = maxPending;
+    this.maxDataConnections = maxData;
     this.keepalive = Object.freeze({ ...keepalive });
     this.tuning = Object.freeze({ ...DEFAULT_TUNING, ...options.tuning });
     this.wss = new WebSocketServer({
@@ -148,7 +164,8 @@ export class TunnelServer {
       rejectUpgrade(socket, 503, 'Service Unavailable');
       return true;
     }
-    if (asksForRawTunnel(req.headers.upgrade)) this.acceptRaw(req, socket as Socket, head);
+    if (asksForDataConnection(req.headers.upgrade)) this.acceptData(req, socket as Socket, head);
+    else if (asksForRawTunnel(req.headers.upgrade)) this.acceptRaw(req, socket as Socket, head);
     else this.wss.handleUpgrade(req, socket, head, (ws) => this.acceptWebSocket(ws, req));
     return true;
   }
@@ -266,6 +283,27 @@ export class TunnelServer {
   }
 
   /**
+   * A data connection for a live session (`edge-tunnel-data/1`, naming the grant and proving its key): 101, then the
+   * socket waits as a spare until a request needs it. Decided at once, so it never counts as a pending handshake.
+   * An unknown grant and a wrong key get the same 403, so the answer tells nothing about which sessions exist.
+   */
+  private acceptData(req: IncomingMessage, socket: Socket, head: Buffer): void {
+    socket.on('error', () => socket.destroy());
+    const id = req.headers[DATA_ID_HEADER];
+    const session = typeof id === 'string' ? this.grants.get(id) : undefined;
+    const data = session?.data;
+    const key = req.headers[DATA_KEY_HEADER];
+    if (!session || !data || !data.accepts(typeof key === 'string' ? key : undefined)) return rejectUpgrade(socket, 403, 'Forbidden');
+    // The agent speaks only after a request arrives; bytes behind the upgrade are a violation.
+    if (head.length > 0) return rejectUpgrade(socket, 400, 'Bad Request');
+    if (!session.available) return rejectUpgrade(socket, 503, 'Service Unavailable');
+    if (data.size >= data.max) return rejectUpgrade(socket, 429, 'Too Many Requests');
+    socket.setTimeout(0);
+    socket.write(`HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: ${DATA_UPGRADE_TOKEN}\r\n\r\n`);
+    if (data.offer(socket) !== 'accepted') socket.destroy();
+  }
+
+  /**
    * The handshake both transports share: the timeout, the pending bound, the hello's checks and the decision,
    * then the HTTP/2 session over the link the transport opens. Returns what the transport calls on its events.
    */
@@ -302,7 +340,9 @@ export class TunnelServer {
           if (settled) return; // timed out, shut down or disconnected meanwhile
           if (!result.ok) return refuse(result.code, result.message);
           settle();
-          this.open(h, hello, result.welcome, result.credential, log);
+          const data = this.grantData(h, hello);
+          if (data) result.welcome.data_connections = data.grant;
+          this.open(h, hello, result.welcome, result.credential, log, data);
         });
       },
     };
@@ -330,15 +370,32 @@ export class TunnelServer {
     return { ok: true, welcome, credential: result.credential };
   }
 
-  private open(h: Handshake, hello: Hello, welcome: Welcome, credential: TunnelCredential | undefined, log: Logger): void {
+  /**
+   * Data connections for a session that may have them: raw transport (a network that passes only WebSockets would
+   * not pass them either), an http agent that offered them, and an edge that grants any.
+   */
+  private grantData(h: Handshake, hello: Hello): DataConnections | undefined {
+    if (h.transport !== 'raw' || hello.protocol !== 'http' || hello.data_connections === undefined || this.maxDataConnections === 0) return undefined;
+    return new DataConnections({ max: this.maxDataConnections, hostHeader: hello.data_connections.host_header });
+  }
+
+  private open(h: Handshake, hello: Hello, welcome: Welcome, credential: TunnelCredential | undefined, log: Logger, data?: DataConnections): void {
     if (this.closing) return void h.terminate();
     h.open(welcome, (link) => {
       if (!link || this.closing) return void h.terminate();
-      this.serve(h, link, hello, welcome, credential, log);
+      this.serve(h, link, hello, welcome, credential, log, data);
     });
   }
 
-  private serve(h: Handshake, link: TunnelLink, hello: Hello, welcome: Welcome, credential: TunnelCredential | undefined, log: Logger): void {
+  private serve(
+    h: Handshake,
+    link: TunnelLink,
+    hello: Hello,
+    welcome: Welcome,
+    credential: TunnelCredential | undefined,
+    log: Logger,
+    data: DataConnections | undefined,
+  ): void {
     const h2 = connectTunnelClient(link, this.tuning);
     const session = new AgentSession(
       {
@@ -350,6 +407,7 @@ export class TunnelServer {
         client: hello.client,
         credential,
         transport: h.transport,
+        data,
       },
       h2,
       link,
@@ -357,11 +415,16 @@ export class TunnelServer {
     );
     const slog = log.child({ session: session.id, agent: session.agentId, endpoint: session.endpoint.uuid });
     this.sessions.add(session);
+    if (data) this.grants.set(data.id, session);
     session.once('close', (reason) => {
       this.sessions.delete(session);
+      if (data) this.grants.delete(data.id);
       slog.info({ code: reason.code, reason: reason.message }, 'tunnel closed');
     });
-    slog.info({ protocol: session.protocol, transport: session.transport, tags: session.tags, client: session.client }, 'tunnel open');
+    slog.info(
+      { protocol: session.protocol, transport: session.transport, tags: session.tags, client: session.client, dataConnections: data?.max ?? 0 },
+      'tunnel open',
+    );
     this.registry.add(session);
   }
 }

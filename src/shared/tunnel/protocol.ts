@@ -26,6 +26,12 @@ export type TunnelProtocol = (typeof TUNNEL_PROTOCOLS)[number];
 export const TAG_PATTERN = '^[A-Za-z0-9][A-Za-z0-9_.-]*$';
 /** Agent ids end up in logs, presence keys and routing rules: printable, no spaces, no separators beyond these. */
 export const AGENT_ID_PATTERN = '^[A-Za-z0-9][A-Za-z0-9_.:@-]*$';
+/** A Host field value: visible ASCII, no spaces (RFC 9110 §7.2 is stricter; this keeps any header injection out). */
+export const HOST_HEADER_PATTERN = '^[\\x21-\\x7e]+$';
+/** A data connection id or key: 32 random bytes in base64url (43 characters). */
+export const DATA_TOKEN_PATTERN = '^[A-Za-z0-9_-]{43}$';
+/** Most data connections an edge ever grants one session (it may grant fewer). */
+export const MAX_DATA_CONNECTIONS = 1024;
 
 export const HelloSchema = Type.Object(
   {
@@ -37,6 +43,14 @@ export const HelloSchema = Type.Object(
     agent_id: Type.String({ minLength: 1, maxLength: MAX_AGENT_ID_LENGTH, pattern: AGENT_ID_PATTERN }),
     tags: Type.Array(Type.String({ minLength: 1, maxLength: MAX_TAG_LENGTH, pattern: TAG_PATTERN }), { maxItems: MAX_TAGS }),
     client: Type.String({ maxLength: MAX_CLIENT_LENGTH }),
+    /**
+     * The agent can serve HTTP requests on data connections (docs/tunnels.md "Data connections"): raw transport,
+     * http protocol, a plain-HTTP local service. `host_header` is the Host its local service must see instead of the
+     * visitor's (the agent's --host-header), which the edge then writes itself, since the agent no longer parses.
+     */
+    data_connections: Type.Optional(
+      Type.Object({ host_header: Type.Optional(Type.String({ minLength: 1, maxLength: 255, pattern: HOST_HEADER_PATTERN })) }, { additionalProperties: false }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -58,10 +72,25 @@ export const WelcomeSchema = Type.Object(
     endpoint: TunnelEndpointSchema,
     region: Type.String({ minLength: 1, maxLength: 64 }),
     node: Type.String({ minLength: 1, maxLength: 64 }),
+    /**
+     * Granted only to a hello that offered data connections, on the raw transport: the agent opens up to `max`
+     * connections of its own naming `id` and proving `key`, and the edge sends HTTP/1.1 requests on them.
+     */
+    data_connections: Type.Optional(
+      Type.Object(
+        {
+          id: Type.String({ pattern: DATA_TOKEN_PATTERN }),
+          key: Type.String({ pattern: DATA_TOKEN_PATTERN }),
+          max: Type.Integer({ minimum: 1, maximum: MAX_DATA_CONNECTIONS }),
+        },
+        { additionalProperties: false },
+      ),
+    ),
   },
   { additionalProperties: false },
 );
 export type Welcome = Static<typeof WelcomeSchema>;
+export type DataConnectionGrant = NonNullable<Welcome['data_connections']>;
 
 /**
  * Why an edge refuses an agent, with the WebSocket close code that follows the `refused` frame and whether the

@@ -18,8 +18,13 @@ const PREFIX_BYTES = 4;
 
 /** Whether an Upgrade field value names the raw transport (tokens compare case-insensitively, RFC 9110 §7.8). */
 export function asksForRawTunnel(upgrade: string | undefined): boolean {
+  return hasUpgradeToken(upgrade, RAW_UPGRADE_TOKEN);
+}
+
+/** Whether an Upgrade field value lists `token` (lower case). */
+export function hasUpgradeToken(upgrade: string | undefined, token: string): boolean {
   if (!upgrade) return false;
-  return upgrade.split(',').some((token) => token.trim().toLowerCase() === RAW_UPGRADE_TOKEN);
+  return upgrade.split(',').some((t) => t.trim().toLowerCase() === token);
 }
 
 /** One handshake frame (hello, welcome or refused) as it goes on the socket. */

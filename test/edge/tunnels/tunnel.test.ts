@@ -358,7 +358,14 @@ for (const transport of TRANSPORTS) {
   describe(`tunnel over ${transport}: HTTP forwarding`, () => {
     it('connects, is welcomed with the endpoint, and a GET returns the upstream answer', async (t) => {
       const { endpoint, edge, agent } = await oneAgent(t, transport);
-      assert.deepEqual(agent.welcome, { type: 'welcome', endpoint, region: 'local', node: 'edge-test' });
+      const { data_connections: grant, ...welcome } = agent.welcome!;
+      assert.deepEqual(welcome, { type: 'welcome', endpoint, region: 'local', node: 'edge-test' });
+      // Data connections are granted on the raw transport only (an http agent with a plain-HTTP target offers them).
+      if (transport === 'raw') {
+        assert.equal(grant?.max, 128);
+        assert.match(grant?.id ?? '', /^[A-Za-z0-9_-]{43}$/);
+        assert.match(grant?.key ?? '', /^[A-Za-z0-9_-]{43}$/);
+      } else assert.equal(grant, undefined);
       const session = pick(edge, endpoint.uuid);
       assert.equal(session.agentId, 'agent-one');
       assert.equal(session.protocol, 'http');

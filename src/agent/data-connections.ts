@@ -1,0 +1,212 @@
+// The agent's data connections (docs/tunnels.md "Data connections"): spare connections to the edge kept open beside the
+// raw tunnel. The first bytes on one are an HTTP/1.1 request; from then on it is spliced to a local connection of its own.
+import http from 'node:http';
+import https from 'node:https';
+import net, { type Socket } from 'node:net';
+import type { Logger } from '../shared/log.ts';
+import { DATA_ID_HEADER, DATA_KEY_HEADER, DATA_UPGRADE_TOKEN, asksForDataConnection } from '../shared/tunnel/data.ts';
+import type { DataConnectionGrant } from '../shared/tunnel/protocol.ts';
+import { AGENT_ERROR_HEADER } from './forward-http.ts';
+import type { Target } from './target.ts';
+
+export interface AgentDataConnectionsOptions {
+  /** The tunnel URL (ws:// or wss://, as the agent dials it) and the TLS settings for a wss:// edge. */
+  url: URL;
+  edgeTls?: https.RequestOptions;
+  grant: DataConnectionGrant;
+  /** Idle connections to keep ready for requests (the edge sends over HTTP/2 when none is free). */
+  spares: number;
+  /** A plain-HTTP local service: bytes are spliced, so the agent cannot speak TLS to it on the edge's behalf. */
+  target: Target;
+  logger: Logger;
+  userAgent: string;
+  handshakeTimeoutMs: number;
+}
+
+/** Delay before dialling again after a failed data connection: doubles from this to MAX_RETRY_MS. */
+const FIRST_RETRY_MS = 250;
+const MAX_RETRY_MS = 30_000;
+
+export class AgentDataConnections {
+  private readonly o: AgentDataConnectionsOptions;
+  /** Every open data connection, spare or spliced. */
+  private readonly sockets = new Set<Socket>();
+  private spares = 0;
+  private dialing = 0;
+  private failures = 0;
+  private retry: NodeJS.Timeout | null = null;
+  private stopped = false;
+
+  constructor(options: AgentDataConnectionsOptions) {
+    this.o = options;
+  }
+
+  /** Open connections (spare or spliced) and dials under way: what counts against the edge's grant. */
+  get size(): number {
+    return this.sockets.size + this.dialing;
+  }
+
+  /** Spares waiting for a request. */
+  get idle(): number {
+    return this.spares;
+  }
+
+  start(): void {
+    this.fill();
+  }
+
+  /**
+   * No new connections; spares close now, and connections carrying an exchange get `graceMs` to finish (the edge
+   * closes them as soon as they are idle) before they are cut.
+   */
+  stop(graceMs: number): void {
+    if (this.stopped) return;
+    this.stopped = true;
+    if (this.retry) clearTimeout(this.retry);
+    for (const socket of this.sockets) if ((socket as DataSocket)[SPARE]) socket.destroy();
+    if (this.sockets.size === 0) return;
+    const cut = setTimeout(() => {
+      for (const socket of this.sockets) socket.destroy();
+    }, graceMs);
+    cut.unref();
+  }
+
+  private fill(): void {
+    while (!this.stopped && this.retry === null && this.spares + this.dialing < this.o.spares && this.size < this.o.grant.max) this.dial();
+  }
+
+  /** Dials after a failure, later each time, so an edge that refuses (or is gone) is not hammered. */
+  private failed(reason: string): void {
+    this.failures++;
+    if (this.stopped || this.retry) return;
+    const delay = Math.min(MAX_RETRY_MS, FIRST_RETRY_MS * 2 ** Math.min(this.failures - 1, 16));
+    this.o.logger.debug({ reason, delayMs: delay }, 'data connection failed');
+    this.retry = setTimeout(() => {
+      this.retry = null;
+      this.fill();
+    }, delay);
+    this.retry.unref();
+  }
+
+  private dial(): void {
+    const { url, grant } = this.o;
+    const secure = url.protocol === 'wss:';
+    this.dialing++;
+    let settled = false;
+    const settle = () => {
+      if (settled) return false;
+      settled = true;
+      this.dialing--;
+      clearTimeout(timer);
+      return true;
+    };
+    const req = (secure ? https : http).request({
+      host: url.hostname.replace(/^\[(.*)\]$/, '$1'),
+      port: url.port || (secure ? 443 : 80),
+      path: url.pathname,
+      method: 'GET',
+      agent: false,
+      headers: {
+        connection: 'Upgrade',
+        upgrade: DATA_UPGRADE_TOKEN,
+        'user-agent': this.o.userAgent,
+        [DATA_ID_HEADER]: grant.id,
+        [DATA_KEY_HEADER]: grant.key,
+      },
+      ...(secure ? (this.o.edgeTls ?? {}) : {}),
+    });
+    const timer = setTimeout(() => req.destroy(new Error(`no answer to the data connection upgrade within ${this.o.handshakeTimeoutMs} ms`)), this.o.handshakeTimeoutMs);
+    req.on('error', (err) => {
+      if (settle()) this.failed(err.message);
+    });
+    req.once('response', (res) => {
+      res.resume();
+      req.destroy();
+      if (!settle()) return;
+      // 403: the grant is gone (the session closed); the next session brings a new one.
+      if (res.statusCode === 403) return this.stop(0);
+      this.failed(`the edge answered HTTP ${res.statusCode} to the data connection upgrade`);
+    });
+    req.once('upgrade', (res, socket: Socket, head: Buffer) => {
+      if (!settle()) return void socket.destroy();
+      if (this.stopped || !asksForDataConnection(res.headers.upgrade) || head.length > 0) {
+        socket.destroy();
+        return this.stopped ? undefined : this.failed('the edge answered the data connection upgrade with something else');
+      }
+      this.failures = 0;
+      this.addSpare(socket);
+      this.fill();
+    });
+    req.end();
+  }
+
+  private addSpare(socket: Socket): void {
+    const s = socket as DataSocket;
+    s[SPARE] = true;
+    this.spares++;
+    this.sockets.add(socket);
+    socket.setNoDelay(true);
+    socket.on('error', () => socket.destroy());
+    socket.once('close', () => {
+      this.sockets.delete(socket);
+      if (s[SPARE]) {
+        s[SPARE] = false;
+        this.spares--;
+      }
+    });
+    // The first bytes are the edge's first request on it: from then on this connection is taken.
+    socket.once('data', (first: Buffer) => {
+      s[SPARE] = false;
+      this.spares--;
+      this.fill();
+      this.splice(socket, first);
+    });
+  }
+
+  /**
+   * Joins a taken data connection to a new local connection: bytes both ways under backpressure (pipe), the local
+   * service's FIN passed on once its bytes are written (a body read to the close), any other end of either side cuts
+   * the other at once, so a request the edge abandoned never reaches the local service looking complete.
+   */
+  private splice(socket: Socket, first: Buffer): void {
+    socket.pause();
+    const { target } = this.o;
+    const local = net.connect({ host: target.host, port: target.port });
+    local.setNoDelay(true);
+    let connected = false;
+    local.once('connect', () => {
+      connected = true;
+      local.write(first);
+      socket.pipe(local, { end: false });
+      local.pipe(socket);
+      socket.resume();
+    });
+    local.on('error', (err) => {
+      if (connected) return void socket.destroy();
+      this.answerUnreachable(socket, err);
+    });
+    local.once('close', () => {
+      // After the local FIN, pipe ends the data connection once what was read is written; a reset cuts it.
+      if (!socket.writableEnded) socket.destroy();
+    });
+    socket.once('end', () => local.destroy());
+    socket.once('close', () => local.destroy());
+  }
+
+  /** The local service refused or is absent: the answer the HTTP/2 path gives, as HTTP/1.1, and the connection closes. */
+  private answerUnreachable(socket: Socket, err: Error): void {
+    const { target, logger } = this.o;
+    logger.warn({ err: err.message }, 'local service unreachable');
+    if (socket.destroyed) return;
+    const text = `The agent could not reach ${target.display}: ${err.message}\n`;
+    socket.end(
+      'HTTP/1.1 502 Bad Gateway\r\ncontent-type: text/plain; charset=utf-8\r\ncache-control: no-store\r\n' +
+        `${AGENT_ERROR_HEADER}: local_unreachable\r\ncontent-length: ${Buffer.byteLength(text)}\r\nconnection: close\r\n\r\n${text}`,
+    );
+    // The rest of the request is read and dropped, so the answer is not lost to a reset.
+    socket.resume();
+  }
+}
+
+const SPARE = Symbol('spare');
+type DataSocket = Socket & { [SPARE]?: boolean };

@@ -1,0 +1,169 @@
+// One agent session's data connections (docs/tunnels.md "Data connections"): sockets the agent opened beside its
+// raw tunnel, kept as spares and handed to an undici Pool as its connections, so a request costs what an origin's does.
+import { randomBytes, timingSafeEqual } from 'node:crypto';
+import type { Socket } from 'node:net';
+import { Pool, type Dispatcher } from 'undici';
+import type { DataConnectionGrant } from '../../shared/tunnel/protocol.ts';
+
+export interface DataConnectionsOptions {
+  /** Most connections (spares and in use) the agent may hold open to this edge for the session. */
+  max: number;
+  /** The Host the agent's local service must see (the agent's --host-header), or the visitor's when absent. */
+  hostHeader?: string;
+  /** How long undici's connect waits for a spare when none is at hand (rare: see hasCapacity). */
+  waitMs?: number;
+}
+
+/** No spare data connection came within the wait; the request was not sent, so another path may serve it. */
+export class NoDataConnectionError extends Error {
+  override name = 'NoDataConnectionError';
+  readonly code = 'EDGE_ERR_NO_DATA_CONNECTION';
+}
+
+export type OfferResult = 'accepted' | 'full' | 'closed';
+
+interface Waiter {
+  callback: (err: Error | null, socket: Socket | null) => void;
+  timer: NodeJS.Timeout;
+}
+
+export class DataConnections {
+  /** Names the session in the agent's upgrade; public within the grant, the key is what proves it. */
+  readonly id = randomBytes(32).toString('base64url');
+  private readonly key = randomBytes(32);
+  readonly max: number;
+  readonly hostHeader: string | undefined;
+  private readonly waitMs: number;
+  private readonly spares: Socket[] = [];
+  private readonly waiters: Waiter[] = [];
+  /** Sockets handed to undici and still open. */
+  private inUse = 0;
+  /** Exchanges dispatched and not yet settled. */
+  private inFlight = 0;
+  private closed = false;
+  private readonly pool: Pool;
+
+  constructor(options: DataConnectionsOptions) {
+    this.max = options.max;
+    this.hostHeader = options.hostHeader;
+    this.waitMs = options.waitMs ?? 5_000;
+    this.pool = new Pool('http://agent.data.invalid', {
+      connections: options.max,
+      pipelining: 1,
+      // Long polls and event streams may idle for minutes: the visitor and the local service decide (as the agent's
+      // own local hop does). Idle connections close after undici's keep-alive rules, or the local service's hint.
+      headersTimeout: 0,
+      bodyTimeout: 0,
+      connect: (_options, callback) => this.take(callback as Waiter['callback']),
+    });
+  }
+
+  /** What the welcome tells the agent. */
+  get grant(): DataConnectionGrant {
+    return { id: this.id, key: this.key.toString('base64url'), max: this.max };
+  }
+
+  /** Whether `key` (the upgrade's field value) proves the grant; compared in constant time. */
+  accepts(key: string | undefined): boolean {
+    if (typeof key !== 'string' || key.length !== 43) return false;
+    const given = Buffer.from(key, 'base64url');
+    return given.length === this.key.length && timingSafeEqual(given, this.key);
+  }
+
+  /** Open data connections: spares and the ones undici holds. */
+  get size(): number {
+    return this.spares.length + this.inUse;
+  }
+
+  /**
+   * Whether a request dispatched now finds a connection without waiting: an idle one in the pool or a spare. A
+   * request that would have to wait goes over the HTTP/2 stream instead, which is always there.
+   */
+  hasCapacity(): boolean {
+    return !this.closed && this.inFlight < this.size;
+  }
+
+  /** Takes a new data connection (after its 101). Anything it sends before a request is a violation and closes it. */
+  offer(socket: Socket): OfferResult {
+    if (this.closed) return 'closed';
+    if (this.size >= this.max) return 'full';
+    socket.setNoDelay(true);
+    const waiter = this.waiters.shift();
+    if (waiter) {
+      clearTimeout(waiter.timer);
+      this.handOver(socket, waiter.callback);
+      return 'accepted';
+    }
+    const spare = () => socket.destroy();
+    socket.on('data', spare);
+    socket.on('error', noop);
+    socket.once('close', () => {
+      const i = this.spares.indexOf(socket);
+      if (i !== -1) this.spares.splice(i, 1);
+    });
+    (socket as SpareSocket)[VIOLATION] = spare;
+    this.spares.push(socket);
+    return 'accepted';
+  }
+
+  /** Sends one exchange on a data connection; `handler` is told when it settles through its own hooks. */
+  dispatch(options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): void {
+    this.inFlight++;
+    this.pool.dispatch(options, handler);
+  }
+
+  /** For the exchange's `settled` hook. */
+  settled(): void {
+    this.inFlight--;
+  }
+
+  /** The session is draining: no new exchanges, spares closed, exchanges in flight finish on their connections. */
+  drain(): void {
+    if (this.closed) return;
+    this.closed = true;
+    for (const socket of this.spares.splice(0)) socket.destroy();
+    for (const w of this.waiters.splice(0)) {
+      clearTimeout(w.timer);
+      w.callback(new NoDataConnectionError('the agent session is closing'), null);
+    }
+    void this.pool.close();
+  }
+
+  /** The session is gone: every data connection is cut. */
+  destroy(): void {
+    this.drain();
+    void this.pool.destroy();
+  }
+
+  private take(callback: Waiter['callback']): void {
+    const socket = this.spares.pop();
+    // Never synchronously: undici's client is still marked as connecting until its connector returns, and a
+    // socket handed over inside the call leaves the request queued forever.
+    if (socket) return void process.nextTick(() => this.handOver(socket, callback));
+    if (this.closed) return callback(new NoDataConnectionError('the agent session is closing'), null);
+    const waiter: Waiter = {
+      callback,
+      timer: setTimeout(() => {
+        const i = this.waiters.indexOf(waiter);
+        if (i !== -1) this.waiters.splice(i, 1);
+        callback(new NoDataConnectionError(`no data connection from the agent within ${this.waitMs} ms`), null);
+      }, this.waitMs),
+    };
+    this.waiters.push(waiter);
+  }
+
+  private handOver(socket: Socket, callback: Waiter['callback']): void {
+    if (socket.destroyed) return callback(new NoDataConnectionError('the data connection closed before its first request'), null);
+    const violation = (socket as SpareSocket)[VIOLATION];
+    if (violation) socket.off('data', violation);
+    this.inUse++;
+    socket.once('close', () => this.inUse--);
+    // undici attaches its listeners inside this call, before any read can happen.
+    callback(null, socket);
+  }
+}
+
+const VIOLATION = Symbol('spare data listener');
+type SpareSocket = Socket & { [VIOLATION]?: () => void };
+
+function noop(): void {}
