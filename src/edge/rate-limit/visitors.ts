@@ -6,7 +6,8 @@
 // - per edge: at most `totalKeys` visitors over every rule; when full, the rule holding the most gives one up, so a
 //   flood through one rule (or many rules matching one flood) cannot push a quiet rule's visitors out;
 // - per edge: at most `maxRules` rules' state, the least recently used rule's dropped first (RateLimitCounters).
-// Memory is taken as visitors arrive: an idle rule costs a few hundred bytes, not its bound.
+// Memory is taken as visitors arrive: a rule no visitor has reached holds no map and is no member of the budget (at
+// 100k rules, the empty maps and the budget's set of them were ~1.4 KiB a rule, docs/performance.md "Memory at scale").
 
 /** Rules' maps looked at per reclaim (VisitorBudget.reclaimFor). */
 const RECLAIM_SAMPLE = 64;
@@ -62,19 +63,24 @@ export class VisitorBudget {
   }
 }
 
+/** The map of a VisitorMap that holds nobody: shared, never written (a first visitor gets a map of its own). */
+const NOBODY: Map<string, unknown> = new Map();
+
 /**
  * Visitor key → state, least recently seen first (a Map re-inserted on every use: a few tens of ns, no allocation).
- * At most `max` entries; within a shared VisitorBudget, at most the budget's total across maps.
+ * At most `max` entries; within a shared VisitorBudget, at most the budget's total across maps. The map is made, and
+ * the budget joined, on the first visitor: most rules of a large edge never see one.
  */
 export class VisitorMap<V> {
-  private readonly entries = new Map<string, V>();
+  private entries: Map<string, V> = NOBODY as Map<string, V>;
+  /** In the budget's members (from the first visitor until release). */
+  private joined = false;
 
   constructor(
     private readonly max: number,
     private budget?: VisitorBudget,
   ) {
     if (!Number.isInteger(max) || max < 1) throw new RangeError(`a visitor bound must be a positive integer, got ${max}`);
-    budget?.join(this as VisitorMap<unknown>);
   }
 
   /** The state of `key`, now the most recently seen; undefined when not held. */
@@ -95,6 +101,11 @@ export class VisitorMap<V> {
       return;
     }
     const budget = this.budget;
+    if (this.entries === NOBODY) this.entries = new Map();
+    if (budget !== undefined && !this.joined) {
+      budget.join(this as VisitorMap<unknown>);
+      this.joined = true;
+    }
     if (this.entries.size >= this.max) this.evictOldest();
     else if (budget !== undefined && budget.used >= budget.max) {
       if (this.entries.size >= budget.fairShare) this.evictOldest();
@@ -120,10 +131,11 @@ export class VisitorMap<V> {
   release(): void {
     if (this.budget !== undefined) {
       this.budget.used -= this.entries.size;
-      this.budget.leave(this as VisitorMap<unknown>);
+      if (this.joined) this.budget.leave(this as VisitorMap<unknown>);
+      this.joined = false;
       this.budget = undefined;
     }
-    this.entries.clear();
+    this.entries = NOBODY as Map<string, V>;
   }
 
   get size(): number {

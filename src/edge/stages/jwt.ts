@@ -95,11 +95,22 @@ interface JwtState {
 }
 
 /**
- * The key resolver: jose's remote set with a fetch that applies the address policy, bounds the document and backs off
- * after a failure; when the fetch fails, a key from the last set fetched may still serve (an outage of the JWKS
- * host does not lock out tokens signed by keys already known). A new set (rotation) flushes `onChange`.
+ * The key resolver, built on the first token the endpoint sees (remoteKeys): at 100k endpoints, jose's remote set, its
+ * fetch and their closures built at compile held ~4.7 KiB per endpoint with a JWT layer, before any token came
+ * (docs/performance.md "Memory at scale"). The URL is checked now, so a config that names no URL still fails to compile.
  */
 function keyResolver(jwt: JwtLayerConfig, timings: typeof DEFAULT_JWKS_TIMINGS, allowPrivate: boolean, options: JwtStageOptions, onChange: () => void): JwtState['getKey'] {
+  new URL(jwt.jwks_url);
+  let resolve: JwtState['getKey'] | null = null;
+  return (header, token) => (resolve ??= remoteKeys(jwt, timings, allowPrivate, options, onChange))(header, token);
+}
+
+/**
+ * jose's remote set with a fetch that applies the address policy, bounds the document and backs off after a failure;
+ * when the fetch fails, a key from the last set fetched may still serve (an outage of the JWKS host does not lock
+ * out tokens signed by keys already known). A new set (rotation) flushes `onChange`.
+ */
+function remoteKeys(jwt: JwtLayerConfig, timings: typeof DEFAULT_JWKS_TIMINGS, allowPrivate: boolean, options: JwtStageOptions, onChange: () => void): JwtState['getKey'] {
   const url = new URL(jwt.jwks_url);
   const refusedLiteral = literalRefusal(url, allowPrivate);
   const agent = policyAgent(allowPrivate, options.lookup);

@@ -49,7 +49,8 @@ const defaultHeld = new HeldRequests();
 class RuleState implements KeptRuleState {
   readonly local: SlidingWindowCounter;
   readonly blocked: BlockedUntil;
-  readonly queues = new Map<string, Waiting[]>();
+  /** Made when the rule first holds a request (a throttle rule over its limit): most rules never do. */
+  queues: Map<string, Waiting[]> | null = null;
 
   constructor(
     limit: number,
@@ -288,14 +289,14 @@ class RateLimitStage implements Stage {
    * goes on through the pipeline; first come, first admitted. A full queue refuses it like `block`.
    */
   private hold(ctx: RequestContext, key: string, rule: CompiledRule, decision: WindowDecision): Verdict | Promise<Verdict> {
-    const queues = rule.state.queues;
-    let queue = queues.get(key);
+    let queue = rule.state.queues?.get(key);
     const held = this.held;
     if ((queue !== undefined && queue.length >= throttleQueueBound(rule.config.requests_per_window)) || held.count >= held.max || gone(ctx)) {
       this.deps.observe?.(this.endpoint, rule.config.uuid, 'blocked');
       return refuse(ctx, rule, decision);
     }
     this.deps.observe?.(this.endpoint, rule.config.uuid, 'throttled');
+    const queues = (rule.state.queues ??= new Map());
     return new Promise<Verdict>((resolve) => {
       const fresh = queue === undefined;
       const q = (queue ??= []);
@@ -361,7 +362,7 @@ class RateLimitStage implements Stage {
       queue.shift();
       this.release(head, 'next');
     }
-    if (rule.state.queues.get(key) === queue) rule.state.queues.delete(key);
+    if (rule.state.queues?.get(key) === queue) rule.state.queues.delete(key);
   }
 }
 

@@ -57,6 +57,28 @@ describe('rate-limit visitor state', () => {
     assert.equal(counters[0].size, 0);
   });
 
+  it('joins the budget on its first visitor: rules no visitor reached neither hold a map nor shrink the fair share', () => {
+    const budget = new VisitorBudget(10);
+    const idle = Array.from({ length: 4 }, () => new VisitorMap<number>(1000, budget));
+    const busy = new VisitorMap<number>(1000, budget);
+    assert.equal(budget.fairShare, 10);
+    busy.add('a', 1);
+    assert.equal(budget.fairShare, 10); // one member, not five
+    idle[0].add('b', 2);
+    assert.equal(budget.fairShare, 5);
+    // Released before any visitor: nothing to give back, no member to remove; the budget's count is untouched.
+    idle[1].release();
+    assert.equal(budget.used, 2);
+    assert.equal(idle[1].get('a'), undefined);
+    idle[0].release();
+    assert.equal(budget.used, 1);
+    assert.equal(budget.fairShare, 10);
+    // A released map may still be used by a stage compiled before (bounded by its own max, outside the budget).
+    idle[0].add('c', 3);
+    assert.equal(idle[0].get('c'), 3);
+    assert.equal(budget.used, 1);
+  });
+
   it('keeps one state per rule while its version holds, replacing (and freeing) it when the version changes', () => {
     const counters = new RateLimitCounters({ maxKeysPerRule: 10, maxRules: 2 });
     const a1 = counters.keep('a', 'v1', () => new State(1));

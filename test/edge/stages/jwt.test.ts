@@ -300,6 +300,12 @@ describe('jwt stage', () => {
     }
   });
 
+  it('refuses to compile a stored jwks_url that is not a URL, though the key set itself is built on the first token', () => {
+    assert.throws(() => jwt.compile(endpointWith(layer({ jwks_url: 'idp.example.com/jwks' })), { publicHttpsPort: () => 443 }), TypeError);
+    // No token yet, so nothing is fetched and no key set exists: compiling a JWKS on a host that does not resolve is fine.
+    assert.equal(jwt.compile(endpointWith(layer({ jwks_url: 'https://idp.invalid/jwks.json' })), { publicHttpsPort: () => 443 })?.name, 'jwt');
+  });
+
   it('refuses to fetch a JWKS on a private address unless private addresses are allowed', async () => {
     const server = await startJwksServer([key1]);
     cleanups.push(() => server.close());
