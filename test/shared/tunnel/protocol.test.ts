@@ -3,6 +3,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import {
+  MAX_DATA_CONNECTIONS,
   MAX_HELLO_BYTES,
   REFUSALS,
   encodeGoAwayReason,
@@ -104,6 +105,23 @@ describe('parseHello', () => {
     }
   });
 
+  it('accepts data_connections offered with no field or with a host_header of visible ASCII', () => {
+    for (const data_connections of [{}, { host_header: 'localhost:3000' }, { host_header: '[::1]:8080' }, { host_header: '!'.repeat(255) }]) {
+      const parsed = parseHello(hello({ data_connections }));
+      assert.ok(parsed.ok, JSON.stringify(data_connections));
+      assert.deepEqual(parsed.value.data_connections, data_connections);
+    }
+  });
+
+  it('rejects a host_header that could inject a field (spaces, controls, non-ASCII), empty or too long, and unknown fields', () => {
+    for (const host_header of ['a b', 'a\r\nx-injected: 1', 'a\tb', 'a\u0000', 'caf\u00e9.test', 'a\u007f', '', 'h'.repeat(256), 7, null]) {
+      rejects(hello({ data_connections: { host_header } }), /\/data_connections\/host_header/);
+    }
+    rejects(hello({ data_connections: { max: 4 } }), /unknown field \/data_connections\/max/);
+    rejects(hello({ data_connections: true }), /\/data_connections/);
+    rejects(hello({ data_connections: null }), /\/data_connections/);
+  });
+
   it('rejects what is not a JSON object, and frames over the size limit before parsing them', () => {
     rejects('{"type":', /not valid JSON/);
     rejects('null', /Expected object/);
@@ -132,6 +150,33 @@ describe('parseEdgeReply', () => {
   it('accepts refusal codes it does not know (newer edges), but only snake_case ones', () => {
     assert.ok(parseEdgeReply(JSON.stringify({ type: 'refused', code: 'some_future_code', message: '' })).ok);
     assert.equal(parseEdgeReply(JSON.stringify({ type: 'refused', code: 'Bad Code', message: '' })).ok, false);
+  });
+
+  const grant = { id: 'i'.repeat(42) + '-', key: 'K_'.repeat(21) + 'z', max: 128 };
+
+  it('accepts a welcome with a data connection grant: id and key of 43 base64url characters, max 1..1024', () => {
+    for (const max of [1, 128, MAX_DATA_CONNECTIONS]) {
+      const w = parseEdgeReply(JSON.stringify({ ...welcome, data_connections: { ...grant, max } }));
+      assert.ok(w.ok, `max ${max}`);
+      assert.equal(w.value.type, 'welcome');
+      if (w.value.type === 'welcome') assert.deepEqual(w.value.data_connections, { ...grant, max });
+    }
+  });
+
+  it('rejects a grant with a malformed id or key, a max out of range, a missing or an unknown field', () => {
+    const bad = (patch: Record<string, unknown>) => parseEdgeReply(JSON.stringify({ ...welcome, data_connections: { ...grant, ...patch } })).ok;
+    for (const token of ['a'.repeat(42), 'a'.repeat(44), 'a'.repeat(42) + '=', 'a'.repeat(42) + '+', 'a'.repeat(42) + '/', 'a'.repeat(42) + ' ', '']) {
+      assert.equal(bad({ id: token }), false, `id ${JSON.stringify(token)}`);
+      assert.equal(bad({ key: token }), false, `key ${JSON.stringify(token)}`);
+    }
+    for (const max of [0, -1, MAX_DATA_CONNECTIONS + 1, 1.5, '8', null]) assert.equal(bad({ max }), false, `max ${String(max)}`);
+    assert.equal(bad({ extra: 1 }), false);
+    for (const field of ['id', 'key', 'max']) {
+      const copy: Record<string, unknown> = { ...grant };
+      delete copy[field];
+      assert.equal(parseEdgeReply(JSON.stringify({ ...welcome, data_connections: copy })).ok, false, `without ${field}`);
+    }
+    assert.equal(parseEdgeReply(JSON.stringify({ ...welcome, data_connections: null })).ok, false);
   });
 
   it('rejects unknown fields, bad endpoints and unknown frame types', () => {
