@@ -164,6 +164,9 @@ Options:
   --transport T      auto (default), raw or ws (default EDGE_TRANSPORT): raw runs HTTP/2 on the connection
                      after an edge-tunnel/2 upgrade; ws carries it in WebSocket messages, for proxies that pass
                      only WebSockets; auto tries raw and falls back to ws
+  --data-connections N  Spare data connections to keep (default EDGE_DATA_CONNECTIONS or 8): on the raw
+                     transport the edge sends HTTP requests on them as plain HTTP/1.1, spliced to a plain-HTTP
+                     local service; 0 sends every request over the tunnel's HTTP/2 streams
 
 The agent prints the public URL, reconnects with backoff after any drop, and exits non-zero when the edge refuses it.`;
 
@@ -179,6 +182,7 @@ async function agentCommand(args: string[]): Promise<void> {
       tags: { type: 'string' },
       'host-header': { type: 'string' },
       transport: { type: 'string' },
+      'data-connections': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -190,6 +194,8 @@ async function agentCommand(args: string[]): Promise<void> {
   if (!apiKey) throw new UsageError('an API key is needed: --api-key or EDGE_API_KEY');
   const transport = values.transport ?? process.env.EDGE_TRANSPORT ?? 'auto';
   if (transport !== 'auto' && transport !== 'raw' && transport !== 'ws') throw new UsageError(`--transport must be auto, raw or ws, got "${transport}"`);
+  const spares = values['data-connections'] ?? process.env.EDGE_DATA_CONNECTIONS ?? '8';
+  if (!/^[0-9]{1,4}$/.test(spares) || Number(spares) > 1024) throw new UsageError(`--data-connections must be a whole number from 0 to 1024, got "${spares}"`);
   const { startAgent, TunnelRefusedError } = await import('./agent/agent.ts');
   const logger = createLogger(process.env.EDGE_LOG_LEVEL ?? 'info', { component: 'agent' });
   let agent;
@@ -204,6 +210,7 @@ async function agentCommand(args: string[]): Promise<void> {
       tags: values.tags ? values.tags.split(',').map((t) => t.trim()).filter(Boolean) : [],
       hostHeader: values['host-header'],
       transport,
+      dataConnections: Number(spares),
       logger,
     });
   } catch (err) {

@@ -165,6 +165,7 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
     region: settings.region,
     node: settings.nodeId,
     logger: log,
+    maxDataConnections: settings.edge.tunnelDataConnections,
     authorize: agentAuthorizer({ config, plans: settings.plans, region: settings.region, createEphemeral: deps.createEphemeral }),
   });
   // Tunnels whose key is revoked, account suspended or permission removed end when the feed says so.

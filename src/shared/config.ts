@@ -117,6 +117,8 @@ export const ConfigSchema = Type.Object(
         // Header names (comma-separated, any case) whose values full traffic capture stores as [redacted], beyond
         // Authorization, Proxy-Authorization, Cookie and Set-Cookie (docs/traffic.md "Storage").
         captureRedactHeaders: Type.String({ pattern: "^[A-Za-z0-9!#$%&'*+.^_`|~,\\s-]*$" }),
+        // Data connections granted to each raw-transport http agent (docs/tunnels.md "Data connections"); 0: none.
+        tunnelDataConnections: Type.Integer({ minimum: 0, maximum: 1024 }),
       },
       { additionalProperties: false },
     ),
@@ -194,6 +196,7 @@ export const ENV_SETTINGS = {
   EDGE_RATE_LIMIT_REDIS_TIMEOUT_MS: 'edge.rateLimitRedisTimeoutMs',
   EDGE_RATE_LIMIT_MAX_KEYS: 'edge.rateLimitMaxKeys',
   EDGE_CAPTURE_REDACT_HEADERS: 'edge.captureRedactHeaders',
+  EDGE_TUNNEL_DATA_CONNECTIONS: 'edge.tunnelDataConnections',
   EDGE_PRESENCE_INTERVAL_MS: 'presence.intervalMs',
   EDGE_PRESENCE_STALE_MS: 'presence.staleMs',
   EDGE_JANITOR_INTERVAL_MS: 'janitor.intervalMs',

@@ -1,5 +1,6 @@
 // `edge agent --transport` and EDGE_TRANSPORT as an operator uses them: the real program against an edge's tunnel
-// listener, the transport it chose on its Forwarding line and on the edge's session, and a bad value refused.
+// listener, the transport it chose on its Forwarding line and on the edge's session, the data connections it keeps,
+// and bad values refused.
 import { describe, it, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -10,6 +11,7 @@ import type { AddressInfo } from 'node:net';
 import { createInterface } from 'node:readline';
 import { TunnelRegistry, type AgentSession } from '../../src/edge/tunnels/registry.ts';
 import { TunnelServer } from '../../src/edge/tunnels/tunnel-server.ts';
+import { eventually } from '../helpers/eventually.ts';
 import { BIN, cleanEnv, run } from '../helpers/serve-process.ts';
 
 const LIMIT = { timeout: 30_000 };
@@ -75,6 +77,32 @@ describe('edge agent --transport', () => {
       const result = await run(['agent', 'http', '3000', '--edge', 'http://127.0.0.1:1', ...args], { ...cleanEnv({}), EDGE_API_KEY: 'k', ...env });
       assert.equal(result.code, 2, result.stderr);
       assert.match(result.stderr, /--transport must be auto, raw or ws, got "/);
+    }
+  });
+});
+
+describe('edge agent --data-connections', () => {
+  it('keeps 8 spare data connections by default; --data-connections and EDGE_DATA_CONNECTIONS set the number, 0 offers none', LIMIT, async (t) => {
+    const byDefault = await agentLine(t, []);
+    assert.ok(byDefault.session.data, 'the edge granted data connections');
+    await eventually(async () => (byDefault.session.data?.size === 8 ? true : undefined));
+    const flag = await agentLine(t, ['--data-connections', '3'], { EDGE_DATA_CONNECTIONS: '5' });
+    await eventually(async () => (flag.session.data?.size === 3 ? true : undefined));
+    const variable = await agentLine(t, [], { EDGE_DATA_CONNECTIONS: '2' });
+    await eventually(async () => (variable.session.data?.size === 2 ? true : undefined));
+    const none = await agentLine(t, ['--data-connections', '0']);
+    assert.equal(none.session.data, null);
+  });
+
+  it('refuses a value that is not a whole number from 0 to 1024 with a usage error (exit 2)', LIMIT, async () => {
+    for (const [args, env] of [
+      [['--data-connections=-1'], {}],
+      [['--data-connections', '1025'], {}],
+      [[], { EDGE_DATA_CONNECTIONS: 'many' }],
+    ] as const) {
+      const result = await run(['agent', 'http', '3000', '--edge', 'http://127.0.0.1:1', ...args], { ...cleanEnv({}), EDGE_API_KEY: 'k', ...env });
+      assert.equal(result.code, 2, result.stderr);
+      assert.match(result.stderr, /--data-connections must be a whole number from 0 to 1024, got "/);
     }
   });
 });
