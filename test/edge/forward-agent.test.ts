@@ -1,20 +1,38 @@
-// forwardToAgent between a real visitor socket and a real agent: what the local service receives (headers, bodies,
+// forwardToAgent between a real visitor socket and a real agent, on each path a request can take (a data connection,
+// an HTTP/2 stream on the raw transport, one over WebSocket): what the local service receives (headers, bodies,
 // aborts) and what the visitor gets back, including visitors that leave halfway through an upload or a download.
 import { describe, it, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import http from 'node:http';
 import net from 'node:net';
 import { WebSocket } from 'ws';
-import { startAgent } from '../../src/agent/agent.ts';
+import { startAgent, type Agent, type AgentOptions } from '../../src/agent/agent.ts';
 import { forwardToAgent } from '../../src/edge/forward/agent.ts';
 import { TunnelRegistry } from '../../src/edge/tunnels/registry.ts';
-import { TunnelServer } from '../../src/edge/tunnels/tunnel-server.ts';
+import { TunnelServer, type TunnelServerOptions } from '../../src/edge/tunnels/tunnel-server.ts';
 import { PROTOCOL_VERSION, TUNNEL_PATH } from '../../src/shared/tunnel/protocol.ts';
 import { eventually } from '../helpers/eventually.ts';
 
 const HOST = 'app.edge.test';
+/** Over 64 KiB, so bodies span many socket reads, HTTP/2 DATA frames and flow-control windows. */
+const BIG_BODY = randomBytes(300 * 1024 + 7);
+
+function sha256(bytes: Buffer): string {
+  return createHash('sha256').update(bytes).digest('hex');
+}
+
+/**
+ * The three paths a request to an agent can take: a data connection (raw transport, the default), an HTTP/2 stream
+ * on the raw transport (an agent that offers no data connections), an HTTP/2 stream carried in WebSocket messages.
+ */
+const MODES = [
+  { name: 'data connections', agent: { transport: 'raw' }, data: true },
+  { name: 'raw HTTP/2 streams', agent: { transport: 'raw', dataConnections: 0 }, data: false },
+  { name: 'WebSocket HTTP/2 streams', agent: { transport: 'ws' }, data: false },
+] as const satisfies ReadonlyArray<{ name: string; agent: Partial<AgentOptions>; data: boolean }>;
+type Mode = (typeof MODES)[number];
 
 async function listen(server: net.Server): Promise<number> {
   server.listen(0, '127.0.0.1');
@@ -72,6 +90,32 @@ async function startLocal(t: TestContext) {
       res.addTrailers({ 'x-sum': '4' });
       return void res.end();
     }
+    if (path === '/echo') {
+      // Streams the request body back as it comes, and its digest as a trailer once it ended.
+      const hash = createHash('sha256');
+      res.writeHead(200, { 'content-type': 'application/octet-stream', trailer: 'x-request-sha256' });
+      req.on('data', (chunk: Buffer) => {
+        hash.update(chunk);
+        res.write(chunk);
+      });
+      return void req.on('end', () => {
+        res.addTrailers({ 'x-request-sha256': hash.digest('hex') });
+        res.end();
+      });
+    }
+    if (path === '/big') {
+      // A chunked body of BIG_BYTES, its digest and length in trailers after the last chunk.
+      res.writeHead(200, { 'content-type': 'application/octet-stream', trailer: 'x-sha256, x-length' });
+      res.write(BIG_BODY.subarray(0, 1000));
+      res.write(BIG_BODY.subarray(1000));
+      res.addTrailers({ 'x-sha256': sha256(BIG_BODY), 'x-length': String(BIG_BODY.length) });
+      return void res.end();
+    }
+    if (path === '/truncated') {
+      // Promises 100 bytes, sends 10, then ends the connection (a FIN, as a crashing service's kernel would send).
+      res.writeHead(200, { 'content-type': 'text/plain', 'content-length': '100' });
+      return void res.write('x'.repeat(10), () => res.socket?.end());
+    }
     req.resume();
     res.end('ok');
   });
@@ -87,10 +131,10 @@ async function startLocal(t: TestContext) {
 }
 
 /** An edge whose every request goes to the endpoint's agent through forwardToAgent (no agent yet: 503). */
-async function startBareEdge(t: TestContext) {
+async function startBareEdge(t: TestContext, options: Partial<TunnelServerOptions> = {}) {
   const endpoint = { uuid: randomUUID(), hostname: HOST, public_url: `http://${HOST}` };
   const registry = new TunnelRegistry();
-  const tunnels = new TunnelServer({ authorize: async () => ({ ok: true, endpoint }), registry, region: 'local', node: 'edge-test' });
+  const tunnels = new TunnelServer({ authorize: async () => ({ ok: true, endpoint }), registry, region: 'local', node: 'edge-test', ...options });
   const server = http.createServer((req, res) => {
     const session = registry.pick(endpoint.uuid);
     if (session === null) return void res.writeHead(503).end();
@@ -105,13 +149,34 @@ async function startBareEdge(t: TestContext) {
   return { port, endpoint, registry };
 }
 
-/** An edge whose every request goes to the endpoint's agent through forwardToAgent, and that agent. */
-async function startEdge(t: TestContext, localPort: number) {
-  const { port, endpoint } = await startBareEdge(t);
-  const agent = await startAgent({ edgeUrl: `http://127.0.0.1:${port}`, apiKey: 'key', endpoint: endpoint.uuid, protocol: 'http', target: localPort });
-  // Registered before the edge's own teardown, so it runs after it... and stops first (t.after runs in reverse).
+/**
+ * An edge whose every request goes to the endpoint's agent through forwardToAgent, and that agent, in `mode`. With
+ * data connections, it returns once the agent's spares are all at the edge, so the first request finds one.
+ */
+async function startEdge(t: TestContext, localPort: number, mode: Mode, agentOptions: Partial<AgentOptions> = {}, edgeOptions: Partial<TunnelServerOptions> = {}) {
+  const { port, endpoint, registry } = await startBareEdge(t, edgeOptions);
+  const agent = await startAgent({ edgeUrl: `http://127.0.0.1:${port}`, apiKey: 'key', endpoint: endpoint.uuid, protocol: 'http', target: localPort, ...mode.agent, ...agentOptions });
+  // Registered after the edge's own teardown, so it runs before it (t.after runs in reverse).
   t.after(() => agent.stop(1_000));
-  return port;
+  assert.equal(agent.transport, mode.agent.transport);
+  if (mode.data) {
+    const spares = Math.min(agentOptions.dataConnections ?? 8, edgeOptions.maxDataConnections ?? 128);
+    await eventually(async () => {
+      const session = registry.pick(endpoint.uuid);
+      return agent.dataConnections?.idle === spares && session?.data?.size === spares ? true : undefined;
+    });
+  } else assert.equal(agent.dataConnections, null);
+  return { port, agent, registry, endpoint };
+}
+
+/**
+ * That the exchanges so far took the mode's path: with data connections, at least one spare was taken (a taken
+ * connection stays open, spliced, beside the spares the agent dialled to replace it); otherwise the agent has none.
+ */
+function assertPath(agent: Agent, mode: Mode): void {
+  if (!mode.data) return assert.equal(agent.dataConnections, null);
+  const data = agent.dataConnections;
+  assert.ok(data !== null && data.open > data.idle, `a data connection was taken: ${JSON.stringify(data)}`);
 }
 
 /** One HTTP/2 frame (RFC 9113 §4.1). */
@@ -200,10 +265,75 @@ function visit(port: number, method: string, path: string, headers: http.Outgoin
   });
 }
 
-describe('forwardToAgent', () => {
+interface BinaryReply {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  body: Buffer;
+  trailers: NodeJS.Dict<string>;
+  /** Whether the response ended as its framing said it would; false when the connection went first. */
+  complete: boolean;
+}
+
+/** A visit that resolves whatever happens to the response: complete, or cut (then `complete` is false). */
+function visitBinary(port: number, method: string, path: string, headers: http.OutgoingHttpHeaders = {}, body?: Buffer): Promise<BinaryReply> {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ port, host: '127.0.0.1', method, path, headers: { host: HOST, ...headers }, agent: false }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (chunk: Buffer) => chunks.push(chunk));
+      res.on('error', () => {}); // 'aborted': reported by `complete`
+      res.once('close', () =>
+        resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks), trailers: res.trailers, complete: res.complete }),
+      );
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+/** A free loopback port: listened on, then closed, so a connection to it is refused. */
+async function closedPort(): Promise<number> {
+  const server = net.createServer();
+  const port = await listen(server);
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+/**
+ * A local service that closes each connection right after its response, without saying so (no `Connection: close`,
+ * no Keep-Alive hint): whoever keeps the connection for the next request may send it on a connection already gone.
+ */
+async function startClosingLocal(t: TestContext) {
+  let requests = 0;
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((socket) => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+    socket.on('error', () => socket.destroy());
+    let buffered = '';
+    socket.on('data', (chunk: Buffer) => {
+      buffered += chunk.toString('latin1');
+      if (!buffered.includes('\r\n\r\n')) return;
+      requests++;
+      socket.end('HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 2\r\n\r\nok');
+    });
+  });
+  const port = await listen(server);
+  t.after(async () => {
+    for (const socket of sockets) socket.destroy();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+  return {
+    port,
+    get requests() {
+      return requests;
+    },
+  };
+}
+
+for (const mode of MODES) describe(`forwardToAgent over ${mode.name}`, () => {
   it('sends a bodyless request with the edge fields and no hop-by-hop ones', async (t) => {
     const local = await startLocal(t);
-    const port = await startEdge(t, local.port);
+    const { port, agent } = await startEdge(t, local.port, mode);
     const reply = await visit(port, 'GET', '/page?q=1', {
       connection: 'keep-alive, x-hop',
       'x-hop': 'secret',
@@ -226,11 +356,12 @@ describe('forwardToAgent', () => {
     assert.equal(seen.headers['content-length'], undefined);
     assert.equal(seen.headers['transfer-encoding'], undefined);
     assert.equal(seen.outcome, 'complete');
+    assertPath(agent, mode);
   });
 
   it('streams request bodies, sized and chunked, to the local service whole', async (t) => {
     const local = await startLocal(t);
-    const port = await startEdge(t, local.port);
+    const { port, agent } = await startEdge(t, local.port, mode);
     const body = 'x'.repeat(100_000);
     assert.equal((await visit(port, 'POST', '/upload', { 'content-length': body.length }, body)).body, `got ${body.length}`);
     assert.equal((await visit(port, 'PUT', '/upload', { 'transfer-encoding': 'chunked' }, body)).body, `got ${body.length}`);
@@ -239,11 +370,12 @@ describe('forwardToAgent', () => {
       local.seen.map((s) => s.outcome),
       ['complete', 'complete', 'complete'],
     );
+    assertPath(agent, mode);
   });
 
   it('carries the response status, fields, repeated set-cookie and trailers back, without hop-by-hop fields', async (t) => {
     const local = await startLocal(t);
-    const port = await startEdge(t, local.port);
+    const { port, agent } = await startEdge(t, local.port, mode);
     const reply = await visit(port, 'GET', '/headers');
     assert.equal(reply.status, 201);
     assert.equal(reply.body, 'created');
@@ -257,20 +389,132 @@ describe('forwardToAgent', () => {
     const withTrailers = await visit(port, 'GET', '/trailers');
     assert.equal(withTrailers.body, 'body');
     assert.equal(withTrailers.trailers['x-sum'], '4');
+    assertPath(agent, mode);
   });
 
   it('a visitor leaving in the middle of a chunked upload leaves the local request aborted, not complete', async (t) => {
     const local = await startLocal(t);
-    const port = await startEdge(t, local.port);
+    const { port, agent } = await startEdge(t, local.port, mode);
     const socket = net.connect(port, '127.0.0.1');
     await once(socket, 'connect');
     socket.write(`POST /upload HTTP/1.1\r\nhost: ${HOST}\r\ntransfer-encoding: chunked\r\n\r\n1000\r\n${'u'.repeat(0x1000)}\r\n`);
     await eventually(async () => (local.seen[0]?.bytes === 0x1000 ? true : undefined));
+    // Checked while the exchange is on: the connection the visitor's abort cuts is replaced by a new spare.
+    assertPath(agent, mode);
     socket.destroy();
     await eventually(async () => (local.seen[0].outcome !== 'pending' ? true : undefined));
     assert.equal(local.seen[0].outcome, 'aborted');
   });
 
+  it('a visitor leaving in the middle of a download stops the local response', async (t) => {
+    const local = await startLocal(t);
+    const { port, agent } = await startEdge(t, local.port, mode);
+    const req = http.request({ port, host: '127.0.0.1', path: '/endless', headers: { host: HOST }, agent: false });
+    req.end();
+    const [res] = (await once(req, 'response')) as [http.IncomingMessage];
+    await once(res, 'data');
+    assertPath(agent, mode);
+    req.destroy();
+    await eventually(async () => (local.unfinished === 1 ? true : undefined));
+  });
+
+  it('carries bodies over 64 KiB both ways intact, and trailers after them', async (t) => {
+    const local = await startLocal(t);
+    const { port, agent } = await startEdge(t, local.port, mode);
+    const up = await visitBinary(port, 'POST', '/echo', { 'content-type': 'application/octet-stream', 'content-length': BIG_BODY.length }, BIG_BODY);
+    assert.equal(up.status, 200);
+    assert.ok(up.complete);
+    assert.equal(up.body.length, BIG_BODY.length);
+    assert.equal(sha256(up.body), sha256(BIG_BODY));
+    assert.equal(up.trailers['x-request-sha256'], sha256(BIG_BODY), 'the local service read the body whole');
+    const down = await visitBinary(port, 'GET', '/big');
+    assert.ok(down.complete);
+    assert.equal(down.body.length, BIG_BODY.length);
+    assert.equal(sha256(down.body), sha256(BIG_BODY));
+    assert.deepEqual([down.trailers['x-sha256'], down.trailers['x-length']], [sha256(BIG_BODY), String(BIG_BODY.length)]);
+    assert.deepEqual(
+      local.seen.map((s) => [s.outcome, s.bytes]),
+      [
+        ['complete', BIG_BODY.length],
+        ['complete', 0],
+      ],
+    );
+    assertPath(agent, mode);
+  });
+
+  it('a local response cut short (less than its Content-Length, then a close) reaches the visitor cut short, not complete', async (t) => {
+    const local = await startLocal(t);
+    const { port, agent } = await startEdge(t, local.port, mode);
+    const cut = await visitBinary(port, 'GET', '/truncated');
+    assert.equal(cut.status, 200);
+    assert.equal(cut.complete, false);
+    assert.ok(cut.body.length <= 10, `${cut.body.length} bytes`);
+    // The edge and the agent serve on.
+    const next = await visit(port, 'GET', '/after');
+    assert.deepEqual([next.status, next.body], [200, 'ok']);
+    assertPath(agent, mode);
+  });
+
+  it('a local service that closes kept-alive connections between requests never fails the next GET', async (t) => {
+    // Node's server with a 1 ms keep-alive timeout (its Keep-Alive hint says 0 s), every third answer `Connection: close`.
+    let served = 0;
+    const server = http.createServer((req, res) => {
+      req.resume();
+      if (++served % 3 === 0) res.setHeader('connection', 'close');
+      res.end(`ok ${served}`);
+    });
+    server.keepAliveTimeout = 1;
+    const quick = await listen(server);
+    t.after(() => closeServer(server));
+    // And one that closes each connection after its answer without a word, so a reused connection may be gone.
+    const closing = await startClosingLocal(t);
+    for (const local of [quick, closing.port]) {
+      const { port, agent } = await startEdge(t, local, mode);
+      for (let i = 0; i < 30; i++) {
+        const reply = await visit(port, 'GET', `/n/${i}`);
+        assert.equal(reply.status, 200, `request ${i} to :${local}: ${reply.body}`);
+        assert.match(reply.body, /^ok/);
+      }
+      assertPath(agent, mode);
+    }
+    assert.ok(served >= 30);
+    assert.ok(closing.requests >= 30);
+  });
+
+  it('--host-header (hostHeader) is the Host the local service sees; the visitor\'s stays in X-Forwarded-Host', async (t) => {
+    const local = await startLocal(t);
+    const { port, agent } = await startEdge(t, local.port, mode, { hostHeader: 'local.internal:8080' });
+    assert.equal((await visit(port, 'GET', '/page')).status, 200);
+    const body = 'b'.repeat(1000);
+    assert.equal((await visit(port, 'POST', '/upload', { 'content-length': body.length }, body)).body, 'got 1000');
+    assert.deepEqual(
+      local.seen.map((s) => [s.headers.host, s.headers['x-forwarded-host']]),
+      [
+        ['local.internal:8080', HOST],
+        ['local.internal:8080', HOST],
+      ],
+    );
+    assertPath(agent, mode);
+  });
+
+  it('a local service that refuses connections: 502 from the agent, x-edge-agent-error local_unreachable and why', async (t) => {
+    const target = await closedPort();
+    const { port, agent } = await startEdge(t, target, mode);
+    const get = await visit(port, 'GET', '/page');
+    // A request with a body too: the agent reads it and drops it, so the answer is not lost to a reset.
+    const body = 'p'.repeat(200_000);
+    const post = await visit(port, 'POST', '/upload', { 'content-length': body.length }, body);
+    for (const reply of [get, post]) {
+      assert.equal(reply.status, 502);
+      assert.equal(reply.headers['x-edge-agent-error'], 'local_unreachable');
+      assert.match(reply.headers['content-type'] ?? '', /^text\/plain/);
+      assert.match(reply.body, new RegExp(`^The agent could not reach http://localhost:${target}: connect ECONNREFUSED`));
+    }
+    assertPath(agent, mode);
+  });
+});
+
+describe('forwardToAgent, a hostile agent', () => {
   it('an agent :status below 100 crashes the edge: an answer with no final status is 502 agent_error and its stream reset', async (t) => {
     const { port, endpoint, registry } = await startBareEdge(t);
     const agent = await startRawAgent(t, port, endpoint.uuid, ['099', '200', '600', '999', '000', '201']);
@@ -291,15 +535,35 @@ describe('forwardToAgent', () => {
     await eventually(async () => (agent.reset.length === 4 ? true : undefined));
     assert.deepEqual(agent.reset, [1, 5, 7, 9]);
   });
+});
 
-  it('a visitor leaving in the middle of a download stops the local response', async (t) => {
-    const local = await startLocal(t);
-    const port = await startEdge(t, local.port);
-    const req = http.request({ port, host: '127.0.0.1', path: '/endless', headers: { host: HOST }, agent: false });
-    req.end();
-    const [res] = (await once(req, 'response')) as [http.IncomingMessage];
-    await once(res, 'data');
-    req.destroy();
-    await eventually(async () => (local.unfinished === 1 ? true : undefined));
+describe('forwardToAgent over data connections, beyond the free ones', () => {
+  it('40 concurrent requests with 2 spares and at most 4 data connections all succeed, the rest over HTTP/2 streams', async (t) => {
+    const COUNT = 40;
+    // Holds every request until all of them arrived, so they are all in flight at once.
+    const held: http.ServerResponse[] = [];
+    const server = http.createServer((req, res) => {
+      req.resume();
+      held.push(res);
+    });
+    const localPort = await listen(server);
+    t.after(() => closeServer(server));
+    const { port, agent, registry, endpoint } = await startEdge(t, localPort, MODES[0], { dataConnections: 2 }, { maxDataConnections: 4 });
+    const replies = Array.from({ length: COUNT }, (_, i) => visit(port, 'GET', `/held/${i}`));
+    await eventually(async () => (held.length === COUNT ? true : undefined));
+    // Every request is in flight: the ones on HTTP/2 streams are the session's open streams, the rest data connections.
+    const session = registry.pick(endpoint.uuid)!;
+    const streams = session.activeStreams;
+    assert.ok(streams >= COUNT - 4 && streams < COUNT, `${streams} of ${COUNT} on HTTP/2 streams`);
+    assert.ok(session.data!.size <= 4);
+    for (const [i, res] of held.entries()) res.end(`ok ${new URL(res.req.url ?? '/', 'http://local').pathname} ${i}`);
+    for (const [i, reply] of (await Promise.all(replies)).entries()) {
+      assert.equal(reply.status, 200, `request ${i}: ${reply.body}`);
+      assert.match(reply.body, new RegExp(`^ok /held/${i} `));
+    }
+    assertPath(agent, MODES[0]);
+    // The agent dials spares up to the edge's max, never beyond it.
+    assert.ok(agent.dataConnections!.open <= 4);
   });
 });
+
