@@ -26,6 +26,8 @@ export interface AgentDataConnectionsOptions {
 /** Delay before dialling again after a failed data connection: doubles from this to MAX_RETRY_MS. */
 const FIRST_RETRY_MS = 250;
 const MAX_RETRY_MS = 30_000;
+/** TCP keepalive probes on idle spares start after this long. */
+const SPARE_KEEPALIVE_MS = 30_000;
 
 export class AgentDataConnections {
   private readonly o: AgentDataConnectionsOptions;
@@ -146,6 +148,8 @@ export class AgentDataConnections {
     this.spares++;
     this.sockets.add(socket);
     socket.setNoDelay(true);
+    // A spare may idle for hours: TCP keepalive keeps NAT and firewall state on the way from forgetting it.
+    socket.setKeepAlive(true, SPARE_KEEPALIVE_MS);
     socket.on('error', () => socket.destroy());
     socket.once('close', () => {
       this.sockets.delete(socket);
