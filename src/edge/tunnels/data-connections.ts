@@ -40,6 +40,8 @@ export class DataConnections {
   private inUse = 0;
   /** Exchanges dispatched and not yet settled. */
   private inFlight = 0;
+  /** Exchanges dispatched since the session began (for operators and tests: how much took this path). */
+  private dispatched = 0;
   private closed = false;
   private readonly pool: Pool;
 
@@ -68,6 +70,11 @@ export class DataConnections {
     if (typeof key !== 'string' || key.length !== 43) return false;
     const given = Buffer.from(key, 'base64url');
     return given.length === this.key.length && timingSafeEqual(given, this.key);
+  }
+
+  /** Exchanges sent on data connections so far (those that fell back to HTTP/2 included). */
+  get exchanges(): number {
+    return this.dispatched;
   }
 
   /** Open data connections: spares and the ones undici holds. */
@@ -109,6 +116,7 @@ export class DataConnections {
   /** Sends one exchange on a data connection; `handler` is told when it settles through its own hooks. */
   dispatch(options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): void {
     this.inFlight++;
+    this.dispatched++;
     this.pool.dispatch(options, handler);
   }
 

@@ -23,6 +23,8 @@ import { Backoff } from '../../../src/agent/backoff.ts';
 import { parseTarget } from '../../../src/agent/target.ts';
 import { tunnelUrl } from '../../../src/agent/agent.ts';
 import { createSelfSigned } from '../../helpers/certs.ts';
+import { eventually } from '../../helpers/eventually.ts';
+import { forwardToAgent } from '../../../src/edge/forward/agent.ts';
 
 /** Generous, so a slow CI machine does not fail a correct test; a hang still fails. */
 const WAIT_MS = 20_000;
@@ -893,6 +895,19 @@ describe('tunnel: transport choice', () => {
     stream.end();
     const [got, expected] = await Promise.all([sha256Of(stream), sha256Of(keystream('tls', 4 * 1024 * 1024))]);
     assert.deepEqual(got, expected);
+
+    // The data connections come over TLS too, and a visitor's request takes one (undici on a server-side TLSSocket).
+    await eventually(async () => ((session.data?.size ?? 0) >= 1 ? true : undefined));
+    const visitors = http.createServer((req, res) =>
+      forwardToAgent(session, { req, res, method: req.method ?? 'GET', target: req.url ?? '/', clientIp: '198.51.100.7', secure: true, host: HOST, authority: HOST, extra: {} }),
+    );
+    const visitorPort = await listen(visitors);
+    t.after(() => closeServer(visitors));
+    const res = await fetch(`http://127.0.0.1:${visitorPort}/download?bytes=${1024 * 1024}&seed=tls-data`);
+    assert.equal(res.status, 200);
+    const body = Buffer.from(await res.arrayBuffer());
+    assert.deepEqual(await sha256Of(Readable.from([body])), await sha256Of(keystream('tls-data', 1024 * 1024)));
+    assert.equal(session.data!.exchanges, 1, 'the request went on a data connection');
   });
 });
 
