@@ -137,9 +137,21 @@ function isResult(body: unknown): body is RegistrationResult {
   return typeof b.client_id === 'number' && typeof b.identifier === 'string' && typeof b.feed_version === 'number';
 }
 
-function compileRegister(endpoint: EndpointConfig, rbac: RbacConfig, deps: StageDeps, options: RegisterStageOptions): Stage {
+/** The edge's answer to one of this endpoint's registration requests (the stage has matched path, method and id). */
+type RegisterPages = (ctx: RequestContext, params: URLSearchParams) => Verdict | Promise<Verdict>;
+
+/** A session cookie read as the endpoint's login (sessionReader). */
+type SessionRead = (cookie: string | string[] | undefined) => SessionIdentity | undefined;
+
+const NO_SESSION: SessionRead = () => undefined;
+
+/**
+ * The registration pages of one endpoint: keys, invite and client indexes, and the page handlers. Built on the first
+ * request to them (compileRegister): every RBAC endpoint has the stage, few see /register, and these held ~8 KiB an
+ * endpoint (about twenty closures, each with the name tsx's keepNames gives it, and a form key derived per compile).
+ */
+function registerPages(endpoint: EndpointConfig, rbac: RbacConfig, deps: StageDeps, options: RegisterStageOptions, readSession: SessionRead): RegisterPages {
   const now = options.now ?? Date.now;
-  const idText = String(endpoint.id);
   const uuid = endpoint.uuid;
   const mode = endpoint.auth?.mode ?? 'none';
   const login = mode === 'oauth' || mode === 'oidc';
@@ -152,7 +164,6 @@ function compileRegister(endpoint: EndpointConfig, rbac: RbacConfig, deps: Stage
   const selfOpen = login && rbac.self_registration.enabled;
   const domains = new Set(rbac.self_registration.allowed_email_domains);
   const providerNames = new Map((endpoint.auth?.providers ?? []).map((p) => [p.id, p.name]));
-  const readSession = login ? sessionReader(endpoint, deps, now) : () => undefined;
 
   /** The form token: `<exp>.<mac>`, the MAC over the endpoint (in the key), the purpose and the expiry. */
   const formToken = (purpose: Purpose): string => {
@@ -407,6 +418,21 @@ function compileRegister(endpoint: EndpointConfig, rbac: RbacConfig, deps: Stage
     return refuse(ctx, 'registration_not_offered', `this endpoint signs visitors in with ${mode === 'none' ? 'no credential' : `mode ${mode}`}; ask its owner for access`);
   };
 
+  return handle;
+}
+
+/**
+ * The stage: which requests are this endpoint's registration pages is decided from the id and uuid; the pages
+ * themselves are built on the first such request (registerPages) and kept with the compiled endpoint.
+ */
+function compileRegister(endpoint: EndpointConfig, rbac: RbacConfig, deps: StageDeps, options: RegisterStageOptions): Stage {
+  const idText = String(endpoint.id);
+  const uuid = endpoint.uuid;
+  const mode = endpoint.auth?.mode;
+  // Read now, not on first use: it fails to build (no session key) when the auth stage does, and keeps the auth stage's
+  // logged-out list in StageMemory as that stage does.
+  const readSession = mode === 'oauth' || mode === 'oidc' ? sessionReader(endpoint, deps, options.now ?? Date.now) : NO_SESSION;
+  let pages: RegisterPages | null = null;
   return {
     name: 'register',
     run(ctx): Verdict | Promise<Verdict> {
@@ -414,7 +440,8 @@ function compileRegister(endpoint: EndpointConfig, rbac: RbacConfig, deps: Stage
       const params = new URLSearchParams(ctx.query);
       const named = params.get('endpoint');
       if (named !== idText && named !== uuid) return 'next';
-      return handle(ctx, params);
+      pages ??= registerPages(endpoint, rbac, deps, options, readSession);
+      return pages(ctx, params);
     },
   };
 }
