@@ -156,6 +156,9 @@ export class AgentDataConnections {
       if (s[SPARE]) {
         s[SPARE] = false;
         this.spares--;
+        // Closed while idle (by the edge, or by a middlebox's idle timeout on the way): dialled again, after the
+        // failure delay, so an edge that accepts and closes at once is not dialled in a loop.
+        this.failed('an idle data connection closed');
       }
     });
     // The first bytes are the edge's first request on it: from then on this connection is taken.

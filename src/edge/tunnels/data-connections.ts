@@ -103,6 +103,9 @@ export class DataConnections {
     }
     const spare = () => socket.destroy();
     socket.on('data', spare);
+    // The agent's FIN: the edge's sockets allow half-open connections (http.Server's do), so without this a spare
+    // the agent ended would stay counted, and be handed to a request that could only fail on it.
+    socket.on('end', spare);
     socket.on('error', noop);
     socket.once('close', () => {
       const i = this.spares.indexOf(socket);
@@ -163,7 +166,7 @@ export class DataConnections {
   private handOver(socket: Socket, callback: Waiter['callback']): void {
     if (socket.destroyed) return callback(new NoDataConnectionError('the data connection closed before its first request'), null);
     const violation = (socket as SpareSocket)[VIOLATION];
-    if (violation) socket.off('data', violation);
+    if (violation) socket.off('data', violation).off('end', violation);
     this.inUse++;
     socket.once('close', () => this.inUse--);
     // undici attaches its listeners inside this call, before any read can happen.
