@@ -1,0 +1,408 @@
+// Data connections (edge-tunnel-data/1) between a real edge TunnelServer and real agents: who is granted them, what
+// the edge answers a hand-written upgrade, spares closing with their tunnel, and the agent keeping its spares ready.
+import { describe, it, type TestContext } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { once } from 'node:events';
+import http from 'node:http';
+import net from 'node:net';
+import { WebSocket } from 'ws';
+import { startAgent, type Agent, type AgentOptions } from '../../../src/agent/agent.ts';
+import type { AgentDataConnections } from '../../../src/agent/data-connections.ts';
+import { forwardToAgent } from '../../../src/edge/forward/agent.ts';
+import { TunnelRegistry, type AgentSession } from '../../../src/edge/tunnels/registry.ts';
+import { TunnelServer, type TunnelServerOptions } from '../../../src/edge/tunnels/tunnel-server.ts';
+import { DATA_ID_HEADER, DATA_KEY_HEADER, DATA_UPGRADE_TOKEN } from '../../../src/shared/tunnel/data.ts';
+import { PROTOCOL_VERSION, TUNNEL_PATH, type DataConnectionGrant } from '../../../src/shared/tunnel/protocol.ts';
+import { RAW_UPGRADE_TOKEN, encodeHandshakeFrame, readHandshakeFrame, type FrameResult } from '../../../src/shared/tunnel/raw.ts';
+import { eventually } from '../../helpers/eventually.ts';
+
+const HOST = 'app.edge.test';
+
+async function listen(server: net.Server): Promise<number> {
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  return (server.address() as net.AddressInfo).port;
+}
+
+function closeServer(server: net.Server): Promise<void> {
+  return new Promise((resolve) => server.close(() => resolve()));
+}
+
+interface Edge {
+  port: number;
+  url: string;
+  registry: TunnelRegistry;
+  endpoint: { uuid: string; hostname: string; public_url: string };
+  /** Sockets the edge accepted and has not closed, upgraded ones included. */
+  sockets: Set<net.Socket>;
+}
+
+/** An edge: the TunnelServer on an http.Server whose every request goes to the endpoint's agent (forwardToAgent). */
+async function startEdge(t: TestContext, options: Partial<TunnelServerOptions> = {}): Promise<Edge> {
+  const endpoint = { uuid: randomUUID(), hostname: HOST, public_url: `http://${HOST}` };
+  const registry = new TunnelRegistry();
+  const tunnels = new TunnelServer({ authorize: async () => ({ ok: true, endpoint }), registry, region: 'local', node: 'edge-test', ...options });
+  const server = http.createServer((req, res) => {
+    const session = registry.pick(endpoint.uuid);
+    if (session === null) return void res.writeHead(503).end();
+    forwardToAgent(session, { req, res, method: req.method ?? 'GET', target: req.url ?? '/', clientIp: '198.51.100.9', secure: false, host: HOST, authority: HOST, extra: {} });
+  });
+  const sockets = new Set<net.Socket>();
+  server.on('connection', (socket) => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+  });
+  tunnels.attach(server);
+  const port = await listen(server);
+  t.after(async () => {
+    await tunnels.close(1_000);
+    server.closeAllConnections();
+    for (const socket of sockets) socket.destroy();
+    await closeServer(server);
+  });
+  return { port, url: `http://127.0.0.1:${port}`, registry, endpoint, sockets };
+}
+
+/** The local service: `/hold` answers only when the test releases it; anything else `ok`. */
+async function startLocal(t: TestContext) {
+  const held: http.ServerResponse[] = [];
+  const server = http.createServer((req, res) => {
+    req.resume();
+    if (req.url === '/hold') return void held.push(res);
+    res.end('ok');
+  });
+  const port = await listen(server);
+  t.after(() => {
+    server.closeAllConnections();
+    return closeServer(server);
+  });
+  return { port, held };
+}
+
+/** A real agent on the raw transport with fast reconnects, stopped after the test. */
+async function agentFor(t: TestContext, edge: Edge, target: number | string, options: Partial<AgentOptions> = {}): Promise<Agent> {
+  const agent = await startAgent({
+    edgeUrl: edge.url,
+    apiKey: 'key',
+    endpoint: edge.endpoint.uuid,
+    protocol: 'http',
+    target,
+    transport: 'raw',
+    backoff: { initialMs: 20, maxMs: 200 },
+    ...options,
+  });
+  t.after(() => agent.stop(1_000));
+  return agent;
+}
+
+/** The edge's session for the agent once `spares` data connections wait on both sides, and the grant. */
+async function ready(edge: Edge, agent: Agent, spares: number): Promise<{ session: AgentSession; grant: DataConnectionGrant }> {
+  return eventually(async () => {
+    const session = edge.registry.pick(edge.endpoint.uuid);
+    const grant = agent.welcome?.data_connections;
+    if (!session?.data || !grant || session.data.id !== grant.id) return undefined;
+    return agent.dataConnections?.idle === spares && agent.dataConnections.open === spares && session.data.size === spares ? { session, grant } : undefined;
+  });
+}
+
+/** The agent's own data connections object (private): the sockets it holds are what "closed on its side" means. */
+function agentData(agent: Agent): AgentDataConnections {
+  const data = (agent as unknown as { data: AgentDataConnections | null }).data;
+  assert.ok(data !== null, 'the agent has data connections');
+  return data;
+}
+
+interface Upgrade {
+  status: number;
+  socket: net.Socket;
+}
+
+/**
+ * A data connection upgrade written by hand, in one write with `behind` after the head: the status of the edge's
+ * answer, and the socket (a spare at the edge after a 101).
+ */
+async function dataUpgrade(t: TestContext, port: number, fields: { id?: string; key?: string }, behind = ''): Promise<Upgrade> {
+  const socket = net.connect(port, '127.0.0.1');
+  t.after(() => socket.destroy());
+  socket.on('error', () => {});
+  await once(socket, 'connect');
+  const lines = [`GET ${TUNNEL_PATH} HTTP/1.1`, 'host: 127.0.0.1', 'connection: Upgrade', `upgrade: ${DATA_UPGRADE_TOKEN}`];
+  if (fields.id !== undefined) lines.push(`${DATA_ID_HEADER}: ${fields.id}`);
+  if (fields.key !== undefined) lines.push(`${DATA_KEY_HEADER}: ${fields.key}`);
+  socket.write(`${lines.join('\r\n')}\r\n\r\n${behind}`);
+  let head = '';
+  return new Promise((resolve, reject) => {
+    const onData = (chunk: Buffer) => {
+      head += chunk.toString('latin1');
+      const end = head.indexOf('\r\n\r\n');
+      if (end === -1) return;
+      socket.off('data', onData);
+      socket.off('close', onClose);
+      socket.pause();
+      const status = Number(/^HTTP\/1\.1 (\d{3}) /.exec(head)?.[1]);
+      if (status === 101) assert.match(head, new RegExp(`\r\nupgrade: ${DATA_UPGRADE_TOKEN}\r\n`, 'i'));
+      resolve({ status, socket });
+    };
+    const onClose = () => reject(new Error(`the edge closed the connection without an answer: ${JSON.stringify(head)}`));
+    socket.on('data', onData);
+    socket.once('close', onClose);
+  });
+}
+
+/** Resolves once the socket is closed (the edge ended it). */
+function closed(socket: net.Socket): Promise<void> {
+  socket.resume();
+  return socket.closed ? Promise.resolve() : once(socket, 'close').then(() => undefined);
+}
+
+/** 43 base64url characters that are no grant's. */
+const token = () => randomBytes(32).toString('base64url');
+
+const hello = (fields: Record<string, unknown>) => ({ type: 'hello', version: PROTOCOL_VERSION, api_key: 'key', agent_id: 'by-hand', tags: [], client: 'by-hand', ...fields });
+
+/** A hello sent by hand on the raw transport: the edge's welcome. */
+async function rawWelcome(t: TestContext, port: number, fields: Record<string, unknown>): Promise<Record<string, unknown>> {
+  const req = http.request({ host: '127.0.0.1', port, path: TUNNEL_PATH, headers: { connection: 'Upgrade', upgrade: RAW_UPGRADE_TOKEN } });
+  req.end();
+  const [res, socket, head] = (await once(req, 'upgrade')) as [http.IncomingMessage, net.Socket, Buffer];
+  t.after(() => socket.destroy());
+  assert.equal(res.statusCode, 101);
+  socket.write(encodeHandshakeFrame(JSON.stringify(hello(fields))));
+  const result = await new Promise<FrameResult>((resolve) => readHandshakeFrame(socket, head, 8192, resolve));
+  assert.ok(result.ok, 'a handshake frame');
+  // Nothing speaks HTTP/2 behind it: gone at once, so the edge's shutdown does not wait for its GOAWAY's answer.
+  socket.destroy();
+  return JSON.parse(result.frame.toString('utf8'));
+}
+
+/** A hello sent by hand on the WebSocket transport: the edge's welcome. */
+async function wsWelcome(t: TestContext, port: number, fields: Record<string, unknown>): Promise<Record<string, unknown>> {
+  const ws = new WebSocket(`ws://127.0.0.1:${port}${TUNNEL_PATH}`);
+  t.after(() => ws.terminate());
+  await once(ws, 'open');
+  ws.send(JSON.stringify(hello(fields)));
+  const [data] = (await once(ws, 'message')) as [Buffer];
+  ws.terminate();
+  return JSON.parse(String(data));
+}
+
+describe('data connections: the upgrade', () => {
+  it('an unknown id and a wrong key both get 403, and nothing is added; the grant itself gets 101', async (t) => {
+    const edge = await startEdge(t);
+    const local = await startLocal(t);
+    const agent = await agentFor(t, edge, local.port, { dataConnections: 2 });
+    const { session, grant } = await ready(edge, agent, 2);
+    const refused = [
+      { id: token(), key: grant.key },
+      { id: grant.id, key: token() },
+      { id: grant.id, key: grant.key.slice(1) },
+      { id: grant.id, key: `${grant.key}=` },
+      { id: grant.id },
+      { key: grant.key },
+      { id: grant.key, key: grant.id },
+    ];
+    for (const fields of refused) {
+      const answer = await dataUpgrade(t, edge.port, fields);
+      assert.equal(answer.status, 403, JSON.stringify(fields));
+      await closed(answer.socket);
+    }
+    assert.equal(session.data!.size, 2);
+    assert.deepEqual(agent.dataConnections, { open: 2, idle: 2 });
+    const accepted = await dataUpgrade(t, edge.port, grant);
+    assert.equal(accepted.status, 101);
+    assert.equal(session.data!.size, 3);
+    accepted.socket.destroy();
+    await eventually(async () => (session.data!.size === 2 ? true : undefined));
+  });
+
+  it('bytes behind the upgrade get 400, and nothing is added', async (t) => {
+    const edge = await startEdge(t);
+    const local = await startLocal(t);
+    const agent = await agentFor(t, edge, local.port, { dataConnections: 2 });
+    const { session, grant } = await ready(edge, agent, 2);
+    const answer = await dataUpgrade(t, edge.port, grant, 'HTTP/1.1 200 OK\r\n\r\n');
+    assert.equal(answer.status, 400);
+    await closed(answer.socket);
+    assert.equal(session.data!.size, 2);
+  });
+
+  it('a session at its max gets 429 for the next one', async (t) => {
+    const edge = await startEdge(t, { maxDataConnections: 2 });
+    const local = await startLocal(t);
+    const agent = await agentFor(t, edge, local.port, { dataConnections: 8 });
+    const { session, grant } = await ready(edge, agent, 2);
+    assert.equal(grant.max, 2);
+    const answer = await dataUpgrade(t, edge.port, grant);
+    assert.equal(answer.status, 429);
+    await closed(answer.socket);
+    assert.equal(session.data!.size, 2);
+    // The agent dials no more than the grant's max.
+    assert.deepEqual(agent.dataConnections, { open: 2, idle: 2 });
+  });
+
+  it('bytes sent on an idle spare close that spare', async (t) => {
+    const edge = await startEdge(t);
+    const local = await startLocal(t);
+    const agent = await agentFor(t, edge, local.port, { dataConnections: 2 });
+    const { session, grant } = await ready(edge, agent, 2);
+    const spare = await dataUpgrade(t, edge.port, grant);
+    assert.equal(spare.status, 101);
+    assert.equal(session.data!.size, 3);
+    spare.socket.write('HTTP/1.1 200 OK\r\n\r\n');
+    await closed(spare.socket);
+    await eventually(async () => (session.data!.size === 2 ? true : undefined));
+    // The agent's own spares are untouched, and requests still go on them.
+    assert.deepEqual(agent.dataConnections, { open: 2, idle: 2 });
+    const res = await fetch(`${edge.url}/page`);
+    assert.equal(await res.text(), 'ok');
+  });
+});
+
+describe('data connections: who is granted them', () => {
+  it('a ws-transport agent, a tcp agent and an https-target agent get no grant; a raw http agent does', async (t) => {
+    const edge = await startEdge(t);
+    const local = await startLocal(t);
+    const ws = await agentFor(t, edge, local.port, { transport: 'ws', agentId: 'ws' });
+    const tcp = await agentFor(t, edge, local.port, { protocol: 'tcp', agentId: 'tcp' });
+    const tls = await agentFor(t, edge, `https://127.0.0.1:${local.port}`, { agentId: 'tls' });
+    for (const agent of [ws, tcp, tls]) {
+      assert.equal(agent.welcome?.data_connections, undefined, agent.agentId);
+      assert.equal(agent.dataConnections, null, agent.agentId);
+    }
+    const raw = await agentFor(t, edge, local.port, { agentId: 'raw', dataConnections: 1 });
+    assert.equal(raw.welcome?.data_connections?.max, 128);
+    const sessions = await eventually(async () => {
+      const all = ['ws', 'tcp', 'tls', 'raw'].map((agentId) => edge.registry.pick(edge.endpoint.uuid, { agentId }));
+      return all.every((s) => s !== null) ? (all as AgentSession[]) : undefined;
+    });
+    assert.deepEqual(
+      sessions.map((s) => s.data !== null),
+      [false, false, false, true],
+    );
+  });
+
+  it('the edge grants none to a hello that offers them on the ws transport or for tcp, whatever the hello says', async (t) => {
+    const edge = await startEdge(t);
+    const overWs = await wsWelcome(t, edge.port, { protocol: 'http', data_connections: {} });
+    assert.equal(overWs.type, 'welcome');
+    assert.equal(overWs.data_connections, undefined);
+    const tcp = await rawWelcome(t, edge.port, { protocol: 'tcp', data_connections: {} });
+    assert.equal(tcp.type, 'welcome');
+    assert.equal(tcp.data_connections, undefined);
+    const http1 = await rawWelcome(t, edge.port, { protocol: 'http', data_connections: { host_header: 'local.internal' } });
+    assert.match((http1.data_connections as DataConnectionGrant).id, /^[A-Za-z0-9_-]{43}$/);
+    const silent = await rawWelcome(t, edge.port, { protocol: 'http' });
+    assert.equal(silent.data_connections, undefined, 'a hello that offers none is granted none');
+  });
+
+  it('maxDataConnections: 0 grants none, and requests go over HTTP/2 streams', async (t) => {
+    const edge = await startEdge(t, { maxDataConnections: 0 });
+    const local = await startLocal(t);
+    const agent = await agentFor(t, edge, local.port);
+    assert.equal(agent.welcome?.data_connections, undefined);
+    assert.equal(agent.dataConnections, null);
+    await eventually(async () => (edge.registry.pick(edge.endpoint.uuid) ? true : undefined));
+    assert.equal(edge.registry.pick(edge.endpoint.uuid)!.data, null);
+    assert.equal(await (await fetch(`${edge.url}/page`)).text(), 'ok');
+  });
+});
+
+describe('data connections: with their tunnel', () => {
+  it('agent.stop closes the spares on both sides, and the grant is gone', async (t) => {
+    const edge = await startEdge(t);
+    const local = await startLocal(t);
+    const agent = await agentFor(t, edge, local.port, { dataConnections: 3 });
+    const { session, grant } = await ready(edge, agent, 3);
+    const mine = agentData(agent);
+    await agent.stop(1_000);
+    await eventually(async () => (mine.size === 0 && session.data!.size === 0 && edge.sockets.size === 0 ? true : undefined));
+    assert.equal(agent.dataConnections, null);
+    const late = await dataUpgrade(t, edge.port, grant);
+    assert.equal(late.status, 403);
+  });
+
+  it("the edge destroying the session closes the spares on both sides; the agent's next tunnel brings a new grant", async (t) => {
+    const edge = await startEdge(t);
+    const local = await startLocal(t);
+    const agent = await agentFor(t, edge, local.port, { dataConnections: 3 });
+    const first = await ready(edge, agent, 3);
+    const mine = agentData(agent);
+    await first.session.destroy({ code: 'test', message: 'destroyed by the test' });
+    await eventually(async () => (mine.size === 0 && first.session.data!.size === 0 ? true : undefined));
+    assert.equal((await dataUpgrade(t, edge.port, first.grant)).status, 403);
+    const second = await ready(edge, agent, 3);
+    assert.notEqual(second.grant.id, first.grant.id);
+    assert.notEqual(second.grant.key, first.grant.key);
+    assert.notEqual(agentData(agent), mine);
+  });
+
+  it('a draining session closes its spares and answers 503 to a new data connection', async (t) => {
+    const edge = await startEdge(t);
+    const local = await startLocal(t);
+    const agent = await agentFor(t, edge, local.port, { dataConnections: 2 });
+    const { session, grant } = await ready(edge, agent, 2);
+    // A request in flight on an HTTP/2 stream keeps the session draining (not closed) while the test looks.
+    const stream = session.request({ ':method': 'GET', ':path': '/hold', ':authority': HOST, ':scheme': 'http' }, { endStream: true });
+    stream.on('error', () => {});
+    await eventually(async () => (local.held.length === 1 ? true : undefined));
+    const closing = session.close({ code: 'test', message: 'drained by the test' }, 20_000);
+    assert.equal(session.available, false);
+    await eventually(async () => (session.data!.size === 0 ? true : undefined));
+    const answer = await dataUpgrade(t, edge.port, grant);
+    assert.equal(answer.status, 503);
+    await closed(answer.socket);
+    local.held[0].end('done');
+    stream.resume();
+    await closing;
+  });
+});
+
+describe('data connections: the agent keeps its spares', () => {
+  it('keeps dataConnections spares ready and replaces a spare once a request takes it', async (t) => {
+    const edge = await startEdge(t);
+    const local = await startLocal(t);
+    const agent = await agentFor(t, edge, local.port, { dataConnections: 3 });
+    const { session } = await ready(edge, agent, 3);
+    const reply = fetch(`${edge.url}/hold`);
+    await eventually(async () => (local.held.length === 1 ? true : undefined));
+    // The request went on a spare (no HTTP/2 stream is open), and a new spare took its place on both sides.
+    assert.equal(session.activeStreams, 0);
+    await eventually(async () => (agent.dataConnections?.open === 4 && agent.dataConnections.idle === 3 && session.data!.size === 4 ? true : undefined));
+    local.held[0].end('held');
+    assert.equal(await (await reply).text(), 'held');
+    // The taken connection stays open for the next request (undici keeps it alive); the spares stay at 3.
+    assert.deepEqual(agent.dataConnections, { open: 4, idle: 3 });
+  });
+
+  it('dials a new spare when the network closes an idle one', async (t) => {
+    const edge = await startEdge(t);
+    const local = await startLocal(t);
+    // A relay between the agent and the edge, so the test can cut one connection as a middlebox's idle timeout would.
+    const relayed: Array<{ client: net.Socket; upstream: net.Socket; first: string }> = [];
+    const relay = net.createServer((client) => {
+      const upstream = net.connect(edge.port, '127.0.0.1');
+      const entry = { client, upstream, first: '' };
+      relayed.push(entry);
+      client.once('data', (chunk: Buffer) => (entry.first = chunk.toString('latin1')));
+      client.pipe(upstream).pipe(client);
+      client.on('error', () => upstream.destroy());
+      upstream.on('error', () => client.destroy());
+      client.once('close', () => upstream.destroy());
+      upstream.once('close', () => client.destroy());
+    });
+    const relayPort = await listen(relay);
+    t.after(async () => {
+      for (const { client, upstream } of relayed) client.destroy(), upstream.destroy();
+      await closeServer(relay);
+    });
+    const agent = await agentFor(t, { ...edge, url: `http://127.0.0.1:${relayPort}` }, local.port, { dataConnections: 2 });
+    const { session } = await ready(edge, agent, 2);
+    const spares = relayed.filter((r) => r.first.includes(DATA_UPGRADE_TOKEN));
+    assert.equal(spares.length, 2);
+    spares[0].client.destroy();
+    await eventually(async () => (relayed.filter((r) => r.first.includes(DATA_UPGRADE_TOKEN)).length === 3 ? true : undefined));
+    await ready(edge, agent, 2);
+    assert.equal(session.data!.size, 2);
+  });
+});
