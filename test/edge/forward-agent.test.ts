@@ -156,7 +156,7 @@ async function startBareEdge(t: TestContext, options: Partial<TunnelServerOption
 async function startEdge(t: TestContext, localPort: number, mode: Mode, agentOptions: Partial<AgentOptions> = {}, edgeOptions: Partial<TunnelServerOptions> = {}) {
   const { port, endpoint, registry } = await startBareEdge(t, edgeOptions);
   const agent = await startAgent({ edgeUrl: `http://127.0.0.1:${port}`, apiKey: 'key', endpoint: endpoint.uuid, protocol: 'http', target: localPort, ...mode.agent, ...agentOptions });
-  // Registered after the edge's own teardown, so it runs before it (t.after runs in reverse).
+  // t.after hooks run in the order they were added: the edge closes first, and this finds the tunnel down.
   t.after(() => agent.stop(1_000));
   assert.equal(agent.transport, mode.agent.transport);
   if (mode.data) {
