@@ -135,7 +135,6 @@ export class AgentDataConnections {
         socket.destroy();
         return this.stopped ? undefined : this.failed('the edge answered the data connection upgrade with something else');
       }
-      this.failures = 0;
       this.addSpare(socket);
       this.fill();
     });
@@ -165,6 +164,9 @@ export class AgentDataConnections {
     socket.once('data', (first: Buffer) => {
       s[SPARE] = false;
       this.spares--;
+      // Only a spare that carried a request proves the path: an edge or a middlebox that accepts and then closes
+      // at once keeps the delay growing.
+      this.failures = 0;
       this.fill();
       this.splice(socket, first);
     });
