@@ -32,13 +32,24 @@ export async function serveFeed(child: ChildProcess, feed: MemoryFeed): Promise<
   const send = (message: Reply | Hint) => {
     if (serving && child.connected) child.send(message);
   };
-  /** The snapshot as Redis holds it: one JSON text per entry, sent a chunk at a time, then its version. */
-  const sendSnapshot = async (id: number) => {
-    const snapshot = await feed.readSnapshot();
-    if (snapshot === null) return send({ feed: 'reply', id, value: null });
-    for (let i = 0; i < snapshot.entries.length; i += CHUNK) {
-      send({ feed: 'chunk', id, values: snapshot.entries.slice(i, i + CHUNK).map((e) => JSON.stringify(e)) });
+  /**
+   * The snapshot as Redis holds it, one JSON text per entry: made before the child asks (and again only after a
+   * change), so what the edge waits for is the transfer, as from Redis, not this process reading its own feed.
+   */
+  let held: { head: number | null; text: Promise<{ version: number; values: string[] } | null> } | null = null;
+  const snapshotText = async () => {
+    const head = await feed.head();
+    if (held === null || held.head !== head) {
+      const text = feed.readSnapshot().then((snapshot) => snapshot && { version: snapshot.version, values: snapshot.entries.map((e) => JSON.stringify(e)) });
+      held = { head, text };
     }
+    return held.text;
+  };
+  /** Sent a chunk at a time, then its version. */
+  const sendSnapshot = async (id: number) => {
+    const snapshot = await snapshotText();
+    if (snapshot === null) return send({ feed: 'reply', id, value: null });
+    for (let i = 0; i < snapshot.values.length; i += CHUNK) send({ feed: 'chunk', id, values: snapshot.values.slice(i, i + CHUNK) });
     send({ feed: 'reply', id, value: snapshot.version });
   };
   await feed.subscribe({
@@ -54,6 +65,7 @@ export async function serveFeed(child: ChildProcess, feed: MemoryFeed): Promise<
     void read.then((value) => send({ feed: 'reply', id: call.id, value }));
   };
   child.on('message', onMessage);
+  await snapshotText();
   return () => {
     serving = false;
     child.off('message', onMessage);
