@@ -279,6 +279,9 @@ function buildRows(cases: Case[], f: RowFacts): Row[] {
     if (Number.isFinite(foreign)) worstForeign = Math.max(worstForeign, foreign);
     return foreign;
   };
+  // Everything pinned beside the load generator: the upstream and the agents.
+  const harnessMs = (r: LoadResult) =>
+    [procs.upstream, procs.agent, procs.agentWs].reduce((a, c) => a + (c && Number.isFinite(cpuOf(r, c)) ? cpuOf(r, c) : 0), r.selfCpuMs);
   const errorsOf = (rs: LoadResult[]) => {
     const e = rs.reduce((a, r) => a + r.errors, 0);
     return e > 0 ? `; ${e} ERRORS (first: ${rs.find((r) => r.firstError)?.firstError})` : '';
@@ -301,6 +304,8 @@ function buildRows(cases: Case[], f: RowFacts): Row[] {
       result += `, agent ${spread(c.rounds.map((r) => perReq(cpuOf(r, agent), r)), (n) => fmt(n))} µs/req`;
     }
     result += `; ${proxy ? `${c.path === 'baseline' ? 'proxy' : 'edge'} busy ${spread(c.rounds.map((r) => (cpuOf(r, proxy) / r.windowMs) * 100), (n) => `${fmt(n)}%`)}` : ''}`;
+    // The other side's share: when it nears 100 %, the harness, not the proxy, set this case's req/s.
+    result += `, ${f.restCpu === null ? 'harness' : 'other core'} busy ${spread(c.rounds.map((r) => (harnessMs(r) / r.windowMs) * 100), (n) => `${fmt(n)}%`)}`;
     const foreign = Math.max(...c.rounds.map(foreignOf));
     if (foreign > 10) result += `; NOISY: other processes up to ~${fmt(foreign)}% of a CPU`;
     rows.push({ benchmark: `proxy ${SIZE_LABEL[c.size]}, ${PATH_LABEL[c.path]}`, result: result + errorsOf(c.rounds) });
@@ -320,8 +325,19 @@ function buildRows(cases: Case[], f: RowFacts): Row[] {
       rows.push({ benchmark: `proxy ${SIZE_LABEL[size]} at ${fmt(f.fixedRate)} req/s, ${PATH_LABEL[c.path]}`, result: result + errorsOf([r]) });
     }
   }
+  // The harness's own cost per request, over every saturation window of a size: the budget of the other core.
+  const saturatedOf = (size: Size) => cases.filter((c) => c.size === size).flatMap((c) => c.rounds);
+  const harness = [...new Set(cases.map((c) => c.size))]
+    .map((size) => {
+      const rs = saturatedOf(size);
+      const load = median(rs.map((r) => perReq(r.selfCpuMs, r)));
+      const upstream = median(rs.map((r) => perReq(cpuOf(r, procs.upstream), r)));
+      const busy = median(rs.map((r) => (harnessMs(r) / r.windowMs) * 100));
+      return `${SIZE_LABEL[size]}: load generator ${fmt(load)} µs/req, upstream ${fmt(upstream)} µs/req, ${f.restCpu === null ? 'harness' : 'other core'} busy ${fmt(busy)}%`;
+    })
+    .join('; ');
   rows.unshift(
-    { benchmark: 'proxy: method', result: f.method },
+    { benchmark: 'proxy: method', result: `${f.method}; harness CPU (median of the saturation windows) ${harness}` },
     { benchmark: 'proxy: machine', result: `${f.machine}; other processes during the windows: max ~${fmt(worstForeign)}% of a CPU` },
     { benchmark: 'proxy: processes', result: f.processes },
   );
@@ -446,7 +462,7 @@ export async function benchProxy(options: ProxyBenchOptions = {}): Promise<Row[]
       cpuPids,
       fixedRate,
       method:
-        `closed loop: ${connections} keep-alive connections (undici Pool), ${rounds} rounds of ${warmupMs / 1000} s warm-up + ${measureMs / 1000} s measured per case, ` +
+        `closed loop: ${connections} raw keep-alive connections (bench/lib/load.ts), ${rounds} rounds of ${warmupMs / 1000} s warm-up + ${measureMs / 1000} s measured per case, ` +
         `interleaved with the baseline; figures are median (min–max) over rounds, ratios against the same round's baseline; ` +
         `fixed load: ${fmt(fixedRate)} req/s for ${fixedMeasureMs / 1000} s; CPU per request = the process's utime+stime (/proc) over the window ÷ responses`,
       machine: `node ${process.version}, ${machine()}; ${pin.how}`,
