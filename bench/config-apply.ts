@@ -177,6 +177,11 @@ async function runEdge(count: number): Promise<void> {
   const dataDir = await mkdtemp(join(tmpdir(), 'bench-config-'));
   const source = new IpcFeedSource();
   let edge: EdgeNode | null = null;
+  // The bench process gone (killed, crashed): its feed and its orders with it, so this edge has nothing left to do.
+  let finished = false;
+  process.once('disconnect', () => {
+    if (!finished) process.exit(1);
+  });
   try {
     const settings = await benchEdgeSettings(dataDir, { EDGE_ROLE: 'all', EDGE_LOG_LEVEL: 'silent' });
     const deps = {
@@ -259,6 +264,7 @@ async function runEdge(count: number): Promise<void> {
     await (edge as EdgeNode | null)?.close();
     await source.close();
     await rm(dataDir, { recursive: true, force: true });
+    finished = true;
     process.disconnect?.();
   }
 }
