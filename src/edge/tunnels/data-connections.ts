@@ -12,7 +12,12 @@ export interface DataConnectionsOptions {
   hostHeader?: string;
   /** How long undici's connect waits for a spare when none is at hand (rare: see hasCapacity). */
   waitMs?: number;
+  /** Told how many connections were still carrying an exchange when a drain's grace ran out and they were cut. */
+  onCut?: (open: number) => void;
 }
+
+/** How long exchanges in flight on a draining session's data connections may finish before they are cut. */
+export const DRAIN_GRACE_MS = 10_000;
 
 /** No spare data connection came within the wait; the request was not sent, so another path may serve it. */
 export class NoDataConnectionError extends Error {
@@ -38,17 +43,27 @@ export class DataConnections {
   private readonly waiters: Waiter[] = [];
   /** Sockets handed to undici and still open. */
   private inUse = 0;
+  /** Spares taken for undici's connect, handed over on the next tick. */
+  private handing = 0;
   /** Exchanges dispatched and not yet settled. */
   private inFlight = 0;
   /** Exchanges dispatched since the session began (for operators and tests: how much took this path). */
   private dispatched = 0;
   private closed = false;
+  /** The drain's grace timer, and when it fires: a later drain with a shorter grace brings it forward. */
+  private cut: NodeJS.Timeout | null = null;
+  private cutAt = Infinity;
+  private readonly onCut: ((open: number) => void) | undefined;
+  private readonly allClosed: Promise<void>;
+  private resolveAllClosed!: () => void;
   private readonly pool: Pool;
 
   constructor(options: DataConnectionsOptions) {
     this.max = options.max;
     this.hostHeader = options.hostHeader;
     this.waitMs = options.waitMs ?? 5_000;
+    this.onCut = options.onCut;
+    this.allClosed = new Promise((resolve) => (this.resolveAllClosed = resolve));
     this.pool = new Pool('http://agent.data.invalid', {
       connections: options.max,
       pipelining: 1,
@@ -79,7 +94,7 @@ export class DataConnections {
 
   /** Open data connections: spares and the ones undici holds. */
   get size(): number {
-    return this.spares.length + this.inUse;
+    return this.spares.length + this.handing + this.inUse;
   }
 
   /**
@@ -110,6 +125,7 @@ export class DataConnections {
     socket.once('close', () => {
       const i = this.spares.indexOf(socket);
       if (i !== -1) this.spares.splice(i, 1);
+      this.checkClosed();
     });
     (socket as SpareSocket)[VIOLATION] = spare;
     this.spares.push(socket);
@@ -128,29 +144,75 @@ export class DataConnections {
     this.inFlight--;
   }
 
-  /** The session is draining: no new exchanges, spares closed, exchanges in flight finish on their connections. */
-  drain(): void {
-    if (this.closed) return;
+  /**
+   * The session is draining: no new exchanges, spares closed, exchanges in flight finish on their connections within
+   * `graceMs`, then whatever is still open is cut. The tunnel's own HTTP/2 session closes as soon as it carries no
+   * stream, which with every request on data connections is at once: so the bound on these is their own. Called
+   * again (the agent's GOAWAY, then the edge's shutdown), the shortest grace wins.
+   */
+  drain(graceMs = DRAIN_GRACE_MS): void {
+    if (!this.closed) {
+      this.stopTaking();
+      void this.pool.close();
+      this.checkClosed();
+    }
+    if (this.size === 0 || Date.now() + graceMs >= this.cutAt) return;
+    if (this.cut !== null) clearTimeout(this.cut);
+    this.cutAt = Date.now() + graceMs;
+    this.cut = setTimeout(() => {
+      const open = this.size;
+      this.destroy();
+      if (open > 0) this.onCut?.(open);
+    }, graceMs);
+    // The sockets it would cut keep the process alive until it fires; nothing else needs it to.
+    this.cut.unref();
+  }
+
+  /** The session is gone: every data connection is cut. */
+  destroy(): void {
+    if (!this.closed) this.stopTaking();
+    this.clearCut();
+    void this.pool.destroy();
+    this.checkClosed();
+  }
+
+  /** Resolves once the session drained or was destroyed and every one of its data connections has closed. */
+  whenClosed(): Promise<void> {
+    return this.allClosed;
+  }
+
+  /** No new exchanges: spares closed, requests waiting for one sent elsewhere. */
+  private stopTaking(): void {
     this.closed = true;
     for (const socket of this.spares.splice(0)) socket.destroy();
     for (const w of this.waiters.splice(0)) {
       clearTimeout(w.timer);
       w.callback(new NoDataConnectionError('the agent session is closing'), null);
     }
-    void this.pool.close();
   }
 
-  /** The session is gone: every data connection is cut. */
-  destroy(): void {
-    this.drain();
-    void this.pool.destroy();
+  private checkClosed(): void {
+    if (!this.closed || this.size > 0) return;
+    this.clearCut();
+    this.resolveAllClosed();
+  }
+
+  private clearCut(): void {
+    if (this.cut !== null) clearTimeout(this.cut);
+    this.cut = null;
   }
 
   private take(callback: Waiter['callback']): void {
     const socket = this.spares.pop();
     // Never synchronously: undici's client is still marked as connecting until its connector returns, and a
     // socket handed over inside the call leaves the request queued forever.
-    if (socket) return void process.nextTick(() => this.handOver(socket, callback));
+    if (socket) {
+      this.handing++;
+      return void process.nextTick(() => {
+        this.handing--;
+        this.handOver(socket, callback);
+      });
+    }
     if (this.closed) return callback(new NoDataConnectionError('the agent session is closing'), null);
     const waiter: Waiter = {
       callback,
@@ -164,11 +226,17 @@ export class DataConnections {
   }
 
   private handOver(socket: Socket, callback: Waiter['callback']): void {
-    if (socket.destroyed) return callback(new NoDataConnectionError('the data connection closed before its first request'), null);
+    if (socket.destroyed) {
+      callback(new NoDataConnectionError('the data connection closed before its first request'), null);
+      return this.checkClosed();
+    }
     const violation = (socket as SpareSocket)[VIOLATION];
     if (violation) socket.off('data', violation).off('end', violation);
     this.inUse++;
-    socket.once('close', () => this.inUse--);
+    socket.once('close', () => {
+      this.inUse--;
+      this.checkClosed();
+    });
     // undici attaches its listeners inside this call, before any read can happen.
     callback(null, socket);
   }

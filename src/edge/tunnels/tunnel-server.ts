@@ -99,6 +99,8 @@ export class TunnelServer {
   private readonly sessions = new Set<AgentSession>();
   /** Sessions with data connections, by grant id (what a data connection's upgrade names). */
   private readonly grants = new Map<string, AgentSession>();
+  /** Data connection sets of sessions this server accepted, until their last connection closed (it may outlive the tunnel). */
+  private readonly dataSets = new Set<DataConnections>();
   private readonly maxDataConnections: number;
   private closing = false;
 
@@ -177,12 +179,19 @@ export class TunnelServer {
 
   /**
    * Stops accepting tunnels, refuses handshakes in progress with `shutting_down`, and drains the sessions this
-   * server accepted (GOAWAY, streams in flight get `graceMs` to finish). Agents reconnect on their own.
+   * server accepted (GOAWAY, streams in flight get `graceMs` to finish). Exchanges in flight on data connections get
+   * the same grace: the HTTP/2 session closes as soon as it carries no stream, so they are waited for on their own.
+   * Agents reconnect on their own.
    */
   async close(graceMs = 10_000): Promise<void> {
     this.closing = true;
     for (const refuse of [...this.handshakes.values()]) refuse('shutting_down', 'the edge is shutting down');
-    await Promise.all([...this.sessions].map((s) => s.close({ code: 'shutting_down', message: 'the edge is shutting down' }, graceMs)));
+    const data = [...this.dataSets];
+    for (const d of data) d.drain(graceMs);
+    await Promise.all([
+      ...[...this.sessions].map((s) => s.close({ code: 'shutting_down', message: 'the edge is shutting down' }, graceMs)),
+      ...data.map((d) => d.whenClosed()),
+    ]);
   }
 
   /** The WebSocket transport: one text frame each way, then HTTP/2 bytes in binary messages. */
@@ -376,7 +385,11 @@ export class TunnelServer {
    */
   private grantData(h: Handshake, hello: Hello): DataConnections | undefined {
     if (h.transport !== 'raw' || hello.protocol !== 'http' || hello.data_connections === undefined || this.maxDataConnections === 0) return undefined;
-    return new DataConnections({ max: this.maxDataConnections, hostHeader: hello.data_connections.host_header });
+    return new DataConnections({
+      max: this.maxDataConnections,
+      hostHeader: hello.data_connections.host_header,
+      onCut: (open) => this.logger.warn({ remote: h.remoteAddress, agent: hello.agent_id, open }, 'data connections still carrying exchanges cut at the end of the grace'),
+    });
   }
 
   private open(h: Handshake, hello: Hello, welcome: Welcome, credential: TunnelCredential | undefined, log: Logger, data?: DataConnections): void {
@@ -415,11 +428,16 @@ export class TunnelServer {
     );
     const slog = log.child({ session: session.id, agent: session.agentId, endpoint: session.endpoint.uuid });
     this.sessions.add(session);
-    if (data) this.grants.set(data.id, session);
+    if (data) {
+      this.grants.set(data.id, session);
+      this.dataSets.add(data);
+      void data.whenClosed().then(() => this.dataSets.delete(data));
+    }
     session.once('close', (reason) => {
       this.sessions.delete(session);
       if (data) this.grants.delete(data.id);
-      slog.info({ code: reason.code, reason: reason.message }, 'tunnel closed');
+      // Data connections still carrying an exchange finish within their grace (DataConnections.drain).
+      slog.info({ code: reason.code, reason: reason.message, dataConnectionsOpen: data?.size ?? 0 }, 'tunnel closed');
     });
     slog.info(
       { protocol: session.protocol, transport: session.transport, tags: session.tags, client: session.client, dataConnections: data?.max ?? 0 },

@@ -36,6 +36,7 @@ interface Edge {
   endpoint: { uuid: string; hostname: string; public_url: string };
   /** Sockets the edge accepted and has not closed, upgraded ones included. */
   sockets: Set<net.Socket>;
+  tunnels: TunnelServer;
 }
 
 /** An edge: the TunnelServer on an http.Server whose every request goes to the endpoint's agent (forwardToAgent). */
@@ -61,7 +62,7 @@ async function startEdge(t: TestContext, options: Partial<TunnelServerOptions> =
     for (const socket of sockets) socket.destroy();
     await closeServer(server);
   });
-  return { port, url: `http://127.0.0.1:${port}`, registry, endpoint, sockets };
+  return { port, url: `http://127.0.0.1:${port}`, registry, endpoint, sockets, tunnels };
 }
 
 /** The local service: `/hold` answers only when the test releases it; anything else `ok`. */
@@ -404,5 +405,174 @@ describe('data connections: the agent keeps its spares', () => {
     await eventually(async () => (relayed.filter((r) => r.first.includes(DATA_UPGRADE_TOKEN)).length === 3 ? true : undefined));
     await ready(edge, agent, 2);
     assert.equal(session.data!.size, 2);
+  });
+});
+
+interface Visit {
+  status: number;
+  body: string;
+  /** Whether the response ended as its framing said; false when the connection went first. */
+  complete: boolean;
+}
+
+/** A visitor's request to the edge (JSON error pages), resolved whatever happens to it. */
+function visit(port: number, method: string, path: string, body?: string): Promise<Visit> {
+  return new Promise((resolve) => {
+    const req = http.request({ host: '127.0.0.1', port, method, path, agent: false, headers: { host: HOST, accept: 'application/json' } }, (res) => {
+      let text = '';
+      res.setEncoding('latin1');
+      res.on('data', (chunk: string) => (text += chunk));
+      res.on('error', () => {});
+      res.once('close', () => resolve({ status: res.statusCode ?? 0, body: text, complete: res.complete }));
+    });
+    req.on('error', () => resolve({ status: 0, body: '', complete: false }));
+    req.end(body);
+  });
+}
+
+/**
+ * The edge's session for a real agent whose own data connections are then closed (it dials no more): what the
+ * session's data connections carry from then on is only what the test offers by hand with the agent's grant.
+ */
+async function handOnly(t: TestContext, edge: Edge) {
+  const local = await startLocal(t);
+  const agent = await agentFor(t, edge, local.port, { dataConnections: 1 });
+  const { session, grant } = await ready(edge, agent, 1);
+  agentData(agent).stop(0);
+  await eventually(async () => (session.data!.size === 0 ? true : undefined));
+  return { local, agent, session, grant, data: session.data! };
+}
+
+/**
+ * A data connection written by hand with the agent's grant, as a hostile agent would hold one. `request` resolves
+ * with the head of the first request the edge sends on it; the test answers with whatever bytes it likes.
+ */
+async function handSpare(t: TestContext, edge: Edge, grant: DataConnectionGrant): Promise<{ socket: net.Socket; request: Promise<string> }> {
+  const { status, socket } = await dataUpgrade(t, edge.port, grant);
+  assert.equal(status, 101);
+  let received = '';
+  const request = new Promise<string>((resolve) => {
+    socket.on('data', (chunk: Buffer) => {
+      received += chunk.toString('latin1');
+      if (received.includes('\r\n\r\n')) resolve(received);
+    });
+  });
+  socket.resume();
+  return { socket, request };
+}
+
+describe('data connections: a hostile agent answering on its own data connection', () => {
+  const answers: Array<[string, string]> = [
+    ['a 101 to a request that asked for no upgrade', 'HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: other\r\n\r\n'],
+    ['a 100 Continue (the edge sends no Expect)', 'HTTP/1.1 100 Continue\r\n\r\n'],
+    ['a header block over 16 KiB', `HTTP/1.1 200 OK\r\nx-big: ${'a'.repeat(20_000)}\r\n\r\n`],
+    ['both Content-Length and Transfer-Encoding', 'HTTP/1.1 200 OK\r\ncontent-length: 5\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n'],
+    ['two different Content-Lengths', 'HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-length: 3\r\n\r\nok'],
+    ['a status of 600', 'HTTP/1.1 600 Odd\r\ncontent-length: 2\r\n\r\nok'],
+    ['a field Node refuses to send', 'HTTP/1.1 200 OK\r\nx-bad: a\x01b\r\ncontent-length: 2\r\n\r\nok'],
+    ['no HTTP at all', 'SSH-2.0-OpenSSH_9.6\r\n'],
+  ];
+
+  it('answers the edge cannot relay are each a 502 agent_error for that visitor and close that connection; nothing stays counted', async (t) => {
+    const edge = await startEdge(t);
+    const { data, grant } = await handOnly(t, edge);
+    for (const [name, bytes] of answers) {
+      const spare = await handSpare(t, edge, grant);
+      // A POST: never sent again over HTTP/2 (only a bodyless idempotent request may be), so the 502 is what it met.
+      const reply = visit(edge.port, 'POST', '/x', 'body');
+      assert.match(await spare.request, /^POST \/x HTTP\/1\.1\r\n/, name);
+      spare.socket.write(bytes);
+      const r = await reply;
+      assert.equal(r.status, 502, `${name}: ${r.body}`);
+      assert.equal(JSON.parse(r.body).code, 'agent_error', name);
+      await closed(spare.socket);
+      assert.equal(data.hasCapacity(), false, `${name}: no connection left, none counted free`);
+    }
+    // With no data connection, requests take the tunnel's HTTP/2 streams; a new one carries the next request.
+    assert.equal((await visit(edge.port, 'GET', '/page')).body, 'ok');
+    const spare = await handSpare(t, edge, grant);
+    assert.equal(data.hasCapacity(), true);
+    const reply = visit(edge.port, 'GET', '/page');
+    await spare.request;
+    spare.socket.write('HTTP/1.1 200 OK\r\ncontent-length: 4\r\n\r\nmine');
+    assert.deepEqual(await reply, { status: 200, body: 'mine', complete: true });
+    assert.equal(data.exchanges, answers.length + 1);
+  });
+
+  it('a GET answered with a 101 is sent again over an HTTP/2 stream (bodyless and idempotent), once', async (t) => {
+    const edge = await startEdge(t);
+    const { data, grant } = await handOnly(t, edge);
+    const spare = await handSpare(t, edge, grant);
+    const reply = visit(edge.port, 'GET', '/page');
+    await spare.request;
+    spare.socket.write('HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: other\r\n\r\n');
+    assert.deepEqual(await reply, { status: 200, body: 'ok', complete: true });
+    await closed(spare.socket);
+    assert.equal(data.exchanges, 1);
+  });
+
+  it('bytes after a complete response close that connection: the visitor gets the response, the bytes reach no one', async (t) => {
+    const edge = await startEdge(t);
+    const { grant } = await handOnly(t, edge);
+    const smuggled = 'HTTP/1.1 200 OK\r\ncontent-length: 4\r\n\r\nevil';
+    // In the same write as the response…
+    const first = await handSpare(t, edge, grant);
+    const one = visit(edge.port, 'GET', '/one');
+    await first.request;
+    first.socket.write(`HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok${smuggled}`);
+    assert.deepEqual(await one, { status: 200, body: 'ok', complete: true });
+    await closed(first.socket);
+    // …and later, on the connection the edge keeps alive for the next request.
+    const second = await handSpare(t, edge, grant);
+    const two = visit(edge.port, 'GET', '/two');
+    await second.request;
+    second.socket.write('HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok');
+    assert.deepEqual(await two, { status: 200, body: 'ok', complete: true });
+    second.socket.write(smuggled);
+    await closed(second.socket);
+    for (const path of ['/a', '/b', '/c']) assert.equal((await visit(edge.port, 'GET', path)).body, 'ok', path);
+  });
+
+  it('upgrades racing for the last places: exactly max are taken, the rest get 429', async (t) => {
+    const edge = await startEdge(t, { maxDataConnections: 6 });
+    const local = await startLocal(t);
+    const agent = await agentFor(t, edge, local.port, { dataConnections: 2 });
+    const { session, grant } = await ready(edge, agent, 2);
+    const answers = await Promise.all(Array.from({ length: 12 }, () => dataUpgrade(t, edge.port, grant)));
+    const statuses = answers.map((a) => a.status).sort();
+    assert.deepEqual(statuses, [101, 101, 101, 101, 429, 429, 429, 429, 429, 429, 429, 429]);
+    assert.equal(session.data!.size, 6);
+  });
+});
+
+describe('data connections: the edge shutting down', () => {
+  it('TunnelServer.close(grace) lets an exchange in flight on a data connection finish, then closes it', async (t) => {
+    const edge = await startEdge(t);
+    const local = await startLocal(t);
+    const agent = await agentFor(t, edge, local.port, { dataConnections: 1 });
+    const { session } = await ready(edge, agent, 1);
+    const reply = visit(edge.port, 'GET', '/hold');
+    await eventually(async () => (local.held.length === 1 ? true : undefined));
+    const closing = edge.tunnels.close(20_000);
+    // The tunnel itself carries no stream, so it is gone at once; the exchange goes on on its data connection.
+    await eventually(async () => (edge.registry.pick(edge.endpoint.uuid) === null && session.data!.size === 1 ? true : undefined));
+    local.held[0].end('held');
+    assert.deepEqual(await reply, { status: 200, body: 'held', complete: true });
+    await closing;
+    assert.equal(session.data!.size, 0);
+  });
+
+  it('cuts an exchange still in flight when the grace ends, and resolves only once its connection closed', async (t) => {
+    const edge = await startEdge(t);
+    const { session, grant } = await handOnly(t, edge);
+    // A connection that never answers and never closes (a hostile agent's): only the edge's grace can end it.
+    const spare = await handSpare(t, edge, grant);
+    const reply = visit(edge.port, 'GET', '/never');
+    await spare.request;
+    await edge.tunnels.close(100);
+    assert.equal(session.data!.size, 0);
+    const r = await reply;
+    assert.equal(r.status, 502, r.body);
+    await closed(spare.socket);
   });
 });
