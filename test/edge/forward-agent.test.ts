@@ -418,6 +418,40 @@ for (const mode of MODES) describe(`forwardToAgent over ${mode.name}`, () => {
     await eventually(async () => (local.unfinished === 1 ? true : undefined));
   });
 
+  it('Expect: 100-continue: the edge answers 100 itself, and the local service gets the body without Expect', async (t) => {
+    const local = await startLocal(t);
+    const { port, agent } = await startEdge(t, local.port, mode);
+    const body = 'e'.repeat(2000);
+    const reply = await new Promise<Reply>((resolve, reject) => {
+      const req = http.request({ port, host: '127.0.0.1', method: 'POST', path: '/upload', agent: false, headers: { host: HOST, expect: '100-continue', 'content-length': body.length } }, (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => (text += chunk));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, rawHeaders: res.rawHeaders, body: text, trailers: res.trailers }));
+      });
+      req.on('error', reject);
+      // The body goes only after the edge's 100 Continue: a visitor that waits for it is not left waiting.
+      req.once('continue', () => req.end(body));
+    });
+    assert.deepEqual([reply.status, reply.body], [200, `got ${body.length}`]);
+    assert.equal(local.seen[0].headers.expect, undefined);
+    assertPath(agent, mode);
+  });
+
+  it('a request with both Content-Length and Transfer-Encoding is a 400 from the edge; nothing reaches the local service', async (t) => {
+    const local = await startLocal(t);
+    const { port } = await startEdge(t, local.port, mode);
+    const socket = net.connect(port, '127.0.0.1');
+    t.after(() => socket.destroy());
+    await once(socket, 'connect');
+    socket.write(`POST /upload HTTP/1.1\r\nhost: ${HOST}\r\ncontent-length: 5\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nhost: ${HOST}\r\n\r\n`);
+    let answer = '';
+    socket.on('data', (chunk: Buffer) => (answer += chunk.toString('latin1')));
+    await once(socket, 'close');
+    assert.match(answer, /^HTTP\/1\.1 400 /);
+    assert.equal(local.seen.length, 0);
+  });
+
   it('carries bodies over 64 KiB both ways intact, and trailers after them', async (t) => {
     const local = await startLocal(t);
     const { port, agent } = await startEdge(t, local.port, mode);
@@ -534,6 +568,35 @@ describe('forwardToAgent, a hostile agent', () => {
     // are odd, one per request, in order).
     await eventually(async () => (agent.reset.length === 4 ? true : undefined));
     assert.deepEqual(agent.reset, [1, 5, 7, 9]);
+  });
+});
+
+describe('forwardToAgent over data connections, visitors leaving', () => {
+  it('a visitor leaving mid-upload or mid-download frees its data connection on both sides: the counts go back to the spares', async (t) => {
+    const local = await startLocal(t);
+    const { port, agent, registry, endpoint } = await startEdge(t, local.port, MODES[0], { dataConnections: 2 });
+    const data = registry.pick(endpoint.uuid)!.data!;
+    const upload = net.connect(port, '127.0.0.1');
+    upload.on('error', () => {});
+    await once(upload, 'connect');
+    upload.write(`POST /upload HTTP/1.1\r\nhost: ${HOST}\r\ntransfer-encoding: chunked\r\n\r\n10\r\n${'u'.repeat(16)}\r\n`);
+    const download = http.request({ port, host: '127.0.0.1', path: '/endless', headers: { host: HOST }, agent: false });
+    download.on('error', () => {});
+    download.end();
+    const [res] = (await once(download, 'response')) as [http.IncomingMessage];
+    await once(res, 'data');
+    await eventually(async () => (local.seen.length === 2 && local.seen[0].bytes === 16 ? true : undefined));
+    // Both on data connections (taken, each replaced by a new spare), none on an HTTP/2 stream.
+    assert.equal(registry.pick(endpoint.uuid)!.activeStreams, 0);
+    await eventually(async () => (agent.dataConnections?.open === 4 && data.size === 4 ? true : undefined));
+    upload.destroy();
+    download.destroy();
+    // The local service saw the upload aborted, and both its responses cut short (neither finished).
+    await eventually(async () => (local.seen[0].outcome === 'aborted' && local.unfinished === 2 ? true : undefined));
+    await eventually(async () => (agent.dataConnections?.open === 2 && agent.dataConnections.idle === 2 && data.size === 2 ? true : undefined));
+    assert.equal(data.hasCapacity(), true);
+    assert.equal((await visit(port, 'GET', '/after')).body, 'ok');
+    assert.equal(data.exchanges, 3);
   });
 });
 

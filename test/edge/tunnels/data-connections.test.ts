@@ -359,6 +359,31 @@ describe('data connections: with their tunnel', () => {
   });
 });
 
+describe('data connections: a session replaced by the same agent id', () => {
+  it("the old session's exchange in flight finishes on its data connection, then its connections close on both sides; the new session has its own", async (t) => {
+    const edge = await startEdge(t);
+    const local = await startLocal(t);
+    const first = await agentFor(t, edge, local.port, { dataConnections: 2, agentId: 'same' });
+    const old = await ready(edge, first, 2);
+    const mine = agentData(first);
+    const reply = visit(edge.port, 'GET', '/hold');
+    await eventually(async () => (local.held.length === 1 ? true : undefined));
+    const second = await agentFor(t, edge, local.port, { dataConnections: 2, agentId: 'same' });
+    const fresh = await ready(edge, second, 2);
+    assert.notEqual(fresh.session, old.session);
+    assert.notEqual(fresh.grant.id, old.grant.id);
+    // The old session drained: its spares closed, the connection carrying the exchange is still open on both sides.
+    await eventually(async () => (old.session.data!.size === 1 && mine.size === 1 ? true : undefined));
+    assert.notEqual((await dataUpgrade(t, edge.port, old.grant)).status, 101, 'the old grant takes no new connection');
+    local.held[0].end('held');
+    assert.deepEqual(await reply, { status: 200, body: 'held', complete: true });
+    await eventually(async () => (old.session.data!.size === 0 && mine.size === 0 ? true : undefined));
+    // New requests take the new session's data connections.
+    assert.equal((await visit(edge.port, 'GET', '/page')).body, 'ok');
+    assert.equal(fresh.session.data!.exchanges, 1);
+  });
+});
+
 describe('data connections: the agent keeps its spares', () => {
   it('keeps dataConnections spares ready and replaces a spare once a request takes it', async (t) => {
     const edge = await startEdge(t);
