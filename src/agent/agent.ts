@@ -359,6 +359,9 @@ export class Agent extends EventEmitter<AgentEvents> {
    * finish, then the connection closes. No reconnect follows.
    */
   async stop(graceMs = 5_000): Promise<void> {
+    // Exchanges on data connections outlive the tunnel (its HTTP/2 session closes once it carries no stream): stop
+    // resolves once they finished or were cut at the grace, so a caller that exits then cuts nothing short.
+    const data = this.data;
     if (!this.stopping) {
       this.stopping = true;
       this.graceMs = graceMs;
@@ -378,6 +381,7 @@ export class Agent extends EventEmitter<AgentEvents> {
       }
     }
     await this.loop;
+    await data?.whenClosed();
   }
 
   private async run(): Promise<void> {

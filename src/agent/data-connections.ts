@@ -38,9 +38,21 @@ export class AgentDataConnections {
   private failures = 0;
   private retry: NodeJS.Timeout | null = null;
   private stopped = false;
+  private readonly allClosed: Promise<void>;
+  private resolveAllClosed!: () => void;
 
   constructor(options: AgentDataConnectionsOptions) {
     this.o = options;
+    this.allClosed = new Promise((resolve) => (this.resolveAllClosed = resolve));
+  }
+
+  /** Resolves once stop() was called and every data connection (and dial under way) has closed. */
+  whenClosed(): Promise<void> {
+    return this.allClosed;
+  }
+
+  private checkClosed(): void {
+    if (this.stopped && this.size === 0) this.resolveAllClosed();
   }
 
   /** Open connections (spare or spliced) and dials under way: what counts against the edge's grant. */
@@ -66,11 +78,13 @@ export class AgentDataConnections {
     this.stopped = true;
     if (this.retry) clearTimeout(this.retry);
     for (const socket of this.sockets) if ((socket as DataSocket)[SPARE]) socket.destroy();
+    this.checkClosed();
     if (this.sockets.size === 0) return;
     const cut = setTimeout(() => {
       for (const socket of this.sockets) socket.destroy();
     }, graceMs);
     cut.unref();
+    void this.allClosed.then(() => clearTimeout(cut));
   }
 
   private fill(): void {
@@ -100,6 +114,7 @@ export class AgentDataConnections {
       settled = true;
       this.dialing--;
       clearTimeout(timer);
+      this.checkClosed();
       return true;
     };
     const req = (secure ? https : http).request({
@@ -152,6 +167,7 @@ export class AgentDataConnections {
     socket.on('error', () => socket.destroy());
     socket.once('close', () => {
       this.sockets.delete(socket);
+      this.checkClosed();
       if (s[SPARE]) {
         s[SPARE] = false;
         this.spares--;

@@ -323,6 +323,40 @@ describe('data connections: with their tunnel', () => {
     assert.equal(late.status, 403);
   });
 
+  it('agent.stop(grace) lets an exchange in flight on a data connection finish, and resolves once it has', async (t) => {
+    const edge = await startEdge(t);
+    const local = await startLocal(t);
+    const agent = await agentFor(t, edge, local.port, { dataConnections: 1 });
+    const { session } = await ready(edge, agent, 1);
+    const mine = agentData(agent);
+    const reply = visit(edge.port, 'GET', '/hold');
+    await eventually(async () => (local.held.length === 1 ? true : undefined));
+    let stopped = false;
+    const stopping = agent.stop(20_000).then(() => (stopped = true));
+    // The tunnel is gone at once (it carried no stream); the exchange goes on, and stop() waits for it.
+    await eventually(async () => (session.available === false && mine.size === 1 ? true : undefined));
+    assert.equal(stopped, false);
+    local.held[0].end('held');
+    assert.deepEqual(await reply, { status: 200, body: 'held', complete: true });
+    await stopping;
+    assert.equal(mine.size, 0);
+  });
+
+  it('agent.stop(grace) cuts an exchange still in flight when the grace ends, and resolves once it is closed on both sides', async (t) => {
+    const edge = await startEdge(t);
+    const local = await startLocal(t);
+    const agent = await agentFor(t, edge, local.port, { dataConnections: 1 });
+    const { session } = await ready(edge, agent, 1);
+    const mine = agentData(agent);
+    const reply = visit(edge.port, 'GET', '/hold');
+    await eventually(async () => (local.held.length === 1 ? true : undefined));
+    await agent.stop(100);
+    assert.equal(mine.size, 0);
+    const r = await reply;
+    assert.equal(r.status, 502, r.body);
+    await eventually(async () => (session.data!.size === 0 ? true : undefined));
+  });
+
   it("the edge destroying the session closes the spares on both sides; the agent's next tunnel brings a new grant", async (t) => {
     const edge = await startEdge(t);
     const local = await startLocal(t);
