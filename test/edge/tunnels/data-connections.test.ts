@@ -116,6 +116,8 @@ function agentData(agent: Agent): AgentDataConnections {
 
 interface Upgrade {
   status: number;
+  /** The answer's status line and fields, as sent. */
+  head: string;
   socket: net.Socket;
 }
 
@@ -143,7 +145,7 @@ async function dataUpgrade(t: TestContext, port: number, fields: { id?: string; 
       socket.pause();
       const status = Number(/^HTTP\/1\.1 (\d{3}) /.exec(head)?.[1]);
       if (status === 101) assert.match(head, new RegExp(`\r\nupgrade: ${DATA_UPGRADE_TOKEN}\r\n`, 'i'));
-      resolve({ status, socket });
+      resolve({ status, head: head.slice(0, end), socket });
     };
     const onClose = () => reject(new Error(`the edge closed the connection without an answer: ${JSON.stringify(head)}`));
     socket.on('data', onData);
@@ -203,11 +205,15 @@ describe('data connections: the upgrade', () => {
       { key: grant.key },
       { id: grant.key, key: grant.id },
     ];
+    const heads = new Set<string>();
     for (const fields of refused) {
       const answer = await dataUpgrade(t, edge.port, fields);
       assert.equal(answer.status, 403, JSON.stringify(fields));
+      heads.add(answer.head);
       await closed(answer.socket);
     }
+    // Byte for byte the same answer, whether the id names no session or the key is wrong.
+    assert.equal(heads.size, 1);
     assert.equal(session.data!.size, 2);
     assert.deepEqual(agent.dataConnections, { open: 2, idle: 2 });
     const accepted = await dataUpgrade(t, edge.port, grant);
@@ -215,6 +221,19 @@ describe('data connections: the upgrade', () => {
     assert.equal(session.data!.size, 3);
     accepted.socket.destroy();
     await eventually(async () => (session.data!.size === 2 ? true : undefined));
+  });
+
+  it('many refused upgrades at once: each is answered and closed, and the edge holds none of their sockets', async (t) => {
+    const edge = await startEdge(t);
+    const local = await startLocal(t);
+    const agent = await agentFor(t, edge, local.port, { dataConnections: 2 });
+    const { session, grant } = await ready(edge, agent, 2);
+    const held = edge.sockets.size;
+    const answers = await Promise.all(Array.from({ length: 50 }, (_, i) => dataUpgrade(t, edge.port, i % 2 ? { id: token(), key: token() } : { id: grant.id, key: token() })));
+    assert.deepEqual(new Set(answers.map((a) => a.status)), new Set([403]));
+    await Promise.all(answers.map((a) => closed(a.socket)));
+    await eventually(async () => (edge.sockets.size === held ? true : undefined));
+    assert.equal(session.data!.size, 2);
   });
 
   it('bytes behind the upgrade get 400, and nothing is added', async (t) => {
@@ -556,6 +575,17 @@ describe('data connections: a hostile agent answering on its own data connection
     spare.socket.write('HTTP/1.1 200 OK\r\ncontent-length: 4\r\n\r\nmine');
     assert.deepEqual(await reply, { status: 200, body: 'mine', complete: true });
     assert.equal(data.exchanges, answers.length + 1);
+  });
+
+  it('a flood of 103 Early Hints before the answer: the final answer still reaches the visitor', async (t) => {
+    const edge = await startEdge(t);
+    const { grant } = await handOnly(t, edge);
+    const spare = await handSpare(t, edge, grant);
+    const reply = visit(edge.port, 'GET', '/page');
+    await spare.request;
+    spare.socket.write('HTTP/1.1 103 Early Hints\r\nlink: </a.css>; rel=preload\r\n\r\n'.repeat(2000));
+    spare.socket.write('HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nfinal');
+    assert.deepEqual(await reply, { status: 200, body: 'final', complete: true });
   });
 
   it('a GET answered with a 101 is sent again over an HTTP/2 stream (bodyless and idempotent), once', async (t) => {
