@@ -213,7 +213,7 @@ export class DataConnections {
         this.handOver(socket, callback);
       });
     }
-    if (this.closed) return callback(new NoDataConnectionError('the agent session is closing'), null);
+    if (this.closed) return void process.nextTick(() => callback(new NoDataConnectionError('the agent session is closing'), null));
     const waiter: Waiter = {
       callback,
       timer: setTimeout(() => {
