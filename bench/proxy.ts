@@ -344,6 +344,20 @@ function buildRows(cases: Case[], f: RowFacts): Row[] {
   return rows;
 }
 
+/**
+ * Waits (at most 5 s) until the bench's own processes are quiet: under 5 % of a CPU together over 200 ms. After a
+ * tunnel window `edge serve`'s in-process worker still writes that window's usage records, on the proxy's CPU, and an
+ * origin window started then measured that work too (the edge's CPU per 64 KiB request swung 114-192 µs by round).
+ */
+async function settle(pids: number[]): Promise<void> {
+  const busy = () => pids.reduce((sum, pid) => sum + cpuTimeMs(pid), 0);
+  for (let i = 0; i < 25; i++) {
+    const before = busy();
+    await new Promise((r) => setTimeout(r, 200));
+    if ((busy() - before) / 200 < 0.05) return;
+  }
+}
+
 /** Rejects options that would make a run meaningless before any process starts (they may come from the environment). */
 function validate(options: ProxyBenchOptions): void {
   for (const key of ['connections', 'rounds', 'warmupMs', 'measureMs', 'fixedRate', 'fixedWarmupMs', 'fixedMeasureMs'] as const) {
@@ -441,6 +455,7 @@ export async function benchProxy(options: ProxyBenchOptions = {}): Promise<Row[]
         const results = new Map<PathId, LoadResult>();
         for (const path of order) {
           progress(`round ${round + 1}/${rounds}, ${SIZE_LABEL[size]}, ${PATH_LABEL[path]}: ${connections} connections, ${warmupMs / 1000} s warm-up + ${measureMs / 1000} s`);
+          await settle(cpuPids);
           results.set(path, await runLoadInChild({ ...loadOf(path, size), warmupMs, durationMs: measureMs }, pin.restCpu));
         }
         for (const path of order) {
@@ -453,6 +468,7 @@ export async function benchProxy(options: ProxyBenchOptions = {}): Promise<Row[]
     for (const size of sizes) {
       for (const path of paths) {
         progress(`${SIZE_LABEL[size]}, ${PATH_LABEL[path]}: ${fixedRate} req/s, ${fixedWarmupMs / 1000} s warm-up + ${fixedMeasureMs / 1000} s`);
+        await settle(cpuPids);
         caseOf(path, size).fixed = await runLoadInChild({ ...loadOf(path, size), rate: fixedRate, warmupMs: fixedWarmupMs, durationMs: fixedMeasureMs }, pin.restCpu);
       }
     }
