@@ -122,6 +122,24 @@ describe('session keys', () => {
     assert.equal(openSession(keys, keys.sign('session', ['42', 7, 's', 'e', 'i', 1, 2])), undefined, 'endpoint must be a number');
   });
 
+  it('compares the MAC as text, and a refusal leaves nothing behind for the next value (the compare reuses two buffers)', () => {
+    const keys = SessionKeys.fromSettings(OLD, undefined);
+    const value = sealSession(keys, session({ subject: 'user-a' }));
+    const other = sealSession(keys, session({ subject: 'user-b' }));
+    const [kid, body, mac] = value.split('.');
+    assert.equal(mac.length, 43);
+    // The last of 43 characters carries 4 bits; its neighbour in the alphabet decodes to the same 32 bytes.
+    const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+    const sibling = mac.slice(0, 42) + alphabet[alphabet.indexOf(mac[42]) + 1];
+    assert.ok(Buffer.from(sibling, 'base64url').equals(Buffer.from(mac, 'base64url')));
+    const near = [`${kid}.${body}.${sibling}`, `${kid}.${body}.${mac}=`, `${kid}.${body}.${mac.slice(0, 42)}`, `${kid}.${body}.${other.split('.')[2]}`];
+    for (const bad of near) {
+      assert.equal(openSession(keys, bad), undefined, bad);
+      assert.equal(openSession(keys, value)?.subject, 'user-a');
+      assert.equal(openSession(keys, other)?.subject, 'user-b');
+    }
+  });
+
   it('takes EDGE_SESSION_KEYS as comma-separated secrets of 32 characters or more', () => {
     assert.deepEqual(parseSessionSecrets(''), []);
     assert.deepEqual(parseSessionSecrets(` ${NEW} ,${OLD},`), [NEW, OLD]);
