@@ -34,6 +34,8 @@ export const REDACTED_QUERY_PARAMS: ReadonlySet<string> = new Set([
   'client_secret',
 ]);
 export const REDACTED = '[redacted]';
+const SHORTEST_REDACTED_PARAM = Math.min(...[...REDACTED_QUERY_PARAMS].map((p) => p.length));
+const LONGEST_REDACTED_PARAM = Math.max(...[...REDACTED_QUERY_PARAMS].map((p) => p.length));
 
 export interface TrafficShipperOptions {
   sink: RecordSink;
@@ -282,13 +284,18 @@ export function redactQuery(query: string): string {
   for (let i = 0; i < parts.length; i++) {
     const eq = parts[i].indexOf('=');
     if (eq <= 0) continue;
-    let name: string;
-    try {
-      name = decodeURIComponent(parts[i].slice(0, eq).replace(/\+/g, ' ')).toLowerCase();
-    } catch {
+    let name = parts[i].slice(0, eq);
+    if (name.includes('%') || name.includes('+')) {
+      try {
+        name = decodeURIComponent(name.replace(/\+/g, ' '));
+      } catch {
+        continue;
+      }
+    } else if (name.length < SHORTEST_REDACTED_PARAM || name.length > LONGEST_REDACTED_PARAM) {
+      // Not encoded, so decoding would not change its length: no redacted name is this long (most names are not).
       continue;
     }
-    if (REDACTED_QUERY_PARAMS.has(name)) {
+    if (REDACTED_QUERY_PARAMS.has(name.toLowerCase())) {
       parts[i] = `${parts[i].slice(0, eq)}=${REDACTED}`;
       changed = true;
     }

@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { TrafficRecorder, captureExchange, type CapturedExchange } from '../../src/edge/capture.ts';
 import { EdgeMetrics, FeedProgress } from '../../src/edge/metrics.ts';
 import type { RequestContext } from '../../src/edge/pipeline/stage.ts';
-import { REDACTED, TrafficShipper, latencyBucket } from '../../src/edge/traffic-shipper.ts';
+import { REDACTED, REDACTED_QUERY_PARAMS, TrafficShipper, latencyBucket, redactQuery } from '../../src/edge/traffic-shipper.ts';
 import { MemoryRecords } from '../../src/shared/records/memory.ts';
 import { TRAFFIC_BODY_LIMIT, TRAFFIC_LATENCY_BOUNDS_MS, parseRecord, type TrafficExchangeRecord, type TrafficRecord, type TrafficUsageRecord } from '../../src/shared/records/types.ts';
 import type { EndpointConfig } from '../../src/shared/snapshot.ts';
@@ -223,6 +223,19 @@ describe('the traffic shipper', () => {
     assert.equal(usage[0].requests, 5, 'usage counts what capture dropped');
     assert.equal(usage[0].minute, new Date(0).toISOString());
     await sink.close();
+  });
+
+  it('redacts query parameters by their decoded, lower-cased name; names not encoded are judged without decoding', () => {
+    const R = REDACTED;
+    assert.equal(redactQuery('page=2&sort=name'), 'page=2&sort=name');
+    assert.equal(redactQuery('CODE=1&Client_Secret=s&password='), `CODE=${R}&Client_Secret=${R}&password=${R}`);
+    // Encoded names are decoded first (%-escapes, + as a space); a malformed escape is kept as it is.
+    assert.equal(redactQuery('acc%65ss_token=t&api%5Fkey=k&%E0%A4%A=x&to+ken=y'), `acc%65ss_token=${R}&api%5Fkey=${R}&%E0%A4%A=x&to+ken=y`);
+    // Lengths: the shortest and longest redacted names, one character either side of them, and a value alone.
+    assert.equal(redactQuery('cod=1&code=1&refresh_token=1&refresh_tokens=1&=code&code'), `cod=1&code=${R}&refresh_token=${R}&refresh_tokens=1&=code&code`);
+    // Lower-casing is Unicode's: the Kelvin sign lower-cases to "k".
+    assert.equal(redactQuery('api\u212Aey=1'), `api\u212Aey=${R}`);
+    for (const name of REDACTED_QUERY_PARAMS) assert.equal(redactQuery(`${name.toUpperCase()}=v`), `${name.toUpperCase()}=${R}`, name);
   });
 
   it('puts latencies in the histogram\'s buckets, the overflow last', () => {
