@@ -137,6 +137,24 @@ describe('auth stage', () => {
       assert.deepEqual(counted.calls, ['alice-password', 'nope']);
     });
 
+    it('shares one verdict among spellings of one credential (padding, unused trailing bits): bcrypt runs once for them all', async () => {
+      // Verdicts are looked up under the credential as sent, then under its canonical base64: a respelling is neither
+      // a new bcrypt check nor a way around a cached refusal.
+      const counted = countingCompare();
+      const s = await serve(authStage({ compare: counted.compare }).compile(basicEndpoint())!, basicEndpoint());
+      const spellings = (user: string, password: string) => {
+        const canonical = Buffer.from(`${user}:${password}`).toString('base64');
+        const body = canonical.replace(/=+$/, '');
+        const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
+        const bits = body.slice(0, -1) + alphabet[alphabet.indexOf(body.at(-1)!) + 1];
+        assert.equal(Buffer.from(bits, 'base64').toString(), `${user}:${password}`, 'the respelling decodes to the same credential');
+        return [body, canonical, bits];
+      };
+      for (const spelling of spellings('alice', 'alice-password')) assert.equal((await s.request({ headers: { authorization: `Basic ${spelling}` } })).status, 200);
+      for (const spelling of spellings('alice', 'nope!')) assert.equal((await s.request({ headers: { authorization: `Basic ${spelling}` } })).status, 401);
+      assert.deepEqual(counted.calls, ['alice-password', 'nope!']);
+    });
+
     it('shares one bcrypt check among concurrent requests with the same credential', async () => {
       const counted = countingCompare();
       const inner = authStage({ compare: counted.compare }).compile(basicEndpoint())!;
