@@ -26,6 +26,7 @@ import type { EndpointConfig, JwtLayerConfig } from '../../shared/snapshot.ts';
 import { claimHeaderRefusal } from '../../shared/visitor-credentials.ts';
 import { asHeaderValue, credentialsOf } from '../http/credentials.ts';
 import { sendEdgeError } from '../http/pages.ts';
+import { dropAppender } from '../http/proxy-headers.ts';
 import type { AuthOutcome } from '../metrics.ts';
 import { literalRefusal, policyAgent, readBounded } from '../http/policy-fetch.ts';
 import { LazyLru } from '../pipeline/lazy-cache.ts';
@@ -220,6 +221,7 @@ function compileJwt(endpoint: EndpointConfig, jwt: JwtLayerConfig, deps: StageDe
   // Dropped by headerKey (`_` as `-`), the form the forwarders compare visitor names in, so a name configured as
   // X_Role drops X-Role too (and the other way round) even when the token has no such claim.
   const claimNames: readonly string[] = claims.map(([, header]) => headerKey(header));
+  const dropClaims = dropAppender(claimNames);
   const verifyOptions = {
     algorithms: ASYMMETRIC_ALGORITHMS,
     issuer: jwt.issuer || undefined,
@@ -260,7 +262,7 @@ function compileJwt(endpoint: EndpointConfig, jwt: JwtLayerConfig, deps: StageDe
   const admit = (ctx: RequestContext, verified: Verified, assertion: string | undefined): 'next' => {
     count('ok');
     // Visitor copies of every mapped name go, whether or not this token has the claim.
-    if (claimNames.length > 0) ctx.dropHeaders = ctx.dropHeaders === undefined ? claimNames : ctx.dropHeaders.concat(claimNames);
+    if (claimNames.length > 0) ctx.dropHeaders = dropClaims(ctx.dropHeaders);
     for (const [name, value] of verified.headers) ctx.upstreamHeaders[name] = value;
     // The verified assertion goes on as sent, as the edge's own field: the forwarders then leave out every visitor
     // spelling of it (X_JWT_Assertion would otherwise reach a CGI upstream beside, or instead of, the verified one).

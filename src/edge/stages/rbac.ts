@@ -12,6 +12,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { EndpointConfig } from '../../shared/snapshot.ts';
 import { asHeaderValue } from '../http/credentials.ts';
 import { sendEdgeError } from '../http/pages.ts';
+import { dropAppender } from '../http/proxy-headers.ts';
 import { LazyLru } from '../pipeline/lazy-cache.ts';
 import { DEFAULT_STAGE_DEPS, type RequestContext, type StageDeps, type StageFactory, type VisitorIdentity } from '../pipeline/stage.ts';
 import { compilePolicy, decide, identityKey, rbacEnabled, type CompiledClient, type CompiledPolicy } from '../rbac/policy.ts';
@@ -52,23 +53,31 @@ export const METHOD_OVERRIDE_HEADERS = ['x-http-method-override', 'x-http-method
 const METHOD_PARAM = '_method';
 const NONE: readonly string[] = [];
 
-/** The methods a request's override fields and `_method` query parameter name, upper-cased; empty when none. */
+/** Adds each item of an override field's value, upper-cased, to `out` (made on the first one). */
+function addMethods(out: string[] | undefined, value: string): string[] | undefined {
+  // Node joins repeated fields with ", "; frameworks read the first item or the whole: each item is judged.
+  for (const item of value.split(',')) {
+    const m = item.trim().toUpperCase();
+    if (m !== '') (out ??= []).push(m);
+  }
+  return out;
+}
+
+/**
+ * The methods a request's override fields and `_method` query parameter name, upper-cased; empty when none. A module
+ * function with no closure: it runs on every request of an RBAC endpoint, almost always finding nothing, and a named
+ * closure made per call costs a property definition under tsx (esbuild keepNames) besides its allocation.
+ */
 export function overriddenMethods(headers: IncomingHttpHeaders, query: string): readonly string[] {
   let out: string[] | undefined;
-  const add = (value: string) => {
-    // Node joins repeated fields with ", "; frameworks read the first item or the whole: each item is judged.
-    for (const item of value.split(',')) {
-      const m = item.trim().toUpperCase();
-      if (m !== '') (out ??= []).push(m);
-    }
-  };
   for (const name of METHOD_OVERRIDE_HEADERS) {
     const v = headers[name];
-    if (typeof v === 'string') add(v);
-    else if (Array.isArray(v)) v.forEach(add);
+    if (v === undefined) continue;
+    if (typeof v === 'string') out = addMethods(out, v);
+    else for (const item of v) out = addMethods(out, item);
   }
   if (query !== '' && query.includes(METHOD_PARAM)) {
-    for (const v of new URLSearchParams(query).getAll(METHOD_PARAM)) add(v);
+    for (const v of new URLSearchParams(query).getAll(METHOD_PARAM)) out = addMethods(out, v);
   }
   return out ?? NONE;
 }
@@ -98,6 +107,7 @@ export function rbacStage(options: RbacStageOptions = {}): StageFactory {
       const buckets = deps.memory ? deps.memory.keep('rbac:rate', endpoint.uuid, 'v1', makeBuckets) : makeBuckets();
       const register = rbac.self_registration.enabled ? registrationHref(endpoint) : null;
       const owned = policy.headerNames;
+      const dropOwned = dropAppender(owned);
       // Precomputed per client: the identity fields (sent as is on every request the client makes).
       const identity = new Map<number, string>();
       for (const c of policy.byId.values()) identity.set(c.id, asHeaderValue(c.identifier));
@@ -155,7 +165,7 @@ export function rbacStage(options: RbacStageOptions = {}): StageFactory {
           }
           const h = ctx.upstreamHeaders;
           for (const [name, value] of role.headers) h[name] = value;
-          if (owned.length > 0) ctx.dropHeaders = ctx.dropHeaders === undefined ? owned : ctx.dropHeaders.concat(owned);
+          if (owned.length > 0) ctx.dropHeaders = dropOwned(ctx.dropHeaders);
           h[RBAC_CLIENT_HEADER] = identity.get(client.id)!;
           h[RBAC_ROLES_HEADER] = client.roleNames;
           return 'next';
