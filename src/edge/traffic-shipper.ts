@@ -231,18 +231,38 @@ const cut = (s: string, max: number) => (s.length > max ? s.slice(0, max) : s);
 
 /**
  * Stored request headers: as Node parsed them (names lower-case and unique, repeated fields already joined except
- * set-cookie), secrets replaced, bounded as records must be. Plain loops: this runs for every full capture.
+ * set-cookie), secrets replaced (the shipper's list, and `also`: the exchange's own, CapturedDetail.redact), bounded
+ * as records must be. Plain loops: this runs for every full capture.
  */
-function requestHeaders(headers: IncomingHttpHeaders, redact: ReadonlySet<string>): Record<string, string> {
+function requestHeaders(headers: IncomingHttpHeaders, redact: ReadonlySet<string>, also: readonly string[] | undefined): Record<string, string> {
   const out: Record<string, string> = {};
   let n = 0;
   for (const name in headers) {
     const value = headers[name];
     if (value === undefined || name === '__proto__' || name.length > RECORD_LIMITS.headerNameLength) continue;
     if (n++ >= RECORD_LIMITS.headersPerSide) break;
-    out[name] = redact.has(name) ? REDACTED : cut(typeof value === 'string' ? value : value.join(', '), RECORD_LIMITS.headerValueLength);
+    out[name] = redact.has(name) || (also !== undefined && also.includes(name)) ? REDACTED : cut(typeof value === 'string' ? value : value.join(', '), RECORD_LIMITS.headerValueLength);
   }
   return out;
+}
+
+/** Response field names as written, each to its trimmed lower-case form: a few dozen distinct names in practice. */
+const FIELD_NAMES = new Map<string, string>();
+const FIELD_NAMES_MAX = 1_000;
+
+/**
+ * A field name as stored (trimmed, lower-case). Remembered, so that the next response gets the same string object:
+ * one Map lookup instead of two new strings, and the object's property stores and the redaction check then find
+ * that string already internalised instead of hashing a new one each time (~0.2 µs of ~0.6 per 4-field head).
+ * Bounded: names beyond the first FIELD_NAMES_MAX short ones are worked out each time.
+ */
+function fieldName(raw: string): string {
+  let name = FIELD_NAMES.get(raw);
+  if (name === undefined) {
+    name = raw.trim().toLowerCase();
+    if (FIELD_NAMES.size < FIELD_NAMES_MAX && raw.length <= 64) FIELD_NAMES.set(raw, name);
+  }
+  return name;
 }
 
 /**
@@ -259,7 +279,7 @@ function responseHeaders(head: string | null, redact: ReadonlySet<string>): Reco
     if (eol <= pos) break;
     const colon = head.indexOf(':', pos);
     if (colon > pos && colon < eol) {
-      const name = head.slice(pos, colon).trim().toLowerCase();
+      const name = fieldName(head.slice(pos, colon));
       // "__proto__" cannot be a plain property; own properties only, so "constructor" is a header like any other.
       if (name !== '' && name !== '__proto__' && name.length <= RECORD_LIMITS.headerNameLength) {
         const value = redact.has(name) ? REDACTED : head.slice(colon + 1, eol).trim();
@@ -339,7 +359,8 @@ export function exchangeRecord(x: CapturedExchange, edge: string, region: string
   };
   const d = x.detail;
   if (record.level === 'full' && d !== undefined) {
-    record.request_headers = requestHeaders(d.request_headers, d.redact === undefined ? redact : new Set([...redact, ...d.redact]));
+    // The exchange's own fields (a handful at most) are looked up in their list: a union Set per record cost more.
+    record.request_headers = requestHeaders(d.request_headers, redact, d.redact);
     record.response_headers = responseHeaders(d.response_head, redact);
     if (d.request_body.size > 0) record.request_body = bodyOf(d.request_body);
     if (d.response_body.size > 0) record.response_body = bodyOf(d.response_body);

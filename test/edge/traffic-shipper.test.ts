@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { TrafficRecorder, captureExchange, type CapturedExchange } from '../../src/edge/capture.ts';
 import { EdgeMetrics, FeedProgress } from '../../src/edge/metrics.ts';
 import type { RequestContext } from '../../src/edge/pipeline/stage.ts';
-import { REDACTED, REDACTED_QUERY_PARAMS, TrafficShipper, latencyBucket, redactQuery } from '../../src/edge/traffic-shipper.ts';
+import { ALWAYS_REDACTED, REDACTED, REDACTED_QUERY_PARAMS, TrafficShipper, exchangeRecord, latencyBucket, redactQuery } from '../../src/edge/traffic-shipper.ts';
 import { MemoryRecords } from '../../src/shared/records/memory.ts';
 import { TRAFFIC_BODY_LIMIT, TRAFFIC_LATENCY_BOUNDS_MS, parseRecord, type TrafficExchangeRecord, type TrafficRecord, type TrafficUsageRecord } from '../../src/shared/records/types.ts';
 import type { EndpointConfig } from '../../src/shared/snapshot.ts';
@@ -236,6 +236,26 @@ describe('the traffic shipper', () => {
     // Lower-casing is Unicode's: the Kelvin sign lower-cases to "k".
     assert.equal(redactQuery('api\u212Aey=1'), `api\u212Aey=${R}`);
     for (const name of REDACTED_QUERY_PARAMS) assert.equal(redactQuery(`${name.toUpperCase()}=v`), `${name.toUpperCase()}=${R}`, name);
+  });
+
+  it('stores header fields the same on every record: names trimmed and lower-cased, repeats joined, secrets redacted', () => {
+    const head = 'HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n X-Spaced :  a b \r\nSET-COOKIE: s=1\r\nx-spaced: c\r\nVary: a\r\nvary: b\r\nconstructor: k\r\n\r\n';
+    const body = { chunks: [], size: 0, truncated: false };
+    const x: CapturedExchange = {
+      endpoint: FULL.uuid, account: 7, hostname: FULL.hostname, at: new Date(0).toISOString(), time: 0, method: 'GET', host: FULL.hostname, path: '/',
+      query: '', status: 200, duration_ms: 1, bytes_in: 0, bytes_out: 0, client_ip: '198.51.100.1', country: null, user_agent: '', secure: true, rule: null,
+      edge_error: null, auth_outcome: null, client_id: null, completed: true, level: 'full',
+      detail: { request_headers: { 'x-mine': 'secret', 'x-other': 'kept', cookie: 'c=1' }, response_head: head, request_body: body, response_body: body, redact: ['x-mine'] },
+    };
+    const redact = new Set<string>(ALWAYS_REDACTED);
+    // Twice: the second record reads the field names the first one remembered.
+    for (let i = 0; i < 2; i++) {
+      const r = exchangeRecord(x, 'edge-a', 'r', redact);
+      assert.deepEqual(r.response_headers, { 'content-type': 'text/plain', 'x-spaced': 'a b, c', 'set-cookie': REDACTED, vary: 'a, b', constructor: 'k' });
+      assert.deepEqual(r.request_headers, { 'x-mine': REDACTED, 'x-other': 'kept', cookie: REDACTED });
+    }
+    // The exchange's own list applies to its record only.
+    assert.equal(exchangeRecord({ ...x, detail: { ...x.detail!, redact: undefined } }, 'edge-a', 'r', redact).request_headers!['x-mine'], 'secret');
   });
 
   it('puts latencies in the histogram\'s buckets, the overflow last', () => {
