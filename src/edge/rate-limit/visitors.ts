@@ -75,6 +75,11 @@ export class VisitorMap<V> {
   private entries: Map<string, V> = NOBODY as Map<string, V>;
   /** In the budget's members (from the first visitor until release). */
   private joined = false;
+  /**
+   * The key seen last (undefined: unknown): a visitor's requests come in runs (keep-alive), and re-inserting the
+   * newest key changes no order, so get() skips it (a Map delete and set, ~0.4 µs per rule in the edge's profile).
+   */
+  private newest: string | undefined;
 
   constructor(
     private readonly max: number,
@@ -86,9 +91,10 @@ export class VisitorMap<V> {
   /** The state of `key`, now the most recently seen; undefined when not held. */
   get(key: string): V | undefined {
     const value = this.entries.get(key);
-    if (value !== undefined) {
+    if (value !== undefined && key !== this.newest) {
       this.entries.delete(key);
       this.entries.set(key, value);
+      this.newest = key;
     }
     return value;
   }
@@ -98,6 +104,7 @@ export class VisitorMap<V> {
     if (this.entries.has(key)) {
       this.entries.delete(key);
       this.entries.set(key, value);
+      this.newest = key;
       return;
     }
     const budget = this.budget;
@@ -112,10 +119,12 @@ export class VisitorMap<V> {
       else budget.reclaimFor(this as VisitorMap<unknown>);
     }
     this.entries.set(key, value);
+    this.newest = key;
     if (budget !== undefined) budget.used++;
   }
 
   delete(key: string): void {
+    if (key === this.newest) this.newest = undefined;
     if (this.entries.delete(key) && this.budget !== undefined) this.budget.used--;
   }
 
@@ -136,6 +145,7 @@ export class VisitorMap<V> {
       this.budget = undefined;
     }
     this.entries = NOBODY as Map<string, V>;
+    this.newest = undefined;
   }
 
   get size(): number {

@@ -30,6 +30,29 @@ describe('rate-limit visitor state', () => {
     assert.throws(() => new VisitorMap(0), RangeError);
   });
 
+  it('keeps the order of use when the newest visitor is read again, or was evicted and comes back', () => {
+    // get() skips re-inserting the visitor seen last; the order must be what re-inserting every time gives.
+    const m = new VisitorMap<number>(3);
+    m.add('a', 1);
+    m.add('b', 2);
+    m.add('c', 3);
+    assert.equal(m.get('c'), 3);
+    assert.equal(m.get('a'), 1);
+    assert.equal(m.get('a'), 1); // a newest twice: order b, c, a
+    m.add('d', 4); // evicts b
+    assert.equal(m.get('b'), undefined);
+    m.delete('d'); // the newest goes: reading c must move it after a
+    assert.equal(m.get('c'), 3);
+    m.add('e', 5);
+    m.add('f', 6); // evicts a, the least recently seen
+    assert.equal(m.get('a'), undefined);
+    assert.equal(m.get('c'), 3);
+    m.release();
+    m.add('c', 7);
+    assert.equal(m.get('c'), 7);
+    assert.equal(m.size, 1);
+  });
+
   it('keeps the edge-wide total: a flooded rule gives up its own visitors, never a quiet rule’s', () => {
     const budget = new VisitorBudget(100);
     const quiet = new VisitorMap<number>(1000, budget);
