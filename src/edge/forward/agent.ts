@@ -11,13 +11,10 @@ import { sendEdgeError } from '../http/pages.ts';
 import { originRequestHeaders, tunnelRequestHeaders, type ForwardRequest } from '../http/proxy-headers.ts';
 import type { Dispatcher } from 'undici';
 import { NoDataConnectionError, type DataConnections } from '../tunnels/data-connections.ts';
-import { UpstreamExchange } from './exchange.ts';
+import { UpstreamExchange, upstreamBody } from './exchange.ts';
 import { finalStatus } from './status.ts';
 import { relayUpgrade, responseOnSocket, upgradeRequestHeaders } from './upgrade.ts';
 
-
-/** Methods without a body unless the request frames one (as for origins). */
-const BODYLESS = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'DELETE']);
 
 /** Methods a client may retry on its own (RFC 9110 §9.2.2). */
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
@@ -40,8 +37,7 @@ export function forwardToAgent(session: AgentSession, f: ForwardRequest): void {
  */
 function forwardOnDataConnection(session: AgentSession, data: DataConnections, f: ForwardRequest): void {
   const { req } = f;
-  const hasBody = !BODYLESS.has(f.method) || req.headers['content-length'] !== undefined || req.headers['transfer-encoding'] !== undefined;
-  const body = f.body ?? (hasBody ? req : null);
+  const body = upstreamBody(f);
   const exchange = new UpstreamExchange(f, 'agent_error', {
     settled: () => data.settled(),
     recover: (err) => {

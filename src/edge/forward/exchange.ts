@@ -1,10 +1,24 @@
 // One HTTP/1.1 exchange with an upstream (an origin URL, or an agent's data connection) as undici's dispatch handler:
 // the answer goes straight onto the visitor's response, chunk by chunk, with the visitor's backpressure pausing it.
-import type { ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { isConnectionSpecific } from '../../shared/tunnel/headers.ts';
 import { sendEdgeError } from '../http/pages.ts';
 import type { ForwardRequest } from '../http/proxy-headers.ts';
 import { finalStatus } from './status.ts';
+
+/** Methods without a body unless the request frames one. */
+const BODYLESS = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'DELETE']);
+
+/**
+ * The body to send upstream: one a stage read whole (webhook verification), else the visitor's request stream when
+ * the request has or may have one, else none (undici then sends no framing fields for it).
+ */
+export function upstreamBody(f: ForwardRequest): Buffer | IncomingMessage | null {
+  if (f.body !== undefined) return f.body;
+  const { req } = f;
+  const hasBody = !BODYLESS.has(f.method) || req.headers['content-length'] !== undefined || req.headers['transfer-encoding'] !== undefined;
+  return hasBody ? req : null;
+}
 
 export interface ExchangeHooks {
   /** The upstream failed (refused, reset, an answer the edge cannot relay); called before the visitor is answered. */

@@ -18,7 +18,7 @@ import { PrivateAddressError as PrivateOriginError, publicOnlyLookup } from '../
 import type { EndpointConfig } from '../../shared/snapshot.ts';
 import { sendEdgeError } from '../http/pages.ts';
 import { originRequestHeaders, type ForwardRequest } from '../http/proxy-headers.ts';
-import { UpstreamExchange } from './exchange.ts';
+import { UpstreamExchange, upstreamBody } from './exchange.ts';
 import { relayUpgrade, responseOnSocket, upgradeRequestHeaders } from './upgrade.ts';
 
 
@@ -46,8 +46,6 @@ export interface OriginPoolsOptions {
   /** How origin names are resolved; the system resolver (dns.lookup) unless a test points it elsewhere. */
   lookup?: LookupFunction;
 }
-
-const BODYLESS = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'DELETE']);
 
 /** Every origin URL the endpoints forward to: their own, and their routing rules' (what `track` counts). */
 export function originUrls(endpoints: Iterable<EndpointConfig>): Set<string> {
@@ -164,9 +162,8 @@ export class OriginPools {
     // undici refuses CONNECT outside its upgrade API; the pipeline never forwards one, and this keeps it that way.
     if (f.method === 'CONNECT') return sendEdgeError(res, 'origin_error', req.headers.accept);
     const headers = originRequestHeaders(req, f, origin.host);
-    const hasBody = !BODYLESS.has(f.method) || req.headers['content-length'] !== undefined || req.headers['transfer-encoding'] !== undefined;
     origin.pool.dispatch(
-      { path: origin.base + f.target, method: f.method as never, headers, body: f.body ?? (hasBody ? req : null) },
+      { path: origin.base + f.target, method: f.method as never, headers, body: upstreamBody(f) },
       new UpstreamExchange(f, 'origin_error', { onError: (err) => this.refused(url, origin, err) }),
     );
   }
