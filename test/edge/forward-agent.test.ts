@@ -3,17 +3,16 @@
 // aborts) and what the visitor gets back, including visitors that leave halfway through an upload or a download.
 import { describe, it, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import http from 'node:http';
 import net from 'node:net';
 import { WebSocket } from 'ws';
 import { startAgent, type Agent, type AgentOptions } from '../../src/agent/agent.ts';
-import { forwardToAgent } from '../../src/edge/forward/agent.ts';
-import { TunnelRegistry } from '../../src/edge/tunnels/registry.ts';
-import { TunnelServer, type TunnelServerOptions } from '../../src/edge/tunnels/tunnel-server.ts';
+import type { TunnelServerOptions } from '../../src/edge/tunnels/tunnel-server.ts';
 import { PROTOCOL_VERSION, TUNNEL_PATH } from '../../src/shared/tunnel/protocol.ts';
 import { eventually } from '../helpers/eventually.ts';
+import { startForwardingEdge } from '../helpers/forwarding-edge.ts';
 
 const HOST = 'app.edge.test';
 /** Over 64 KiB, so bodies span many socket reads, HTTP/2 DATA frames and flow-control windows. */
@@ -131,22 +130,8 @@ async function startLocal(t: TestContext) {
 }
 
 /** An edge whose every request goes to the endpoint's agent through forwardToAgent (no agent yet: 503). */
-async function startBareEdge(t: TestContext, options: Partial<TunnelServerOptions> = {}) {
-  const endpoint = { uuid: randomUUID(), hostname: HOST, public_url: `http://${HOST}` };
-  const registry = new TunnelRegistry();
-  const tunnels = new TunnelServer({ authorize: async () => ({ ok: true, endpoint }), registry, region: 'local', node: 'edge-test', ...options });
-  const server = http.createServer((req, res) => {
-    const session = registry.pick(endpoint.uuid);
-    if (session === null) return void res.writeHead(503).end();
-    void forwardToAgent(session, { req, res, method: req.method ?? 'GET', target: req.url ?? '/', clientIp: '198.51.100.9', secure: false, host: HOST, authority: req.headers.host ?? HOST, extra: {} });
-  });
-  tunnels.attach(server);
-  const port = await listen(server);
-  t.after(async () => {
-    await tunnels.close(1_000);
-    await closeServer(server);
-  });
-  return { port, endpoint, registry };
+function startBareEdge(t: TestContext, options: Partial<TunnelServerOptions> = {}) {
+  return startForwardingEdge(t, HOST, options);
 }
 
 /**

@@ -2,20 +2,20 @@
 // the edge answers a hand-written upgrade, spares closing with their tunnel, and the agent keeping its spares ready.
 import { describe, it, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import http from 'node:http';
 import net from 'node:net';
 import { WebSocket } from 'ws';
 import { startAgent, type Agent, type AgentOptions } from '../../../src/agent/agent.ts';
 import type { AgentDataConnections } from '../../../src/agent/data-connections.ts';
-import { forwardToAgent } from '../../../src/edge/forward/agent.ts';
-import { TunnelRegistry, type AgentSession } from '../../../src/edge/tunnels/registry.ts';
-import { TunnelServer, type TunnelServerOptions } from '../../../src/edge/tunnels/tunnel-server.ts';
+import type { AgentSession } from '../../../src/edge/tunnels/registry.ts';
+import type { TunnelServerOptions } from '../../../src/edge/tunnels/tunnel-server.ts';
 import { DATA_ID_HEADER, DATA_KEY_HEADER, DATA_UPGRADE_TOKEN } from '../../../src/shared/tunnel/data.ts';
 import { PROTOCOL_VERSION, TUNNEL_PATH, type DataConnectionGrant } from '../../../src/shared/tunnel/protocol.ts';
 import { RAW_UPGRADE_TOKEN, encodeHandshakeFrame, readHandshakeFrame, type FrameResult } from '../../../src/shared/tunnel/raw.ts';
 import { eventually } from '../../helpers/eventually.ts';
+import { startForwardingEdge, type ForwardingEdge } from '../../helpers/forwarding-edge.ts';
 
 const HOST = 'app.edge.test';
 
@@ -29,40 +29,11 @@ function closeServer(server: net.Server): Promise<void> {
   return new Promise((resolve) => server.close(() => resolve()));
 }
 
-interface Edge {
-  port: number;
-  url: string;
-  registry: TunnelRegistry;
-  endpoint: { uuid: string; hostname: string; public_url: string };
-  /** Sockets the edge accepted and has not closed, upgraded ones included. */
-  sockets: Set<net.Socket>;
-  tunnels: TunnelServer;
-}
+type Edge = ForwardingEdge;
 
 /** An edge: the TunnelServer on an http.Server whose every request goes to the endpoint's agent (forwardToAgent). */
-async function startEdge(t: TestContext, options: Partial<TunnelServerOptions> = {}): Promise<Edge> {
-  const endpoint = { uuid: randomUUID(), hostname: HOST, public_url: `http://${HOST}` };
-  const registry = new TunnelRegistry();
-  const tunnels = new TunnelServer({ authorize: async () => ({ ok: true, endpoint }), registry, region: 'local', node: 'edge-test', ...options });
-  const server = http.createServer((req, res) => {
-    const session = registry.pick(endpoint.uuid);
-    if (session === null) return void res.writeHead(503).end();
-    forwardToAgent(session, { req, res, method: req.method ?? 'GET', target: req.url ?? '/', clientIp: '198.51.100.9', secure: false, host: HOST, authority: HOST, extra: {} });
-  });
-  const sockets = new Set<net.Socket>();
-  server.on('connection', (socket) => {
-    sockets.add(socket);
-    socket.once('close', () => sockets.delete(socket));
-  });
-  tunnels.attach(server);
-  const port = await listen(server);
-  t.after(async () => {
-    await tunnels.close(1_000);
-    server.closeAllConnections();
-    for (const socket of sockets) socket.destroy();
-    await closeServer(server);
-  });
-  return { port, url: `http://127.0.0.1:${port}`, registry, endpoint, sockets, tunnels };
+function startEdge(t: TestContext, options: Partial<TunnelServerOptions> = {}): Promise<Edge> {
+  return startForwardingEdge(t, HOST, options);
 }
 
 /** The local service: `/hold` answers only when the test releases it; anything else `ok`. */
