@@ -20,6 +20,12 @@ describe('loadConfig', () => {
     assert.deepEqual(Object.keys(c.plans).sort(), ['business', 'free', 'pro']);
   });
 
+  it('grants 128 data connections per tunnel by default; EDGE_TUNNEL_DATA_CONNECTIONS sets it, 0 grants none', () => {
+    assert.equal(loadConfig({}).edge.tunnelDataConnections, 128);
+    assert.equal(loadConfig({ EDGE_TUNNEL_DATA_CONNECTIONS: '0' }).edge.tunnelDataConnections, 0);
+    assert.equal(loadConfig({ EDGE_TUNNEL_DATA_CONNECTIONS: '16' }).edge.tunnelDataConnections, 16);
+  });
+
   it('reads the JWT layer fetch settings from the environment, defaulting to 5 s, 30 s and 10 min', () => {
     const d = loadConfig({}).edge;
     assert.deepEqual([d.jwksTimeoutMs, d.jwksCooldownMs, d.jwksCacheMaxAgeMs], [5000, 30000, 600000]);
@@ -62,6 +68,8 @@ describe('loadConfig', () => {
       [{ EDGE_JWKS_TIMEOUT_MS: '0' }, /"edge.jwksTimeoutMs" \(from EDGE_JWKS_TIMEOUT_MS\)/],
       [{ EDGE_JWKS_COOLDOWN_MS: '-1' }, /"edge.jwksCooldownMs" \(from EDGE_JWKS_COOLDOWN_MS\)/],
       [{ EDGE_JWKS_CACHE_MAX_AGE_MS: '10' }, /"edge.jwksCacheMaxAgeMs" \(from EDGE_JWKS_CACHE_MAX_AGE_MS\)/],
+      [{ EDGE_TUNNEL_DATA_CONNECTIONS: '-1' }, /"edge.tunnelDataConnections" \(from EDGE_TUNNEL_DATA_CONNECTIONS\)/],
+      [{ EDGE_TUNNEL_DATA_CONNECTIONS: '1025' }, /"edge.tunnelDataConnections" \(from EDGE_TUNNEL_DATA_CONNECTIONS\)/],
       // Health probes and replays: a base URL of an edge's public listener, checked whole (the pattern alone let
       // "http://[::1:8080" through, and every probe round then failed).
       [{ EDGE_PROBE_EDGE_URL: 'http://edge:8080/probe' }, /"health.probeEdgeUrl" \(from EDGE_PROBE_EDGE_URL\)/],
