@@ -116,6 +116,14 @@ export const fail = Object.fromEntries(
   ]),
 ) as Record<ErrorCode, Raise>;
 
+/**
+ * A 400 invalid_request naming the field and why: every validation error's `detail` has this `{field, reason}`
+ * shape (extra keys, such as a limit, may follow), whether the schema validator or the domain found it.
+ */
+export function invalid(field: string, reason: string, extra: Record<string, unknown> = {}): EdgeError {
+  return fail.invalid_request(`Invalid ${field}: ${reason}`, { field, reason, ...extra });
+}
+
 export function isEdgeError(err: unknown): err is EdgeError {
   return err instanceof EdgeError;
 }

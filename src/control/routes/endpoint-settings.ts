@@ -6,7 +6,7 @@ import { ValueErrorType } from '@sinclair/typebox/errors';
 import bcrypt from 'bcrypt';
 import type { FastifyReply } from 'fastify';
 import { hostRefusal } from '../../shared/address-policy.ts';
-import { fail } from '../../shared/errors.ts';
+import { fail, invalid } from '../../shared/errors.ts';
 import { Nullable, parseInt64, Strict, Timestamp } from '../../shared/schema.ts';
 import { VISITOR_AUTH_MODES, type VisitorAuthMode } from '../../shared/snapshot.ts';
 import {
@@ -35,9 +35,7 @@ import { ErrorBody, ErrorResponses, iso } from '../views.ts';
 // ---------------------------------------------------------------------------------------------------------------
 
 /** A 400 naming the field, in the shape the schema validator's errors have. */
-export function invalid(field: string, reason: string, extra: Record<string, unknown> = {}) {
-  return fail.invalid_request(`Invalid ${field}: ${reason}`, { field, reason, ...extra });
-}
+export { invalid } from '../../shared/errors.ts';
 
 /** RFC 3339 instant strictly after now, or a 400: a credential that is already expired is a mistake, not a setting. */
 export function futureInstant(field: string, value: string): string {
