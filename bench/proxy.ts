@@ -107,7 +107,7 @@ async function api(base: string, key: string, method: string, path: string, body
   });
   const text = await res.body.text();
   if (res.statusCode >= 300) throw new Error(`${method} ${path}: ${res.statusCode} ${text}`);
-  // PUT …/settings/jwt answers 200 with an empty body (SPEC.md).
+  // PUT …/settings/jwt answers 200 with an empty body (docs/api.md).
   return (text ? JSON.parse(text) : {}) as Record<string, unknown>;
 }
 

@@ -1,5 +1,5 @@
 // Finding an endpoint on behalf of a caller: admins see every endpoint, everyone else only those of the active
-// account. Anything not visible is a 404, the same as a missing one (SPEC.md: same status on purpose).
+// account. Anything not visible is a 404, the same as a missing one (docs/api.md: same status on purpose).
 import { fail } from '../shared/errors.ts';
 import type { Entitlement, Plan } from '../shared/plans.ts';
 import { isUuid } from '../shared/schema.ts';

@@ -63,7 +63,7 @@ declare module 'fastify' {
 
 const FORBIDDEN_KEYS = new Set(['__proto__', 'constructor', 'prototype']);
 
-/** JSON.parse that refuses prototype-pollution keys anywhere in the document (SPEC: rejected, 400). */
+/** JSON.parse that refuses prototype-pollution keys anywhere in the document (docs/api.md: rejected, 400). */
 export function parseJsonBody(text: string): unknown {
   return JSON.parse(text, (key, value) => {
     if (FORBIDDEN_KEYS.has(key)) throw fail.invalid_request('Invalid request body', `forbidden key "${key}"`);
@@ -141,14 +141,14 @@ export function toEdgeError(err: unknown): EdgeError {
   return fail.internal();
 }
 
-/** Reads an int64 path segment; 400 when it is not one (SPEC.md: non-numeric id in path). */
+/** Reads an int64 path segment; 400 when it is not one (docs/api.md: non-numeric id in path). */
 export function int64Param(value: string, name = 'id'): number {
   const id = parseInt64(value);
   if (id === null) throw fail.invalid_id(`Invalid ${name}`, `${name} must be a positive int64`);
   return id;
 }
 
-/** Route guard for SPEC.md operations that answer 415 unless the body is declared as JSON. */
+/** Route guard for docs/api.md operations that answer 415 unless the body is declared as JSON. */
 export async function requireJsonContentType(req: FastifyRequest): Promise<void> {
   const type = req.headers['content-type'] ?? '';
   if (!/^application\/json\s*(;|$)/i.test(type)) throw fail.unsupported_media_type();
@@ -169,7 +169,7 @@ export function createControlApp(deps: ControlDeps): ControlApp {
   // JSON only: any other media type (text/plain included, which fastify parses by default) is a 415.
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
-    // An empty JSON body means "no body": SPEC.md accepts "no body (empty object or none)" on several operations.
+    // An empty JSON body means "no body": docs/api.md accepts "no body (empty object or none)" on several operations.
     if (body === '') return done(null, undefined);
     try {
       done(null, parseJsonBody(body as string));

@@ -30,7 +30,7 @@ export function canonicalSubdomain(input: string): SubdomainCheck {
   return { ok: true, subdomain: label };
 }
 
-/** The public FQDN: `<subdomain>.<domain>`, or the bare domain for `@` (SPEC.md "hostname"). */
+/** The public FQDN: `<subdomain>.<domain>`, or the bare domain for `@` (docs/api.md "Endpoints"). */
 export function hostnameFor(subdomain: string, domain: string): string {
   return subdomain === ROOT_SUBDOMAIN ? domain.toLowerCase() : `${subdomain}.${domain.toLowerCase()}`;
 }

@@ -1,5 +1,5 @@
 // Response shapes shared by several route modules, and the row -> JSON conversions behind them.
-// Timestamps leave the API as RFC 3339 UTC strings (SPEC.md conventions).
+// Timestamps leave the API as RFC 3339 UTC strings (docs/api.md conventions).
 import { Type } from '@sinclair/typebox';
 import { Nullable, Timestamp } from '../shared/schema.ts';
 import type { AccountRow } from '../store/accounts.ts';
@@ -39,7 +39,7 @@ export function accountView(a: Pick<AccountRow, 'id' | 'kind' | 'name' | 'plan' 
 }
 
 /**
- * An RBAC client (SPEC.md "RBAC client"), for every route that shows one (overview, clients API). SPEC.md leaves
+ * An RBAC client (docs/api.md "Clients and invites"), for every route that shows one (overview, clients API). The original specification leaves
  * open whether username, identities and metadata are read back; they are (docs/rbac.md): an admin needs to see
  * which login a client has. Password hashes and token digests never leave the store.
  */

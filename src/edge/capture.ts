@@ -1,5 +1,5 @@
 // The capture hook: the pipeline's last step, run when a visitor's exchange ends. Every exchange counts toward the
-// endpoint's traffic figures; the exchange's details are kept only where the endpoint has capture on (SPEC.md).
+// endpoint's traffic figures; the exchange's details are kept only where the endpoint has capture on (docs/api.md).
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { EndpointConfig } from '../shared/snapshot.ts';
@@ -11,7 +11,7 @@ import type { RequestContext } from './pipeline/stage.ts';
 export type CaptureLevel = 'off' | 'metadata' | 'full';
 
 /**
- * The endpoint's capture level. `capture_level` off forces capture off (SPEC.md "Capture"); capture on with no level
+ * The endpoint's capture level. `capture_level` off forces capture off (docs/api.md "Request capture"); capture on with no level
  * stored (the default, capture_enabled true) keeps metadata: headers and bodies may carry personal data and cost
  * more to keep, so keeping them is the user's explicit choice (`full`).
  */

@@ -14,7 +14,7 @@ import { routing } from './stages/routing.ts';
 import { webhook } from './stages/webhook.ts';
 
 /**
- * Every stage, in ARCHITECTURE.md's pipeline order (client certificates, HTTPS enforcement, firewall rate limits,
+ * Every stage, in docs/architecture.md's pipeline order (client certificates, HTTPS enforcement, firewall rate limits,
  * visitor auth, JWT, RBAC, routing). Adding a stage is one module under stages/ and one entry here. The mTLS check
  * comes first, so a plain-HTTP request to an endpoint that requires a certificate is refused, not redirected.
  * Webhook verification reads the body whole, so it runs after the visitor is authenticated: an anonymous visitor

@@ -3,7 +3,7 @@
 //
 // Work is proportional to what changed: a change compiles and re-indexes one endpoint and emits one event; a reset
 // (start, resync) builds the new indexes in slices beside the ones serving and swaps them in whole, so requests
-// never wait long behind config work and never see a mix of two versions (ARCHITECTURE.md "Build, then swap").
+// never wait long behind config work and never see a mix of two versions (docs/architecture.md "Build, then swap").
 // An endpoint config is compiled when it arrives: one that fails leaves the previous one in force and is reported,
 // unless a security stage failed (then the new config is in force, closed: every request answers 503).
 import { EventEmitter } from 'node:events';

@@ -9,7 +9,7 @@ export type AlertMetric = (typeof ALERT_METRICS)[number];
 export const ALERT_COMPARISONS = ['gt', 'lt'] as const;
 export type AlertComparison = (typeof ALERT_COMPARISONS)[number];
 
-/** SPEC.md "Alert rule status": never `test`. */
+/** docs/api.md "Traffic alerts": never `test`. */
 export const ALERT_RULE_STATUSES = ['unknown', 'ok', 'firing'] as const;
 export type AlertRuleStatus = (typeof ALERT_RULE_STATUSES)[number];
 

@@ -75,7 +75,7 @@ export const ConfigSchema = Type.Object(
         // For tests: the prober's effective interval for the API's minimum (60 s); every configured interval is
         // scaled by minIntervalSeconds / 60 (60 = no scaling). The API's accepted range stays 60 to 86400.
         minIntervalSeconds: Type.Integer({ minimum: 1, maximum: 60 }),
-        // How long GET health's uptime aggregates are kept per endpoint in a control process (SPEC.md: about 5 min).
+        // How long GET health's uptime aggregates are kept per endpoint in a control process (docs/api.md: about 5 min).
         uptimeCacheSeconds: Type.Integer({ minimum: 0, maximum: 3600 }),
         // Checks probed at once by one worker, at most.
         concurrency: Type.Integer({ minimum: 1, maximum: 1000 }),
@@ -143,7 +143,7 @@ export const ConfigSchema = Type.Object(
     bodyLimitBytes: Type.Integer({ minimum: 1024, maximum: 64 * 1024 * 1024 }),
     listMaxOffset: Type.Integer({ minimum: 100 }),
     // Legacy integer ids in rate-limit paths are accepted until this instant (RFC 3339), with Deprecation and Sunset
-    // headers; after it they are 400 integer_id_unsupported (SPEC.md "Versioning" 2, docs/rate-limits.md).
+    // headers; after it they are 400 integer_id_unsupported (docs/api.md "Versioning and deprecations" 2, docs/rate-limits.md).
     rateLimitIdSunset: Type.String({ pattern: '^\\d{4}-\\d{2}-\\d{2}(T\\d{2}:\\d{2}:\\d{2}(\\.\\d+)?(Z|[+-]\\d{2}:\\d{2}))?$' }),
     feed: Type.Object(
       {

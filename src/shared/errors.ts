@@ -15,7 +15,7 @@ export class EdgeError extends Error {
     readonly code: string,
     message: string,
     readonly detail?: unknown,
-    /** Where SPEC.md fixes a different body for this error (plain text or extra fields). */
+    /** Where docs/api.md fixes a different body for this error (plain text or extra fields). */
     readonly body?: string | Record<string, unknown>,
   ) {
     super(message);

@@ -1,5 +1,5 @@
 // Account permissions a membership can carry. Owners hold all of them; admins act as owners everywhere.
-// The names are the API's contract (SPEC.md "Authentication"); add new ones at the end.
+// The names are the API's contract (docs/api.md "Authentication and permissions"); add new ones at the end.
 export const PERMISSIONS = [
   'endpoints:read',
   'endpoints:write',

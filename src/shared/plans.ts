@@ -28,7 +28,7 @@ export const PlanSchema = Type.Object(
       {
         permanent_endpoints: Type.Integer({ minimum: 0 }),
         organization_endpoints: Type.Integer({ minimum: 0 }),
-        // 0 means unlimited, as SPEC.md defines for dedicated ports.
+        // 0 means unlimited, as docs/api.md defines for dedicated ports.
         dedicated_ports_max: Type.Integer({ minimum: 0 }),
       },
       { additionalProperties: false },

@@ -24,7 +24,7 @@ export const RBAC_PERMISSION_FIELDS = ['allowed_methods', 'denied_methods', 'all
 
 export type CanonicalRbacPermissions = RbacPermissionsConfig & { metadata: Record<string, string> };
 
-/** What a request body may carry; every field optional (SPEC.md: omitted sub-fields default to empty). */
+/** What a request body may carry; every field optional (docs/api.md: omitted sub-fields default to empty). */
 export interface RbacPermissionsInput {
   allowed_methods?: unknown;
   denied_methods?: unknown;
@@ -215,7 +215,7 @@ export function fillRbacPermissions(p: Partial<CanonicalRbacPermissions> | null 
   };
 }
 
-/** Whether canonical permissions say nothing at all (SPEC.md PUT: an empty or zeroed object keeps the stored ones). */
+/** Whether canonical permissions say nothing at all (docs/api.md PUT: an empty or zeroed object keeps the stored ones). */
 export function isZeroPermissions(p: CanonicalRbacPermissions): boolean {
   return (
     p.allowed_methods.length === 0 &&

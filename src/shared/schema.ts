@@ -30,6 +30,6 @@ export function parseInt64(value: string): number | null {
 export const Uuid = (options: object = {}) => Type.String({ format: 'uuid', ...options });
 export const Timestamp = (options: object = {}) => Type.String({ format: 'date-time', ...options });
 export const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
-/** A strict object: unknown fields are a 400 naming the field (SPEC.md "strict decoding"). */
+/** A strict object: unknown fields are a 400 naming the field (docs/api.md "Conventions"). */
 export const Strict = <T extends Parameters<typeof Type.Object>[0]>(properties: T, options: object = {}) =>
   Type.Object(properties, { additionalProperties: false, ...options });

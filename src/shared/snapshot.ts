@@ -1,5 +1,5 @@
 // The config snapshot format: what the control plane publishes through the feed and edges compile into policies.
-// Control and edge meet only here (ARCHITECTURE.md "One program, three roles"); change it with both sides in mind.
+// Control and edge meet only here (docs/architecture.md "One program, three roles"); change it with both sides in mind.
 
 /** Feed topics and their keys. */
 export const TOPICS = {
@@ -75,12 +75,12 @@ export interface EndpointConfig {
   /** Inbound webhook verification, present only while enabled (PUT …/settings/webhook); absent or null: off. */
   webhook?: WebhookVerificationConfig | null;
   /**
-   * Per-endpoint RBAC (SPEC.md "RBAC (per endpoint)", docs/rbac.md). Absent or null in snapshots of endpoints that
+   * Per-endpoint RBAC (docs/api.md "RBAC", docs/rbac.md). Absent or null in snapshots of endpoints that
    * never had RBAC written; RBAC is on exactly when `roles` is not empty.
    */
   rbac?: RbacConfig | null;
   /**
-   * Firewall rate-limit rules (SPEC.md "Firewall rate limits", docs/rate-limits.md): the `active` rules only, in
+   * Firewall rate-limit rules (docs/api.md "Firewall rate limits", docs/rate-limits.md): the `active` rules only, in
    * evaluation order (ascending priority, then id). Absent or empty: the stage is not compiled.
    */
   rate_limits?: RateLimitRuleConfig[];
@@ -214,7 +214,7 @@ export interface AccountConfig {
   suspended: boolean;
 }
 
-/** RBAC client statuses (SPEC.md "RBAC client status"). Only `active` clients are granted anything. */
+/** RBAC client statuses (docs/api.md "Clients and invites"). Only `active` clients are granted anything. */
 export const RBAC_CLIENT_STATUSES = ['active', 'invited', 'disabled', 'revoked'] as const;
 export type RbacClientStatus = (typeof RBAC_CLIENT_STATUSES)[number];
 
@@ -276,7 +276,7 @@ export interface RbacConfig {
   self_registration: { enabled: boolean; allowed_email_domains: string[] };
 }
 
-/** Rate-limit condition types (SPEC.md "Rate-limit rule"). */
+/** Rate-limit condition types (docs/api.md "Rate-limit rule"). */
 export const RATE_LIMIT_CONDITION_TYPES = [
   'source_ip',
   'country',

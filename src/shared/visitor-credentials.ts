@@ -26,7 +26,7 @@ export const BCRYPT_MIN_COST = 10;
 /** bcrypt reads at most 72 bytes of a password; longer ones are refused rather than silently truncated. */
 export const BCRYPT_MAX_PASSWORD_BYTES = 72;
 
-/** What GET …/settings reports as `mode` (SPEC.md "Endpoint auth settings"). */
+/** What GET …/settings reports as `mode` (docs/api.md "Endpoint auth settings"). */
 export type ReportedAuthMode = 'none' | 'jwt' | 'basic' | 'token' | 'header' | 'cookie' | 'sso';
 
 /**

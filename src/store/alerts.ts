@@ -7,7 +7,7 @@ import type { Queryable } from './db.ts';
 /** Bounds the API enforces (400 beyond them). */
 export const MAX_ALERT_RULES_PER_ACCOUNT = 100;
 export const MAX_ALERT_CHANNELS = 10;
-/** The events list's cap: `limit` 0 or omitted means this many (SPEC.md "Limits", Alert events). */
+/** The events list's cap: `limit` 0 or omitted means this many (docs/api.md "Limits", Alert events). */
 export const ALERT_EVENTS_CAP = 100;
 /** What a new event carries until its sender reports. */
 export const NOTIFICATION_PENDING = 'notification pending';

@@ -105,7 +105,7 @@ export interface NewEndpoint {
 /**
  * Inserts an endpoint, or returns null when its hostname is taken. ON CONFLICT keeps the transaction usable
  * (a unique violation would abort it), so a caller can retry another generated name inside the same transaction.
- * Ephemerals start with last_active_at set: the janitor measures idleness from it (SPEC.md: tracked only for them).
+ * Ephemerals start with last_active_at set: the janitor measures idleness from it (docs/api.md: tracked only for them).
  */
 export async function insertEndpoint(tx: Queryable, e: NewEndpoint): Promise<EndpointRow | null> {
   const ephemeral = e.ephemeral ?? false;
@@ -159,7 +159,7 @@ export async function createEphemeralEndpoint(
   );
 }
 
-/** Makes an ephemeral endpoint permanent: the flag, the device fingerprint and idle tracking all go (SPEC.md). */
+/** Makes an ephemeral endpoint permanent: the flag, the device fingerprint and idle tracking all go (docs/api.md). */
 export async function promoteEndpoint(tx: Queryable, id: number): Promise<EndpointRow> {
   const { rows } = await tx.query<EndpointRow>(
     `UPDATE endpoints SET ephemeral = false, device_fingerprint = NULL, last_active_at = NULL, updated_at = now()

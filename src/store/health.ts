@@ -5,7 +5,7 @@ import type { Queryable } from './db.ts';
 export const HEALTH_STATUSES = ['healthy', 'unhealthy', 'error', 'timeout'] as const;
 export type HealthStatus = (typeof HEALTH_STATUSES)[number];
 
-/** SPEC.md limits: the interval's range and default, the path's default and length. */
+/** docs/api.md limits: the interval's range and default, the path's default and length. */
 export const HEALTH_LIMITS = Object.freeze({
   minIntervalSeconds: 60,
   maxIntervalSeconds: 86400,
@@ -56,7 +56,7 @@ export async function findHealthCheck(db: Queryable, endpointId: number, opts: {
 /**
  * Writes the whole configuration (the caller merged a partial update into the current one). Enabling a check, or
  * changing its interval, clears its schedule: the prober then gives it a first probe time, spread over at most 25 s
- * (with a poll, the 30 s propagation SPEC.md promises), so a thousand checks enabled at once do not fire in the same second.
+ * (with a poll, the 30 s propagation docs/api.md promises), so a thousand checks enabled at once do not fire in the same second.
  */
 export async function saveHealthCheck(tx: Queryable, endpointId: number, check: { enabled: boolean; path: string | null; interval_seconds: number | null }): Promise<HealthCheckRow> {
   const { rows } = await tx.query<HealthCheckRow>(
@@ -76,7 +76,7 @@ export async function saveHealthCheck(tx: Queryable, endpointId: number, check: 
 }
 
 /**
- * The cached last verdict of each endpoint that has one younger than 7 days (SPEC.md: it ages out unless a fresh
+ * The cached last verdict of each endpoint that has one younger than 7 days (docs/api.md: it ages out unless a fresh
  * probe overwrites it), whether or not its check is still enabled. What the alert evaluator's endpoint_down reads.
  */
 export async function lastVerdicts(db: Queryable, endpointIds: readonly number[]): Promise<Map<number, Verdict>> {
@@ -203,7 +203,7 @@ export interface ClaimedCheck {
 /**
  * Gives enabled checks without a schedule (just enabled, or given a new interval) their first probe time: random
  * within the first min(interval × scale, 25 s), so with the prober's poll (at most 5 s) config changes apply within
- * about 30 s (SPEC.md), and checks enabled
+ * about 30 s (docs/api.md), and checks enabled
  * together are spread out. Returns how many were scheduled.
  */
 export async function scheduleNewChecks(db: Queryable, scale: number): Promise<number> {

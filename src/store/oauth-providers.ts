@@ -118,7 +118,7 @@ export async function replaceOAuthProvider(
   return rows[0];
 }
 
-/** SPEC.md "OAuth provider enabled flag": an explicit set, not a flip. False when the endpoint has no such provider. */
+/** docs/api.md "OAuth/OIDC providers": an explicit set, not a flip. False when the endpoint has no such provider. */
 export async function setOAuthProviderEnabled(tx: Queryable, endpointId: number, providerId: number, enabled: boolean): Promise<boolean> {
   const res = await tx.query(
     `UPDATE endpoint_oauth_providers SET enabled = $3, updated_at = CASE WHEN enabled = $3 THEN updated_at ELSE now() END

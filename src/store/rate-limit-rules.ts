@@ -9,7 +9,7 @@ import type { RateLimitConditionConfig, RateLimitConditionType, RateLimitRuleCon
 /** Bounds the API enforces (400 beyond them). */
 export const MAX_RULES_PER_ENDPOINT = 100;
 export const MAX_CONDITIONS_PER_RULE = 20;
-/** Days in `hits_daily`, today included (SPEC.md: hit stats cover 7 days). */
+/** Days in `hits_daily`, today included (docs/api.md: hit stats cover 7 days). */
 export const HIT_DAYS = 7;
 
 export const RULE_STATUSES = ['active', 'inactive', 'disabled'] as const;

@@ -114,7 +114,7 @@ export async function insertRole(tx: Queryable, endpointId: number, role: RbacRo
 }
 
 /**
- * Updates a role: the name always, other fields only when given (SPEC.md: omitted priority/is_default keep theirs;
+ * Updates a role: the name always, other fields only when given (docs/api.md: omitted priority/is_default keep theirs;
  * the API passes no permissions for an empty or zeroed object). Null when the role is not on this endpoint; a name
  * another role has throws the unique violation of ROLE_NAME_KEY.
  */
@@ -153,7 +153,7 @@ export async function defaultRoleIds(db: Queryable, endpointId: number): Promise
 }
 
 /**
- * Gives a new client the endpoint's default roles (SPEC.md: API-created and self-registered clients alike) and
+ * Gives a new client the endpoint's default roles (docs/api.md: API-created and self-registered clients alike) and
  * returns their ids. Does not publish: the caller's own write (creating the client) publishes the endpoint in the same
  * transaction, after this. A pair the client already holds is left as it is.
  */
@@ -241,7 +241,7 @@ export async function addMembership(tx: Queryable, endpointId: number, clientId:
   return 'exists';
 }
 
-/** Takes a role from a client; publishes only when the pair existed (SPEC.md: a missing pair changes nothing). */
+/** Takes a role from a client; publishes only when the pair existed (docs/api.md: a missing pair changes nothing). */
 export async function removeMembership(tx: Queryable, endpointId: number, clientId: number, roleId: number): Promise<boolean> {
   const { rowCount } = await tx.query('DELETE FROM rbac_memberships WHERE endpoint_id = $1 AND client_id = $2 AND role_id = $3', [endpointId, clientId, roleId]);
   if (rowCount === 0) return false;

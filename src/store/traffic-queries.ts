@@ -11,7 +11,7 @@ export const LATENCY_BOUNDS_MS = [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500
 /** The time of a row as text with microseconds, in UTC: exact enough to resume a page after it (the cursor). */
 const AT_TEXT = `to_char(t.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
 
-/** SPEC.md "Recent error row": names and uuids come from the live endpoint, falling back to what the row kept. */
+/** docs/api.md "Recent errors": names and uuids come from the live endpoint, falling back to what the row kept. */
 export interface RecentErrorRow {
   id: number;
   status_code: number;

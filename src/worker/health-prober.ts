@@ -31,7 +31,7 @@ export interface HealthProberOptions {
   pruneMs?: number;
 }
 
-/** How an answer becomes a verdict (SPEC.md via docs/health-checks.md): 2xx and 3xx are healthy, anything else not. */
+/** How an answer becomes a verdict (docs/api.md via docs/health-checks.md): 2xx and 3xx are healthy, anything else not. */
 export function verdictOf(status: number): 'healthy' | 'unhealthy' {
   return status >= 200 && status < 400 ? 'healthy' : 'unhealthy';
 }

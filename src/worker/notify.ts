@@ -73,7 +73,7 @@ async function withRetries(attempts: number, backoffMs: number, attempt: () => P
   }
 }
 
-/** The webhook body: what SPEC.md leaves open (Events 4), as docs/traffic.md "Alerts" documents it. */
+/** The webhook body: what the original specification left open, as docs/traffic.md "Alerts" documents it. */
 export function webhookBody(notice: AlertNotice): string {
   return JSON.stringify({
     rule: notice.rule,

@@ -1,4 +1,4 @@
-// The request-capture switch over real HTTP: JSON-only full writes, `off` forcing capture off, the errors SPEC.md
+// The request-capture switch over real HTTP: JSON-only full writes, `off` forcing capture off, the errors docs/api.md
 // lists (415, 400, 403, 404, 409 quota_paused) and the admin pause that makes an endpoint read-only.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';

@@ -1,5 +1,5 @@
 // Promoting ephemeral endpoints to permanent, over real HTTP: the state change, its errors, the plain-text quota
-// body, and the race SPEC.md calls out: concurrent creates and promotes never push a user past the quota.
+// body, and the race docs/api.md calls out: concurrent creates and promotes never push a user past the quota.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestNode, type TestNode } from '../helpers/node.ts';

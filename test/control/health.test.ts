@@ -1,4 +1,4 @@
-// The health operations over real HTTP (SPEC.md "Health"): the check's effective configuration with defaults, partial
+// The health operations over real HTTP (docs/api.md "Health checks"): the check's effective configuration with defaults, partial
 // updates, every 400 as an object with one error string, TCP/UDP endpoints refused, 403 for another user's endpoint and
 // 404 for a missing one, permissions, and the health status with checks disabled and with stored probes.
 import { after, before, describe, it } from 'node:test';
@@ -39,7 +39,7 @@ describe(`health-check configuration and health status (${process.env.DATABASE_U
   const health = (user: Pick<User, 'api_key'>, uuid: string) => t.api('GET', `/v1/endpoints/${uuid}/health`, { key: user.api_key });
   const endpointId = async (uuid: string) => (await sql<{ id: number }>('SELECT id FROM endpoints WHERE uuid = $1', [uuid]))[0].id;
 
-  /** A 400 whose body is exactly an object with one error string (SPEC.md), mentioning `about`. */
+  /** A 400 whose body is exactly an object with one error string (docs/api.md), mentioning `about`. */
   async function refused(pending: ReturnType<typeof put>, about: RegExp): Promise<void> {
     const res = await pending;
     assert.equal(res.status, 400, res.text);

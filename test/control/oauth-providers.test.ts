@@ -221,7 +221,7 @@ describe('OAuth providers API', () => {
     assert.equal(asOauth2.body.kind, 'oauth2');
   });
 
-  it('toggles exactly as SPEC.md says: an explicit set, omitted means false, 204 with an empty body, config kept', async () => {
+  it('toggles exactly as docs/api.md says: an explicit set, omitted means false, 204 with an empty body, config kept', async () => {
     const { uuid } = await newEndpoint();
     const p = await createOk(uuid);
     const before = (await sql('SELECT * FROM endpoint_oauth_providers WHERE id = $1', [p.id]))[0];

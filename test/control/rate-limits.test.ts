@@ -1,5 +1,5 @@
 // Firewall rate limits over real HTTP: the list (filters, pagination, endpoint maps, posture), rule and condition
-// writes with their SPEC.md refusals (415, Bad request + detail, entitlement_required, account_suspended, quota_paused,
+// writes with their docs/api.md refusals (415, Bad request + detail, entitlement_required, account_suspended, quota_paused,
 // 404 for another rule's condition) changing nothing, legacy integer ids before and after the sunset, shadowed rules,
 // and the active rules edges receive, in order.
 import { after, before, describe, it } from 'node:test';
@@ -249,7 +249,7 @@ describe('firewall rate limits API', () => {
 
   // ---- conditions -------------------------------------------------------------------------------------------
 
-  it('PUT condition: full write keeping uuid and position; unchanged values are fine; the SPEC.md refusals change nothing', async () => {
+  it('PUT condition: full write keeping uuid and position; unchanged values are fine; the docs/api.md refusals change nothing', async () => {
     const endpoint = await newEndpoint();
     const r = await createOk(rule(endpoint.uuid));
     const [first, second] = r.conditions;

@@ -1,4 +1,4 @@
-// RBAC clients over real HTTP (SPEC.md "RBAC (per endpoint)"): create (200, generated_token once, default roles),
+// RBAC clients over real HTTP (docs/api.md "RBAC"): create (200, generated_token once, default roles),
 // list, get, update, delete, invites and the self-registration setting; credentials bound to the endpoint's mode;
 // every collision a 409; refusals that change nothing; who may do what across accounts and plans.
 import { after, before, describe, it } from 'node:test';
@@ -60,7 +60,7 @@ describe('RBAC clients', () => {
     return { uuid, provider };
   }
 
-  it('creates a client: 200 with the SPEC.md fields, identifier and e-mail lower-cased, default roles assigned, the feed moved on', async () => {
+  it('creates a client: 200 with the docs/api.md fields, identifier and e-mail lower-cased, default roles assigned, the feed moved on', async () => {
     const { uuid } = await endpointIn('none');
     const reader = await defaultRole(uuid, 'reader');
     await defaultRole(uuid, 'admin', false);

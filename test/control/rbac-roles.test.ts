@@ -1,4 +1,4 @@
-// RBAC roles, memberships and the overview over real HTTP (SPEC.md "RBAC (per endpoint)"): every operation's cases,
+// RBAC roles, memberships and the overview over real HTTP (docs/api.md "RBAC"): every operation's cases,
 // canonical permissions, each refusal leaving the store and the feed untouched, plans and permissions, and the edge's view.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -464,7 +464,7 @@ describe('RBAC roles and memberships API', () => {
     assert.deepEqual(await state(id), before);
   });
 
-  it('checks the permissions SPEC.md names: reads with endpoints:read; create and add endpoints:write; update endpoints:update; deletes endpoints:delete', async () => {
+  it('checks the permissions docs/api.md names: reads with endpoints:read; create and add endpoints:write; update endpoints:update; deletes endpoints:delete', async () => {
     const orgOwner = await t.createUser('business');
     const member = await t.createUser('business');
     const org = await orgWithMember(t, orgOwner, member, ['endpoints:read', 'endpoints:write']);

@@ -1,4 +1,4 @@
-// The traffic inspector API over real HTTP against rows in the store: recent errors with every SPEC.md query edge
+// The traffic inspector API over real HTTP against rows in the store: recent errors with every docs/api.md query edge
 // case, the logs list (filters, cursor pages stable under inserts), one log, replay refusals, metrics buckets, 403s
 // and another account's rows as 404. Replay end to end lives in test/edge/traffic-replay.test.ts.
 import { after, before, describe, it } from 'node:test';
@@ -83,7 +83,7 @@ describe('traffic inspector API', () => {
   // ---- recent errors ----------------------------------------------------------------------------------------
 
   describe('GET /v1/traffic/errors/recent', () => {
-    it('lists the account’s error responses newest first, in exactly the SPEC.md row shape, with hours', async () => {
+    it('lists the account’s error responses newest first, in exactly the docs/api.md row shape, with hours', async () => {
       const user = await t.createUser('free');
       const other = await t.createUser('free');
       const ep = await endpointOf(user);

@@ -65,7 +65,7 @@ describe(`health checks in the store (${process.env.DATABASE_URL ? 'PostgreSQL' 
     assert.equal(verdicts.get(b.id)!.status, 'timeout');
     assert.ok(verdicts.get(a.id)!.checked_at instanceof Date);
     assert.deepEqual(await health.lastVerdicts(t.db, []), new Map());
-    // Disabling keeps the verdict (it ages out; SPEC.md "Health check" states).
+    // Disabling keeps the verdict (it ages out; docs/api.md "Health checks" states).
     await t.db.transaction((tx) => health.saveHealthCheck(tx, a.id, { enabled: false, path: null, interval_seconds: null }));
     const after = await health.lastVerdicts(t.db, [a.id]);
     assert.equal(after.get(a.id)!.status, 'unhealthy');

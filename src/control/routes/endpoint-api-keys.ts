@@ -1,4 +1,4 @@
-// Endpoint API keys: visitor bearer tokens for token mode that the platform generates (SPEC.md: "token mode bearer
+// Endpoint API keys: visitor bearer tokens for token mode that the platform generates (docs/api.md: "token mode bearer
 // tokens can also be configured via /endpoints/{id}/api-keys"). The secret is shown once; revoked keys stay listed.
 import { randomBytes } from 'node:crypto';
 import { Type } from '@sinclair/typebox';

@@ -1,4 +1,4 @@
-// Visitor authentication settings of an endpoint (SPEC.md "Visitor authentication"): the resolved read, the main
+// Visitor authentication settings of an endpoint (docs/api.md "Visitor authentication"): the resolved read, the main
 // mode with its credentials, the JWT layer and webhook verification. Validated here; secrets leave only hashed or sealed.
 import { Type, type TSchema } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
@@ -45,7 +45,7 @@ export function futureInstant(field: string, value: string): string {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Per-mode `config` (SPEC.md: "schema validated per mode"). Each mode's schema is strict: an unknown key is a 400.
+// Per-mode `config` (docs/api.md: "schema validated per mode"). Each mode's schema is strict: an unknown key is a 400.
 // ---------------------------------------------------------------------------------------------------------------
 
 /**
@@ -247,7 +247,7 @@ export function parseJwksUrl(raw: string, allowPrivate: boolean): string {
   return publicHttpsUrl('jwks_url', raw, allowPrivate).href;
 }
 
-/** SPEC.md: claim_headers is a JSON-encoded string holding an object of claim name → header name. "" clears it. */
+/** docs/api.md: claim_headers is a JSON-encoded string holding an object of claim name → header name. "" clears it. */
 export function parseClaimHeaders(raw: string): Record<string, string> {
   if (raw.trim() === '') return {};
   let value: unknown;
@@ -281,7 +281,7 @@ export function parseClaimHeaders(raw: string): Record<string, string> {
 const WEBHOOK_ALGOS = ['sha256', 'sha1'] as const;
 
 // ---------------------------------------------------------------------------------------------------------------
-// The read shape (SPEC.md "Endpoint auth settings")
+// The read shape (docs/api.md "Endpoint auth settings")
 // ---------------------------------------------------------------------------------------------------------------
 
 const TokenView = Type.Object({
@@ -350,7 +350,7 @@ function providerIds(sent: readonly string[], providers: readonly OAuthProviderR
 }
 
 /**
- * SPEC.md's map of provider id → enabled: every provider of the endpoint, true for those visitors may log in with
+ * docs/api.md's map of provider id → enabled: every provider of the endpoint, true for those visitors may log in with
  * now (offersProvider). A stored list naming every enabled provider reads the same as an empty one.
  */
 function enabledAuthMethods(mode: VisitorAuthMode, listed: readonly string[], providers: readonly OAuthProviderRow[]): Record<string, boolean> {
@@ -635,7 +635,7 @@ export function endpointSettingsRoutes(app: ControlApp, { db, config, secrets }:
         if (next.enabled && next.jwksUrl === null) throw invalid('jwks_url', 'required when enabled is true');
         await store.writeJwtSettings(tx, endpoint.id, next);
       });
-      // SPEC.md: 200 with an empty body. send() without a payload skips the serializer, which would write "null".
+      // docs/api.md: 200 with an empty body. send() without a payload skips the serializer, which would write "null".
       return (reply as FastifyReply).status(200).send();
     },
   );

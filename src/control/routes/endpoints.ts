@@ -22,7 +22,7 @@ import { ErrorBody, ErrorResponses, iso } from '../views.ts';
 
 const literals = <T extends readonly string[]>(values: T) => Type.Union(values.map((v) => Type.Literal(v))) as unknown as TUnion<TLiteral<T[number]>[]>;
 
-/** The Endpoint resource of SPEC.md, plus the capture settings SPEC.md says are readable on Get. */
+/** The Endpoint resource of docs/api.md, plus the capture settings docs/api.md says are readable on Get. */
 const EndpointView = Type.Object(
   {
     id: Type.Integer({ description: 'Internal numeric id; prefer uuid in API references' }),
@@ -49,7 +49,7 @@ const EndpointView = Type.Object(
   { description: 'Endpoint' },
 );
 
-/** SPEC.md's create response: a subset of the resource (no user_id, last_active_at or ports). */
+/** docs/api.md's create response: a subset of the resource (no user_id, last_active_at or ports). */
 const CreatedView = Type.Pick(EndpointView, [
   'id',
   'uuid',
@@ -131,7 +131,7 @@ const PAGE_SIZE_MAX = 100;
 
 /**
  * page and page_size are forgiving: anything that is not a positive decimal integer falls back to the default,
- * as SPEC.md specifies for the other listings that say what happens (recent errors). A too-large page_size is
+ * as docs/api.md specifies for the other listings that say what happens (recent errors). A too-large page_size is
  * clamped; only a page beyond the resource-protection cap is an error, because it names data we will not scan.
  */
 function lenientPositiveInt(value: string | undefined, fallback: number): number {
@@ -155,9 +155,9 @@ async function lockQuotaHolders(tx: Queryable, userId: number, account: QuotaAcc
 }
 
 /**
- * The two endpoint quotas SPEC.md checks on create and on promote: the owner's permanent endpoints (in any account)
+ * The two endpoint quotas docs/api.md checks on create and on promote: the owner's permanent endpoints (in any account)
  * against the plan's permanent_endpoints, and an organization's permanent endpoints against organization_endpoints.
- * Call with the locks of lockQuotaHolders held. `plainText` gives promote's plain-text body (SPEC.md).
+ * Call with the locks of lockQuotaHolders held. `plainText` gives promote's plain-text body (docs/api.md).
  */
 async function checkEndpointQuota(tx: Queryable, userId: number, account: QuotaAccount, plan: Plan, plainText: boolean): Promise<void> {
   const refuse = (message: string, detail: Record<string, unknown>) =>
@@ -219,7 +219,7 @@ export function endpointRoutes(app: ControlApp, { db, config }: ControlDeps): vo
       const domainId = req.body.domain_id ?? null;
 
       const endpoint = await db.transaction(async (tx) => {
-        // Quota first (SPEC.md), under the locks that make count-then-insert safe against concurrent creates.
+        // Quota first (docs/api.md), under the locks that make count-then-insert safe against concurrent creates.
         await lockQuotaHolders(tx, caller.user.id, caller.account);
         await checkEndpointQuota(tx, caller.user.id, caller.account, caller.plan, false);
 
@@ -361,7 +361,7 @@ export function endpointRoutes(app: ControlApp, { db, config }: ControlDeps): vo
         response: {
           200: Type.Object({ endpoint_id: Type.Integer(), uuid: Uuid(), ephemeral: Type.Literal(false) }),
           ...Errors409,
-          // SPEC.md fixes a plain-text body for the quota refusal; the other 403s keep the uniform JSON body.
+          // docs/api.md fixes a plain-text body for the quota refusal; the other 403s keep the uniform JSON body.
           403: {
             description: 'Missing permission or suspended account (JSON), or the permanent quota reached (plain text naming the limit)',
             content: {
@@ -504,7 +504,7 @@ export function endpointRoutes(app: ControlApp, { db, config }: ControlDeps): vo
         const endpoint = await endpointForCaller(tx, req.caller, req.params.id, { writable: true });
         await store.setCapture(tx, endpoint.id, capture);
       });
-      // SPEC.md: 200 with an empty body. send() without a payload skips the serializer, which would write "null".
+      // docs/api.md: 200 with an empty body. send() without a payload skips the serializer, which would write "null".
       return (reply as FastifyReply).status(200).send();
     },
   );

@@ -1,4 +1,4 @@
-// Health checks in the control API (SPEC.md "Health"): the check's effective configuration, and what the prober found
+// Health checks in the control API (docs/api.md "Health checks"): the check's effective configuration, and what the prober found
 // (verdicts, uptime, latency). The worker's prober does the probing (src/worker/health-prober.ts, docs/health-checks.md).
 import { Type } from '@sinclair/typebox';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
@@ -55,11 +55,11 @@ const HealthView = Type.Object({
   recent_checks: Type.Array(ProbeView, { description: `Up to ${HEALTH_LIMITS.recentChecks} probes, newest first` }),
 });
 
-/** SPEC.md fixes this operation's 400 body: an object with one error string. */
+/** docs/api.md fixes this operation's 400 body: an object with one error string. */
 const HealthCheckErrorResponses = { ...ErrorResponses, 400: Type.Object({ error: Type.String() }, { description: 'The health-check validation error: one error string' }) };
 
 /**
- * Health operations answer 403 for another account's endpoint (SPEC.md's exception to the 404 rule), 404 only for a
+ * Health operations answer 403 for another account's endpoint (docs/api.md's exception to the 404 rule), 404 only for a
  * missing one; admins see every endpoint.
  */
 async function endpointForHealth(db: Queryable, caller: Caller, uuid: string, opts: { forUpdate?: boolean } = {}): Promise<EndpointRow> {
@@ -125,7 +125,7 @@ function validatePatch(body: { enabled?: boolean; path?: string | null; interval
 }
 
 /**
- * SPEC.md gives the health-check operations' 400 its own body, an object with one `error` string; every other status
+ * docs/api.md gives the health-check operations' 400 its own body, an object with one `error` string; every other status
  * keeps the uniform body. The one string carries the registry's message and, when there is one, what was wrong.
  */
 function healthCheckErrors(this: unknown, err: FastifyError, req: FastifyRequest, reply: FastifyReply): FastifyReply {
@@ -137,7 +137,7 @@ function healthCheckErrors(this: unknown, err: FastifyError, req: FastifyRequest
 }
 
 /**
- * Uptime aggregates per endpoint, kept `ttlMs` in this control process (SPEC.md: cached about 5 minutes), since
+ * Uptime aggregates per endpoint, kept `ttlMs` in this control process (docs/api.md: cached about 5 minutes), since
  * each is a scan of up to 30 days of probe rows. Bounded: past `max` entries, expired ones go first, then the oldest.
  */
 class UptimeCache {

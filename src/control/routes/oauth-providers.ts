@@ -1,4 +1,4 @@
-// OAuth/OIDC identity providers of an endpoint (SPEC.md "OAuth provider", the toggle operation): create, list, get,
+// OAuth/OIDC identity providers of an endpoint (docs/api.md "OAuth/OIDC providers", the toggle operation): create, list, get,
 // replace, toggle and delete what modes oauth/oidc log visitors in with. Validated here; the client secret leaves only sealed.
 import { domainToASCII } from 'node:url';
 import { Type } from '@sinclair/typebox';
@@ -137,7 +137,7 @@ const providerBody = (create: boolean) => {
 };
 const CreateBody = providerBody(true);
 const ReplaceBody = providerBody(false);
-const ToggleBody = Strict({ enabled: Type.Optional(Type.Boolean({ description: 'Omitted means false (SPEC.md)' })) });
+const ToggleBody = Strict({ enabled: Type.Optional(Type.Boolean({ description: 'Omitted means false (docs/api.md)' })) });
 
 const ProviderView = Type.Object(
   {
@@ -320,7 +320,7 @@ export function oauthProviderRoutes(app: ControlApp, { db, config, secrets, publ
       schema: {
         summary: 'Enable or disable an OAuth/OIDC provider',
         description:
-          'An explicit set, not a flip: enabled true enables, enabled false or omitted disables (SPEC.md). The provider and its ' +
+          'An explicit set, not a flip: enabled true enables, enabled false or omitted disables (docs/api.md). The provider and its ' +
           'configuration stay stored. A disabled provider is not offered, and sessions made with it are refused from the next ' +
           `request. ${LOCKOUT_NOTE} 204 with an empty body. Needs endpoints:update.`,
         tags: TAGS,
@@ -334,7 +334,7 @@ export function oauthProviderRoutes(app: ControlApp, { db, config, secrets, publ
       const providerId = int64Param(req.params.provider_id, 'provider_id');
       const found = await db.transaction(async (tx) => {
         const endpoint = await endpointForCaller(tx, req.caller, req.params.id, { writable: true });
-        // No body at all is a body without `enabled`: SPEC.md reads that as false.
+        // No body at all is a body without `enabled`: docs/api.md reads that as false.
         return store.setOAuthProviderEnabled(tx, endpoint.id, providerId, req.body?.enabled === true);
       });
       if (!found) throw notFound();

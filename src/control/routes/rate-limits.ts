@@ -1,4 +1,4 @@
-// Firewall rate-limit rules API (SPEC.md "Firewall rate limits", docs/rate-limits.md): the account-wide list, rules
+// Firewall rate-limit rules API (docs/api.md "Firewall rate limits", docs/rate-limits.md): the account-wide list, rules
 // and their conditions by uuid (legacy integer ids until the sunset). Conditions are validated with the edge's compiler.
 import { Type, type TLiteral, type TUnion } from '@sinclair/typebox';
 import type { FastifyReply } from 'fastify';
@@ -43,7 +43,7 @@ const INT32_MAX = 2147483647;
 const MAX_WINDOW_SECONDS = 86400;
 const MAX_REQUESTS_PER_WINDOW = 1_000_000_000;
 /**
- * RFC 9745's Deprecation date of the legacy integer ids: already deprecated (SPEC.md "Versioning" 2) when the uuid
+ * RFC 9745's Deprecation date of the legacy integer ids: already deprecated (docs/api.md "Versioning and deprecations" 2) when the uuid
  * paths came; sent as `@<unix seconds>`. The Sunset instant is configuration (EDGE_RATE_LIMIT_ID_SUNSET).
  */
 const LEGACY_IDS_DEPRECATED_AT = Date.parse('2026-01-01T00:00:00Z');
@@ -102,7 +102,7 @@ interface ConditionBodyT {
 }
 
 /**
- * One condition of a body → canonical form, or 400 `Bad request` with the reason in `detail` (SPEC.md). Types are
+ * One condition of a body → canonical form, or 400 `Bad request` with the reason in `detail` (docs/api.md). Types are
  * checked here rather than by the schema, so every condition problem has that one shape. `where` prefixes the detail
  * inside a rule body ("conditions[2]: …").
  */
@@ -152,7 +152,7 @@ interface RuleBodyT {
 }
 
 /**
- * The deprecated rule-level `source_ip` (SPEC.md "Versioning" 4) as a `source_ip in` condition. It restricted the
+ * The deprecated rule-level `source_ip` (docs/api.md "Versioning and deprecations" 4) as a `source_ip in` condition. It restricted the
  * whole rule, so it joins every OR group: s ∧ (g1 ∨ g2) = (s ∧ g1) ∨ (s ∧ g2). Null, "" and "*" meant all addresses.
  */
 function withLegacySourceIp(conditions: ConditionInput[], sourceIp: string | null | undefined): ConditionInput[] {
@@ -364,7 +364,7 @@ function precheckWrite(caller: Caller): void {
 
 const ruleNotFound = () => fail.not_found('Rate-limit rule not found');
 
-/** A rule the caller may see; another account's reads as missing (SPEC.md: same status on purpose). */
+/** A rule the caller may see; another account's reads as missing (docs/api.md: same status on purpose). */
 async function visibleRule(q: Queryable, caller: Caller, ref: Ref): Promise<RateLimitRuleRow> {
   const rule = await store.findRateLimitRule(q, ref);
   if (!rule || !canSee(caller, rule)) throw ruleNotFound();

@@ -1,4 +1,4 @@
-// RBAC clients of an endpoint (SPEC.md "RBAC (per endpoint)", docs/rbac.md "Clients", "Invites and self-registration"):
+// RBAC clients of an endpoint (docs/api.md "RBAC", docs/rbac.md "Clients", "Invites and self-registration"):
 // create, read, update, delete, invites, the self-registration setting, and the public registration route edges call.
 import { randomBytes } from 'node:crypto';
 import { FormatRegistry, Type } from '@sinclair/typebox';
@@ -49,7 +49,7 @@ const USERNAME = /^[^:\x00-\x1f\x7f]{1,128}$/;
 const TOKEN = /^[A-Za-z0-9\-._~+/]+=*$/;
 const MAX_TOKEN_LENGTH = 512;
 const MAX_METADATA_BYTES = 16 * 1024;
-/** Invites live 72 hours unless told otherwise, a year at most (SPEC.md). */
+/** Invites live 72 hours unless told otherwise, a year at most (docs/api.md). */
 export const DEFAULT_INVITE_HOURS = 72;
 export const MAX_INVITE_HOURS = 8760;
 export const MAX_ALLOWED_EMAIL_DOMAINS = 100;

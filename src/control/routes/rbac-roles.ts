@@ -1,4 +1,4 @@
-// RBAC roles and memberships of an endpoint, and the overview (SPEC.md "RBAC (per endpoint)", docs/rbac.md "Roles",
+// RBAC roles and memberships of an endpoint, and the overview (docs/api.md "RBAC", docs/rbac.md "Roles",
 // "Memberships"). Permissions are validated into the canonical form the edge compiles; every write publishes the endpoint.
 import { Type } from '@sinclair/typebox';
 import { fail } from '../../shared/errors.ts';
@@ -58,7 +58,7 @@ function roleName(name: string): string {
 }
 
 /**
- * A role body → the stored form. `forUpdate` (PUT, SPEC.md): omitted description, priority, is_default keep what the
+ * A role body → the stored form. `forUpdate` (PUT, docs/api.md): omitted description, priority, is_default keep what the
  * role has, and so do permissions that are omitted, empty or all zero. On create, omitted fields take their defaults.
  */
 export function normalizeRole(body: RoleBody, forUpdate: boolean): RbacRoleInput {
@@ -207,7 +207,7 @@ export function rbacRoleRoutes(app: ControlApp, { db, config }: ControlDeps): vo
   const TAGS = ['rbac'];
   const WRITE_NOTE = 'Needs the rbac plan entitlement (403 entitlement_required); a paused endpoint is read-only (409 quota_paused).';
 
-  /** A read: endpoints:read only, no entitlement (SPEC.md: listing and the overview stay readable on any plan). */
+  /** A read: endpoints:read only, no entitlement (docs/api.md: listing and the overview stay readable on any plan). */
   async function readable(caller: Caller, uuid: string): Promise<EndpointRow> {
     caller.requirePermission('endpoints:read');
     return endpointForCaller(db, caller, uuid);
@@ -305,7 +305,7 @@ export function rbacRoleRoutes(app: ControlApp, { db, config }: ControlDeps): vo
         description:
           'The fields of create; name is required. Omitted description, priority or is_default keep their values; permissions omitted, ' +
           'empty or all zero keep the stored permissions, otherwise they replace them whole. A name another role of the endpoint has is ' +
-          `a 400 (SPEC.md: an update failure, not 409). Effective from the next request of every client holding the role. Needs endpoints:update. ${WRITE_NOTE}`,
+          `a 400 (docs/api.md: an update failure, not 409). Effective from the next request of every client holding the role. Needs endpoints:update. ${WRITE_NOTE}`,
         tags: TAGS,
         params: RoleParams,
         body: RoleBodySchema,

@@ -93,7 +93,7 @@ function targetOrigin(raw: string | null | undefined, allowPrivate: boolean): st
 }
 
 /**
- * A request body → the stored form. Omitted fields are zeroed (SPEC.md, PUT) except `enabled` on create, which
+ * A request body → the stored form. Omitted fields are zeroed (docs/api.md, PUT) except `enabled` on create, which
  * defaults to true: a rule created without saying otherwise should take effect. A rule targets agents (an agent id,
  * tags, or both) or an origin URL, exactly one of the two; origin URLs are checked as endpoint origins are.
  */

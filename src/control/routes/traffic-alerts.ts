@@ -1,4 +1,4 @@
-// Traffic alert rules API (SPEC.md "Alert rule and alert event", docs/traffic.md "Alerts"): rules of the active
+// Traffic alert rules API (docs/api.md "Traffic alerts", docs/traffic.md "Alerts"): rules of the active
 // account on its endpoints' traffic or health, their channels (secrets sealed), a test notification, and the events.
 import { Type } from '@sinclair/typebox';
 import {
@@ -253,7 +253,7 @@ function ruleInput(body: RuleBodyT, endpointId: number | null, opts: { allowPriv
 
 const ruleNotFound = () => fail.not_found('Alert rule not found');
 
-/** A rule the caller may see; another account's reads as missing (SPEC.md: same status on purpose). */
+/** A rule the caller may see; another account's reads as missing (docs/api.md: same status on purpose). */
 async function visibleRule(q: Queryable, caller: Caller, uuid: string): Promise<AlertRuleRow> {
   if (!isUuid(uuid)) throw fail.invalid_id('Invalid alert rule id', 'the alert rule id must be a UUID');
   const rule = await store.findAlertRule(q, uuid.toLowerCase());
@@ -284,7 +284,7 @@ async function ruleEndpoint(q: Queryable, accountId: number, ref: string | numbe
 }
 
 /**
- * The events list's `limit`: 0 or omitted is the cap, above the cap is the cap (SPEC.md); anything that is not a
+ * The events list's `limit`: 0 or omitted is the cap, above the cap is the cap (docs/api.md); anything that is not a
  * non-negative integer is a 400, since silently reading it as another number would hide the caller's mistake.
  */
 export function eventsLimit(raw: string | undefined): number {

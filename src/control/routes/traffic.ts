@@ -1,4 +1,4 @@
-// The traffic inspector API: recent errors (SPEC.md), captured exchanges page by page and one by one, their replay
+// The traffic inspector API: recent errors (docs/api.md), captured exchanges page by page and one by one, their replay
 // through an edge as a visitor's request, and per-endpoint metrics from the minute rollup. Reads only, account-scoped.
 import http from 'node:http';
 import https from 'node:https';
@@ -12,7 +12,7 @@ import { int64Param, type ControlApp, type ControlDeps } from '../http.ts';
 import { ErrorBody, ErrorResponses, iso } from '../views.ts';
 
 // ---------------------------------------------------------------------------------------------------------------
-// Recent errors (SPEC.md "GET /v1/traffic/errors/recent"): forgiving parameters, each falling back to its default
+// Recent errors (docs/api.md "Recent errors"): forgiving parameters, each falling back to its default
 // ---------------------------------------------------------------------------------------------------------------
 
 const RECENT = { limit: { min: 1, max: 100, fallback: 20 }, hours: { min: 1, max: 720, fallback: 24 } } as const;
@@ -20,11 +20,11 @@ const RECENT = { limit: { min: 1, max: 100, fallback: 20 }, hours: { min: 1, max
 /**
  * A recent-errors parameter as the query string gave it: a string, or several when repeated (`?limit=1&limit=2`).
  * The schema admits both so that a repeated parameter falls back like any other value that is not one number
- * (SPEC.md: these parameters never fail), instead of the 400 a string-only schema answers.
+ * (docs/api.md: these parameters never fail), instead of the 400 a string-only schema answers.
  */
 const LenientParam = (description: string) => Type.Optional(Type.Union([Type.String(), Type.Array(Type.String())], { description }));
 
-/** A decimal integer inside [min, max], else the fallback: SPEC.md's "out-of-range or non-numeric falls back". */
+/** A decimal integer inside [min, max], else the fallback: docs/api.md's "out-of-range or non-numeric falls back". */
 function lenientInt(value: string | string[] | undefined, bounds: { min: number; max: number; fallback: number }): number {
   if (typeof value !== 'string' || !/^[0-9]{1,9}$/.test(value)) return bounds.fallback;
   const n = Number(value);
@@ -413,7 +413,7 @@ export function trafficRoutes(app: ControlApp, { db, replayEdge }: ControlDeps):
         summary: 'Recent error responses of the active account, newest first',
         description:
           'Responses with status >= 400 within the last `hours`. Every parameter falls back to its default when out of range ' +
-          'or not a number (SPEC.md): limit 1-100 (default 20), hours 1-720 (default 24); tier `4xx` or `5xx` (any case), ' +
+          'or not a number (docs/api.md): limit 1-100 (default 20), hours 1-720 (default 24); tier `4xx` or `5xx` (any case), ' +
           'anything else all errors. Needs traffic:read in the active account.',
         tags: ['traffic'],
         querystring: Type.Object({

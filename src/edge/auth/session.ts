@@ -1,5 +1,5 @@
 // Login sessions and login attempts as signed cookies: what a visitor who logged in with an OAuth/OIDC provider
-// carries, checked by one HMAC per request and never by a database or Redis (ARCHITECTURE.md), on any edge.
+// carries, checked by one HMAC per request and never by a database or Redis (docs/architecture.md), on any edge.
 //
 // A value is `<kid>.<payload>.<mac>`: the payload is base64url JSON, the MAC an HMAC-SHA256 over the purpose, the
 // key id and the payload, under the key the id names as derived for the endpoint (so a value made for one endpoint

@@ -1,5 +1,5 @@
 // The forwarding headers the edge vouches for: visitor-sent copies are removed first, then the edge sets its own
-// from the connection (ARCHITECTURE.md: the client address comes from the socket unless a trusted proxy says so).
+// from the connection (docs/architecture.md: the client address comes from the socket unless a trusted proxy says so).
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { OutgoingHttpHeaders } from 'node:http2';
 import { headerKey, isEdgeOwnedLower } from '../../shared/edge-headers.ts';

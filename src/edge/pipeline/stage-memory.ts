@@ -9,7 +9,7 @@ interface Kept {
 }
 
 /**
- * State by (stage, endpoint), reused while its version is unchanged: Pomerium's evaluator reuse (ARCHITECTURE.md
+ * State by (stage, endpoint), reused while its version is unchanged: Pomerium's evaluator reuse (docs/architecture.md
  * "Unchanged parts (same checksum) are reused across rebuilds"). Bounded: the least recently compiled go first, so
  * an endpoint that was deleted or went quiet costs nothing for long. One per edge, so two edges in one process
  * (tests) never share a verdict.

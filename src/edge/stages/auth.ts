@@ -1,5 +1,5 @@
 // The visitor authentication stage (`auth`): the endpoint's main mode (basic, token, or an OAuth/OIDC login),
-// compiled from its snapshot. Nothing per request reaches Redis or the database (ARCHITECTURE.md).
+// compiled from its snapshot. Nothing per request reaches Redis or the database (docs/architecture.md).
 //
 // basic (RFC 7617): bcrypt runs on libuv's thread pool, once per distinct credential. The verdict, success or failure,
 // is cached under a SHA-256 of a per-process random salt and the credential (so the cache holds no password and cannot

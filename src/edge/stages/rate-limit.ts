@@ -1,4 +1,4 @@
-// The firewall rate-limit stage, first of the policy stages (ARCHITECTURE.md): an endpoint's active rules compiled
+// The firewall rate-limit stage, first of the policy stages (docs/architecture.md): an endpoint's active rules compiled
 // once; per request every matching rule counts it, and the first rule over its limit blocks (429) or throttles it.
 //
 // docs/rate-limits.md "Enforcement at the edge" is the user-facing account: keys, the estimate, headers, throttling

@@ -288,7 +288,7 @@ export interface FeedMirrorOptions {
 
 /**
  * The simplest consumer: the feed map itself, kept in memory. A reset builds the new map in slices beside the old
- * one and swaps it in whole (ARCHITECTURE.md "Build, then swap"), so reads never see a half-applied snapshot and
+ * one and swaps it in whole (docs/architecture.md "Build, then swap"), so reads never see a half-applied snapshot and
  * 100k entries never hold the event loop.
  */
 export class FeedMirror implements FeedConsumer {

@@ -128,7 +128,7 @@ const HOST_NAME = /^[a-z0-9*_-]+(\.[a-z0-9*_-]+)*$/;
 const HOST_IPV6_LITERAL = /^\[[0-9a-f:.]+\]$/;
 
 /**
- * A path pattern as the edge compares it: paths reach stages normalised (ARCHITECTURE.md), so the pattern is put
+ * A path pattern as the edge compares it: paths reach stages normalised (docs/architecture.md), so the pattern is put
  * in the same form — escapes of unreserved characters decoded, other escapes upper-cased, non-ASCII characters
  * percent-encoded as UTF-8 the way browsers send them. Dot segments and `//` can never match and are refused.
  */

@@ -3,7 +3,7 @@
 //
 // Three steps, all pure:
 // - `parseRateLimitCondition` turns (type, operator, value) into a typed form, or throws RateLimitConditionError
-//   with a human `detail` (the API answers `{"error":"Bad request","detail":…}`, SPEC.md "Errors").
+//   with a human `detail` (the API answers `{"error":"Bad request","detail":…}`, docs/api.md "Errors").
 // - `canonicalRateLimitCondition` prints that form back as the one stored spelling (lists de-duplicated, case
 //   folded where the type is case-insensitive, `AS` prefixes dropped…), so equal conditions are equal strings.
 // - `compileRateLimitConditions` builds the per-request matcher once, from the stored conditions of one rule.
@@ -160,7 +160,7 @@ export interface RateLimitRequestFacts {
   /** Lower-case, without port. */
   hostname: string;
   endpointUuid: string;
-  /** Normalised as every stage sees it (ARCHITECTURE.md), without the query. */
+  /** Normalised as every stage sees it (docs/architecture.md), without the query. */
   path: string;
   /** Upper-case. */
   method: string;

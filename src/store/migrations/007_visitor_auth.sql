@@ -1,4 +1,4 @@
--- Visitor authentication (SPEC.md "Visitor authentication", docs/visitor-auth.md): the main mode and its settings,
+-- Visitor authentication (docs/api.md "Visitor authentication", docs/visitor-auth.md): the main mode and its settings,
 -- basic users, visitor tokens (settings tokens and endpoint API keys in one table), the JWT layer and webhook checks.
 -- Secrets are never stored in clear: passwords as bcrypt hashes, tokens as keyed digests, the webhook secret sealed.
 
@@ -9,7 +9,7 @@ CREATE TABLE endpoint_auth_settings (
   -- Per write mode, that mode's validated `config` ({"basic": {"realm": …}, "token": {"header": …}}), so switching
   -- modes and back keeps what each mode was given.
   mode_config jsonb NOT NULL DEFAULT '{}' CHECK (jsonb_typeof(mode_config) = 'object'),
-  -- NULL: the platform default applies (SPEC.md: omitted when unset).
+  -- NULL: the platform default applies (docs/api.md: omitted when unset).
   session_ttl_seconds integer CHECK (session_ttl_seconds > 0),
   -- OAuth/OIDC provider ids offered on the login page.
   enabled_auth_methods text[] NOT NULL DEFAULT '{}',
@@ -59,7 +59,7 @@ CREATE TABLE endpoint_jwt_settings (
   endpoint_id bigint PRIMARY KEY REFERENCES endpoints(id) ON DELETE CASCADE,
   enabled boolean NOT NULL DEFAULT false,
   jwks_url text CHECK (char_length(jwks_url) <= 2048),
-  -- Empty: not enforced (SPEC.md).
+  -- Empty: not enforced (docs/api.md).
   issuer text NOT NULL DEFAULT '',
   audience text NOT NULL DEFAULT '',
   -- Claim name → lower-case header name, validated by the API.

@@ -20,7 +20,7 @@ CREATE TABLE endpoint_oauth_providers (
   authorization_url text CHECK (char_length(authorization_url) <= 2048),
   token_url text CHECK (char_length(token_url) <= 2048),
   userinfo_url text CHECK (char_length(userinfo_url) <= 2048),
-  -- PUT …/toggle sets it (SPEC.md "OAuth provider enabled flag"); the configuration stays stored either way.
+  -- PUT …/toggle sets it (docs/api.md "OAuth/OIDC providers"); the configuration stays stored either way.
   enabled boolean NOT NULL DEFAULT true,
   created_at timestamptz NOT NULL DEFAULT now(),
   updated_at timestamptz NOT NULL DEFAULT now(),

@@ -1,4 +1,4 @@
--- Per-endpoint RBAC (SPEC.md "RBAC (per endpoint)", docs/rbac.md): roles with permissions, clients (the visitors an
+-- Per-endpoint RBAC (docs/api.md "RBAC", docs/rbac.md): roles with permissions, clients (the visitors an
 -- endpoint admits, with their credentials and linked identities), memberships, invites and self-registration.
 -- Uniqueness (role names, identifiers, e-mails, usernames, identities, pairs) is the constraints' job, not JavaScript's.
 

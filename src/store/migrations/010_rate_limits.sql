@@ -1,12 +1,12 @@
--- Firewall rate limits (SPEC.md "Firewall rate limits", docs/rate-limits.md): per-endpoint rules, their ordered
+-- Firewall rate limits (docs/api.md "Firewall rate limits", docs/rate-limits.md): per-endpoint rules, their ordered
 -- conditions (canonical form, src/shared/rate-limit/conditions.ts) and the daily hit buckets the worker rolls up.
--- The bigserial ids are the deprecated legacy integer ids SPEC.md still shows; paths and clients use the uuids.
+-- The bigserial ids are the deprecated legacy integer ids docs/api.md still shows; paths and clients use the uuids.
 
 CREATE TABLE rate_limit_rules (
   id bigserial PRIMARY KEY,
   uuid uuid NOT NULL DEFAULT gen_random_uuid(),
   endpoint_id bigint NOT NULL REFERENCES endpoints(id) ON DELETE CASCADE,
-  -- The user who created the rule (SPEC.md shows user_id in the list).
+  -- The user who created the rule (docs/api.md shows user_id in the list).
   user_id bigint NOT NULL REFERENCES users(id) ON DELETE CASCADE,
   name text NOT NULL CHECK (char_length(name) BETWEEN 1 AND 100),
   description text NOT NULL DEFAULT '' CHECK (char_length(description) <= 1000),

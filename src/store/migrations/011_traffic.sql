@@ -9,7 +9,7 @@ CREATE TABLE traffic_logs (
   -- When the request reached the edge (the edge's clock).
   created_at timestamptz NOT NULL,
   account_id bigint NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
-  -- The endpoint while it exists; its uuid and subdomain label stay when it is deleted (SPEC.md Recent error row).
+  -- The endpoint while it exists; its uuid and subdomain label stay when it is deleted (docs/api.md "Recent errors").
   endpoint_id bigint REFERENCES endpoints(id) ON DELETE SET NULL,
   endpoint_uuid uuid NOT NULL,
   endpoint_name text NOT NULL DEFAULT '',
@@ -55,7 +55,7 @@ CREATE INDEX traffic_logs_account_errors_idx ON traffic_logs (account_id, status
 -- Logs of one endpoint, newest first.
 CREATE INDEX traffic_logs_endpoint_time_idx ON traffic_logs (endpoint_uuid, created_at DESC, id DESC);
 
--- Usage per endpoint and UTC day: every exchange counts, capture on or off (SPEC.md). Kept after the endpoint goes.
+-- Usage per endpoint and UTC day: every exchange counts, capture on or off (docs/api.md). Kept after the endpoint goes.
 CREATE TABLE endpoint_usage_daily (
   endpoint_uuid uuid NOT NULL,
   day date NOT NULL,

@@ -1,4 +1,4 @@
--- Traffic alerts (SPEC.md "Alert rule and alert event", docs/traffic.md "Alerts"): rules an account sets on its
+-- Traffic alerts (docs/api.md "Traffic alerts", docs/traffic.md "Alerts"): rules an account sets on its
 -- endpoints' traffic or health, the evaluator's state and lease on each, and the events recorded on transitions and tests.
 
 CREATE TABLE alert_rules (

@@ -1,11 +1,11 @@
--- Health checks (SPEC.md "Health", docs/health-checks.md): the per-endpoint configuration with the prober's schedule
+-- Health checks (docs/api.md "Health checks", docs/health-checks.md): the per-endpoint configuration with the prober's schedule
 -- and lease, the cached last verdict, and the probe rows uptime is computed from.
 
 -- One row per endpoint that has ever been configured; an endpoint without one has the defaults (disabled, `/`, 60 s).
 CREATE TABLE health_checks (
   endpoint_id bigint PRIMARY KEY REFERENCES endpoints(id) ON DELETE CASCADE,
   enabled boolean NOT NULL DEFAULT false,
-  -- NULL: the prober uses `/` (SPEC.md: null or empty clears). The API refuses anything else; the CHECK backs it.
+  -- NULL: the prober uses `/` (docs/api.md: null or empty clears). The API refuses anything else; the CHECK backs it.
   path text CHECK (path IS NULL OR (char_length(path) BETWEEN 1 AND 255 AND left(path, 1) = '/')),
   -- NULL: 60 s.
   interval_seconds integer CHECK (interval_seconds IS NULL OR interval_seconds BETWEEN 60 AND 86400),
