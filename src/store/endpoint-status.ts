@@ -1,7 +1,8 @@
 // Endpoint status written by the worker: `provisioning` endpoints whose dedicated ports edges report open become
 // `active`. The read and the conditional write are separate so the worker compares them against presence in between.
 import type { Queryable } from './db.ts';
-import { ENDPOINT_TOPIC, publishEndpoint } from './endpoint-feed.ts';
+import { ENDPOINT_TOPIC } from './endpoint-feed.ts';
+import { touch } from './feed-changes.ts';
 
 export interface ProvisioningEndpoint {
   id: number;
@@ -44,6 +45,6 @@ export async function activateProvisioned(tx: Queryable, endpoint: Pick<Provisio
     [endpoint.id, ENDPOINT_TOPIC, endpoint.feed_version],
   );
   if (rows.length === 0) return false;
-  await publishEndpoint(tx, endpoint.id);
+  touch(tx, { endpoint: endpoint.id });
   return true;
 }

@@ -1,7 +1,7 @@
 // Per-endpoint RBAC at rest (docs/rbac.md): roles, memberships and the overview read, plus the client reads other
 // RBAC code shares. Uniqueness is the constraints' job; every write publishes the endpoint in the caller's transaction.
 import type { Queryable } from './db.ts';
-import { publishEndpoint } from './endpoint-feed.ts';
+import { touch } from './feed-changes.ts';
 import { fillRbacPermissions } from '../shared/rbac-permissions.ts';
 import type { RbacClientStatus, RbacPermissionsConfig } from '../shared/snapshot.ts';
 
@@ -109,7 +109,7 @@ export async function insertRole(tx: Queryable, endpointId: number, role: RbacRo
      VALUES ($1, $2, $3, $4, $5, $6::jsonb) RETURNING ${ROLE_COLUMNS}`,
     [endpointId, role.name, role.description ?? '', role.priority ?? 0, role.is_default ?? false, JSON.stringify(role.permissions ?? fullPermissions(null))],
   );
-  await publishEndpoint(tx, endpointId);
+  touch(tx, { endpoint: endpointId });
   return roleRow(rows[0]);
 }
 
@@ -134,7 +134,7 @@ export async function updateRole(tx: Queryable, endpointId: number, roleId: numb
     ],
   );
   if (!rows[0]) return null;
-  await publishEndpoint(tx, endpointId);
+  touch(tx, { endpoint: endpointId });
   return roleRow(rows[0]);
 }
 
@@ -142,7 +142,7 @@ export async function updateRole(tx: Queryable, endpointId: number, roleId: numb
 export async function deleteRole(tx: Queryable, endpointId: number, roleId: number): Promise<boolean> {
   const { rowCount } = await tx.query('DELETE FROM rbac_roles WHERE endpoint_id = $1 AND id = $2', [endpointId, roleId]);
   if (rowCount === 0) return false;
-  await publishEndpoint(tx, endpointId);
+  touch(tx, { endpoint: endpointId });
   return true;
 }
 
@@ -165,6 +165,7 @@ export async function assignDefaultRoles(tx: Queryable, endpointId: number, clie
      ON CONFLICT (client_id, role_id) DO NOTHING RETURNING role_id`,
     [endpointId, clientId],
   );
+  if (rows.length > 0) touch(tx, { endpoint: endpointId });
   return rows.map((r) => r.role_id);
 }
 
@@ -228,7 +229,7 @@ export async function addMembership(tx: Queryable, endpointId: number, clientId:
     [endpointId, clientId, roleId, assignedBy],
   );
   if (rowCount > 0) {
-    await publishEndpoint(tx, endpointId);
+    touch(tx, { endpoint: endpointId });
     return 'added';
   }
   const { rows } = await tx.query<{ client: boolean; role: boolean }>(
@@ -245,7 +246,7 @@ export async function addMembership(tx: Queryable, endpointId: number, clientId:
 export async function removeMembership(tx: Queryable, endpointId: number, clientId: number, roleId: number): Promise<boolean> {
   const { rowCount } = await tx.query('DELETE FROM rbac_memberships WHERE endpoint_id = $1 AND client_id = $2 AND role_id = $3', [endpointId, clientId, roleId]);
   if (rowCount === 0) return false;
-  await publishEndpoint(tx, endpointId);
+  touch(tx, { endpoint: endpointId });
   return true;
 }
 

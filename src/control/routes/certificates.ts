@@ -19,7 +19,6 @@ import {
 import * as store from '../../store/certificates.ts';
 import { findDomainById } from '../../store/domains.ts';
 import { isForeignKeyViolation } from '../../store/db.ts';
-import { publishEndpoint } from '../../store/endpoint-feed.ts';
 import { endpointForCaller, readableEndpoint, requireEndpointEntitlement } from '../endpoint-access.ts';
 import { int64Param, type ControlApp, type ControlDeps } from '../http.ts';
 import { ErrorBody, ErrorResponses, iso } from '../views.ts';
@@ -190,8 +189,6 @@ export function certificateRoutes(app: ControlApp, { db, secrets, config }: Cont
             throw fail.conflict(`The certificate is assigned to ${users.length} endpoint(s); detach it first`, { reason: 'certificate_in_use', endpoints: users });
           }
           await store.deleteCertificate(tx, id);
-          // Edges should hold no copy already (it was withdrawn when last detached); this makes sure of it.
-          await store.publishCertificateDeleted(tx, id);
         });
       } catch (err) {
         if (isForeignKeyViolation(err)) throw fail.conflict('The certificate is assigned to an endpoint; detach it first', { reason: 'certificate_in_use' });
@@ -254,12 +251,9 @@ export function certificateRoutes(app: ControlApp, { db, secrets, config }: Cont
         if (!domain || domain.account_id !== endpoint.account_id || domain.verified_at === null) {
           throw refuse('domain_not_owned', "The endpoint's domain is not a verified custom domain of this account");
         }
-        const previous = endpoint.certificate_id;
 
         if (revert) {
           await store.setEndpointCertificate(tx, endpoint.id, null);
-          await publishEndpoint(tx, endpoint.id);
-          if (previous !== null) await store.unpublishCertificateIfUnused(tx, previous);
           return { ok: true as const, certificate_id: null };
         }
 
@@ -283,10 +277,6 @@ export function certificateRoutes(app: ControlApp, { db, secrets, config }: Cont
         }
 
         await store.setEndpointCertificate(tx, endpoint.id, cert.id);
-        // Certificate first: an edge applying changes in order never sees an endpoint naming a certificate it lacks.
-        await store.publishCertificate(tx, cert.id);
-        await publishEndpoint(tx, endpoint.id);
-        if (previous !== null && previous !== cert.id) await store.unpublishCertificateIfUnused(tx, previous);
         return { ok: true as const, certificate_id: cert.id, certificate_name: cert.name };
       });
     },
@@ -340,7 +330,6 @@ export function certificateRoutes(app: ControlApp, { db, secrets, config }: Cont
       await db.transaction(async (tx) => {
         const endpoint = await endpointForCaller(tx, req.caller, req.params.id, { forUpdate: true });
         await store.setEndpointMtls(tx, endpoint.id, mode, bundle?.pem ?? null);
-        await publishEndpoint(tx, endpoint.id);
       });
       return { mode, ca_certificates: bundle?.certificates ?? [] };
     },

@@ -11,6 +11,7 @@ import { BCRYPT_MAX_PASSWORD_BYTES, BCRYPT_MIN_COST, tokenDigest, visitorTokenKe
 import type { Queryable } from '../../store/db.ts';
 import { isUniqueViolation } from '../../store/db.ts';
 import { findEndpointByUuid, type EndpointRow } from '../../store/endpoints.ts';
+import { transactionWithFeedVersion } from '../../store/feed-changes.ts';
 import { listOAuthProviders } from '../../store/oauth-providers.ts';
 import { findClient, listClients } from '../../store/rbac.ts';
 import * as store from '../../store/rbac-clients.ts';
@@ -416,7 +417,6 @@ export function rbacClientRoutes(app: ControlApp, { db, config, secrets }: Contr
             metadata,
             identities,
           });
-          await store.publishClientChange(tx, endpoint.id);
           return readClient(tx, endpoint.id, id);
         }),
       );
@@ -508,7 +508,6 @@ export function rbacClientRoutes(app: ControlApp, { db, config, secrets }: Contr
             credentials: credentials && passwordHash ? { username: credentials.username, passwordHash } : undefined,
           };
           await store.updateClient(tx, endpoint.id, clientId, patch);
-          await store.publishClientChange(tx, endpoint.id);
           return readClient(tx, endpoint.id, clientId);
         }),
       );
@@ -534,7 +533,6 @@ export function rbacClientRoutes(app: ControlApp, { db, config, secrets }: Contr
       await db.transaction(async (tx) => {
         const endpoint = await writable(tx, req.caller, req.params.id, 'endpoints:delete');
         if (!(await store.deleteClient(tx, endpoint.id, clientId))) throw clientNotFound();
-        await store.publishClientChange(tx, endpoint.id);
       });
       return reply.status(204).send(null);
     },
@@ -583,7 +581,6 @@ export function rbacClientRoutes(app: ControlApp, { db, config, secrets }: Contr
             identities: [],
           });
           const invite = await store.insertInvite(tx, endpoint.id, clientId, tokenDigest(tokenKey, inviteToken), new Date(Date.now() + hours * 3_600_000));
-          await store.publishClientChange(tx, endpoint.id);
           return { endpoint, clientId, expiresAt: invite.expires_at };
         }),
       );
@@ -692,8 +689,8 @@ export function rbacClientRoutes(app: ControlApp, { db, config, secrets }: Contr
         if (!claims) throw fail.invalid_identity_assertion();
       }
       const passwordHash = credentials ? await bcrypt.hash(credentials.password, BCRYPT_MIN_COST) : null;
-      return mappingCollisions(() =>
-        db.transaction(async (tx) => {
+      const { value, feedVersion } = await mappingCollisions(() =>
+        transactionWithFeedVersion(db, async (tx) => {
           const endpoint = await findEndpointByUuid(tx, endpointUuid, { forUpdate: true });
           if (!endpoint) throw body.invite_token !== undefined ? fail.invite_not_found() : fail.not_found('Endpoint not found');
           if (endpoint.paused_at) throw fail.quota_paused();
@@ -727,9 +724,8 @@ export function rbacClientRoutes(app: ControlApp, { db, config, secrets }: Contr
               addIdentities: identity ? [identity] : undefined,
               email: emailFree ? email : undefined,
             });
-            const feedVersion = await store.publishClientChange(tx, endpoint.id);
             const client = await readClient(tx, endpoint.id, invite.client_id);
-            return { client_id: client.id, identifier: client.identifier, status: 'active' as const, registration_source: 'invite' as const, feed_version: feedVersion };
+            return { client_id: client.id, identifier: client.identifier, status: 'active' as const, registration_source: 'invite' as const };
           }
 
           // Self-registration: identity alone.
@@ -760,10 +756,10 @@ export function rbacClientRoutes(app: ControlApp, { db, config, secrets }: Contr
             metadata: {},
             identities: [identity!],
           });
-          const feedVersion = await store.publishClientChange(tx, endpoint.id);
-          return { client_id: id, identifier, status: 'active' as const, registration_source: 'self' as const, feed_version: feedVersion };
+          return { client_id: id, identifier, status: 'active' as const, registration_source: 'self' as const };
         }),
       );
+      return { ...value, feed_version: feedVersion };
     },
   );
 
