@@ -31,7 +31,7 @@ export async function findProvisioningEndpoints(db: Queryable, limit = 1_000): P
 }
 
 /**
- * Turns one endpoint `active` and publishes it, in the caller's transaction, only if nothing about it changed since
+ * Turns one endpoint `active` and touches it (published at the caller's commit) only if nothing about it changed since
  * findProvisioningEndpoints() read it: any config write republishes the endpoint under a new feed version, so a
  * port reassigned (or the endpoint disabled) in between makes this a no-op, and the next sweep judges afresh.
  * Returns whether it changed the endpoint.

@@ -87,7 +87,7 @@ export async function countDedicatedPorts(db: Queryable, userId: number, exceptE
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Writes. Each one publishes to the change feed in the caller's transaction, so no writer can forget to tell edges.
+// Writes. Each one touches what it changed (feed-changes.ts), published at the caller's commit, so no writer can forget to tell edges.
 // ---------------------------------------------------------------------------------------------------------------
 
 export interface NewEndpoint {

@@ -1,5 +1,5 @@
 // OAuth/OIDC identity providers at rest: one endpoint's providers, created, replaced, toggled and deleted one at a
-// time. Every write publishes the endpoint in the caller's transaction; the client secret is only ever stored sealed.
+// time. Every write touches the endpoint (docs/feed.md); the client secret is only ever stored sealed.
 import type { Queryable } from './db.ts';
 import { touch } from './feed-changes.ts';
 

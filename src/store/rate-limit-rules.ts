@@ -1,5 +1,5 @@
 // Firewall rate-limit rules, their ordered conditions and the per-day hit buckets, as the control API reads and
-// writes them. Every write recomputes the endpoint's shadowed rules and publishes the endpoint in the caller's transaction.
+// writes them. Every write recomputes the endpoint's shadowed rules and touches the endpoint (docs/feed.md).
 import type { Queryable } from './db.ts';
 import { touch } from './feed-changes.ts';
 import { escapeLike } from './endpoints.ts';
@@ -201,7 +201,7 @@ async function insertConditions(tx: Queryable, ruleId: number, conditions: reado
 
 /**
  * After any rule write: recompute `shadowed` / `shadow_reason` for every rule of the endpoint (a write to one rule can
- * shadow or free the others), then publish the endpoint. Call inside the transaction holding the endpoint's row lock.
+ * shadow or free the others), then touch the endpoint. Call inside the transaction holding the endpoint's row lock.
  */
 export async function ruleSetChanged(tx: Queryable, endpointId: number): Promise<void> {
   const { rows } = await tx.query<Omit<ShadowRule, 'conditions'> & { shadowed: boolean; shadow_reason: string | null; conditions: ConditionInput[] | string }>(

@@ -1,5 +1,5 @@
 // RBAC clients at rest (docs/rbac.md "Clients", "Invites and self-registration"): their writes, invites, the
-// self-registration setting and credential use. Reads of clients live in rbac.ts; every write here publishes the endpoint.
+// self-registration setting and credential use. Reads of clients live in rbac.ts; every write here touches the endpoint.
 import type { Queryable } from './db.ts';
 import { touch } from './feed-changes.ts';
 import { assignDefaultRoles } from './rbac.ts';

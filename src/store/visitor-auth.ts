@@ -1,5 +1,5 @@
 // Visitor authentication at rest: the main mode and its settings, basic users, visitor tokens (settings tokens and
-// endpoint API keys), the JWT layer and webhook verification. Every write publishes the endpoint in the caller's transaction.
+// endpoint API keys), the JWT layer and webhook verification. Every write touches the endpoint (docs/feed.md).
 import type { Queryable } from './db.ts';
 import { touch } from './feed-changes.ts';
 import { listOAuthProviders, type OAuthProviderRow } from './oauth-providers.ts';
@@ -357,7 +357,7 @@ export async function findEndpointApiKey(q: Queryable, endpointId: number, keyId
 }
 
 /**
- * Revokes an API key (it stays listed with revoked_at; revoking again keeps the first time) and publishes, so every
+ * Revokes an API key (it stays listed with revoked_at; revoking again keeps the first time) and touches the endpoint, so every
  * edge refuses it from its next request. Null when the endpoint has no such API key.
  */
 export async function revokeEndpointApiKey(tx: Queryable, endpointId: number, keyId: number): Promise<VisitorTokenRow | null> {
