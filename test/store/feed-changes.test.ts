@@ -3,6 +3,9 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { TOPICS } from '../../src/shared/snapshot.ts';
 import * as accounts from '../../src/store/accounts.ts';
 import { insertCertificate, setEndpointCertificate } from '../../src/store/certificates.ts';
@@ -140,5 +143,25 @@ describe(`feed changes: one publish per touched item, before commit (${process.e
   it('refuses a touch outside a transaction, where the change could not commit with its feed entry', async () => {
     const ep = await newEndpoint();
     assert.throws(() => touch(t.db, { endpoint: ep.id }), /inside db\.transaction/);
+  });
+});
+
+describe('who publishes feed changes', () => {
+  const SRC = resolve(dirname(fileURLToPath(import.meta.url)), '../../src');
+  const files = (dir: string): string[] =>
+    readdirSync(dir).flatMap((name) => {
+      const path = join(dir, name);
+      return statSync(path).isDirectory() ? files(path) : path.endsWith('.ts') ? [path] : [];
+    });
+  /** The feed's own modules, and the start-up repair of API-key entries (docs/feed.md "What stays outside the rule"). */
+  const RECORDERS = ['store/feed.ts', 'store/feed-changes.ts', 'store/accounts.ts'];
+
+  it('leaves recording to the store: only the feed modules call recordChange, only store writes touch', () => {
+    for (const file of files(SRC)) {
+      const name = relative(SRC, file);
+      const text = readFileSync(file, 'utf8');
+      if (!RECORDERS.includes(name)) assert.doesNotMatch(text, /\brecordChange\(/, `${name} records a feed change itself`);
+      if (!name.startsWith('store/')) assert.doesNotMatch(text, /import\s*\{[^}]*\btouch\b[^}]*\}\s*from\s*'[^']*feed-changes\.ts'/, `${name} touches feed items outside the store`);
+    }
   });
 });
