@@ -48,7 +48,7 @@ const USERNAME = /^[^:\x00-\x1f\x7f]{1,128}$/;
 const TOKEN = /^[A-Za-z0-9\-._~+/]+=*$/;
 const MAX_TOKEN_LENGTH = 512;
 export const MAX_METADATA_BYTES = 16 * 1024;
-/** Invites live 72 hours unless told otherwise, a year at most (SPEC.md). */
+/** Invites live 72 hours unless told otherwise, a year at most (docs/api.md). */
 export const DEFAULT_INVITE_HOURS = 72;
 export const MAX_INVITE_HOURS = 8760;
 export const MAX_ALLOWED_EMAIL_DOMAINS = 100;
