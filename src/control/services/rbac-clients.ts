@@ -1,14 +1,12 @@
 // RBAC clients of an endpoint as operations (docs/rbac.md "Clients", "Invites and self-registration"): each checks
 // what a field's schema leaves open (400 naming the field), runs its transaction and returns rows for the route's view.
 import { randomBytes } from 'node:crypto';
-import { FormatRegistry } from '@sinclair/typebox';
-import type { Static } from '@sinclair/typebox';
+import { FormatRegistry, type Static } from '@sinclair/typebox';
 import bcrypt from 'bcrypt';
 import { fail, invalid } from '../../shared/errors.ts';
 import { RBAC_CLIENT_STATUSES, type RbacClientStatus, type VisitorAuthMode } from '../../shared/snapshot.ts';
 import { BCRYPT_MAX_PASSWORD_BYTES, BCRYPT_MIN_COST, tokenDigest, visitorTokenKey } from '../../shared/visitor-credentials.ts';
-import type { Queryable } from '../../store/db.ts';
-import { isUniqueViolation } from '../../store/db.ts';
+import { isUniqueViolation, type Queryable } from '../../store/db.ts';
 import type { EndpointRow } from '../../store/endpoints.ts';
 import { listOAuthProviders } from '../../store/oauth-providers.ts';
 import { findClient, listClients, type RbacClientRow } from '../../store/rbac.ts';
@@ -41,7 +39,7 @@ export const FEATURE = 'rbac' as const;
  * cannot be sent at all. E-mail addresses, usernames and `<provider>:<subject>` all fit.
  */
 const IDENTIFIER = /^[\x21-\x7e]{1,255}$/;
-export const NO_CONTROL = /^[^\x00-\x1f\x7f]*$/;
+const NO_CONTROL = /^[^\x00-\x1f\x7f]*$/;
 /** RFC 7617 §2: a user-id cannot contain a colon; no control characters either. */
 const USERNAME = /^[^:\x00-\x1f\x7f]{1,128}$/;
 /** RFC 6750 §2.1 b64token, as settings tokens (endpoint-settings.ts). */
@@ -55,7 +53,7 @@ export const MAX_ALLOWED_EMAIL_DOMAINS = 100;
 /** Passwords visitors choose at registration: longer than what an admin may set (any), as nobody vets them. */
 export const MIN_REGISTRATION_PASSWORD_LENGTH = 8;
 
-export function identifierOf(raw: string, field = 'identifier'): string {
+function identifierOf(raw: string, field = 'identifier'): string {
   const value = raw.toLowerCase();
   if (value === '') throw invalid(field, 'required (1-255 visible ASCII characters)');
   if (!IDENTIFIER.test(value)) throw invalid(field, '1-255 visible ASCII characters, no spaces (it is sent to the agent in a header)');
