@@ -1,6 +1,7 @@
 // Users, accounts (personal and organization), memberships and API keys: who a caller is and what they may do.
 // Uniqueness (e-mail, membership pairs, key ids) is held by constraints; callers map violations to 409s.
 import type { Database, Queryable } from './db.ts';
+import { touch } from './feed-changes.ts';
 import { recordChange } from './feed.ts';
 import type { NewApiKey } from '../shared/api-keys.ts';
 import { effectivePermissions } from '../shared/permissions.ts';
@@ -49,11 +50,16 @@ export interface ApiKeyRow {
 }
 
 /** Edges mirror accounts through the feed: plan and suspension decide whether an agent may connect. */
-async function publishAccount(tx: Queryable, accountId: number): Promise<void> {
-  const { rows } = await tx.query<AccountRow>('SELECT * FROM accounts WHERE id = $1', [accountId]);
-  const a = rows[0];
-  const config: AccountConfig | null = a ? { id: a.id, plan: a.plan, suspended: a.suspended_at !== null } : null;
-  await recordChange(tx, TOPICS.account, String(accountId), config);
+function accountChanged(tx: Queryable, accountId: number): void {
+  touch(tx, {
+    topic: TOPICS.account,
+    key: String(accountId),
+    build: async (q): Promise<AccountConfig | null> => {
+      const { rows } = await q.query<AccountRow>('SELECT * FROM accounts WHERE id = $1', [accountId]);
+      const a = rows[0];
+      return a ? { id: a.id, plan: a.plan, suspended: a.suspended_at !== null } : null;
+    },
+  });
 }
 
 /** What decides a key's permissions in its account: the user's admin flag and their membership there, if any. */
@@ -81,13 +87,18 @@ const KEY_HOLDER_SQL = `SELECT u.is_admin, m.is_owner, m.permissions FROM users 
  * Edges verify agent API keys locally from the feed, so a control-plane outage does not stop agents reconnecting.
  * Called again whenever what the entry holds changes: revocation, the holder's permissions, admin flag.
  */
-async function publishApiKey(tx: Queryable, key: ApiKeyRow): Promise<void> {
-  if (key.revoked_at) {
-    await recordChange(tx, TOPICS.apiKey, key.key_id, null);
-    return;
-  }
-  const { rows } = await tx.query<KeyHolder>(KEY_HOLDER_SQL, [key.user_id, key.account_id]);
-  await recordChange(tx, TOPICS.apiKey, key.key_id, apiKeyConfig(key, rows[0]));
+function apiKeyChanged(tx: Queryable, keyId: string): void {
+  touch(tx, {
+    topic: TOPICS.apiKey,
+    key: keyId,
+    build: async (q): Promise<ApiKeyConfig | null> => {
+      const { rows } = await q.query<ApiKeyRow>('SELECT * FROM api_keys WHERE key_id = $1', [keyId]);
+      const key = rows[0];
+      if (!key || key.revoked_at) return null;
+      const holder = await q.query<KeyHolder>(KEY_HOLDER_SQL, [key.user_id, key.account_id]);
+      return apiKeyConfig(key, holder.rows[0]);
+    },
+  });
 }
 
 /** Republishes a user's live keys (those bound to `accountId` only, when given) after their permissions changed. */
@@ -98,7 +109,7 @@ async function republishUserKeys(tx: Queryable, userId: number, accountId?: numb
       : 'SELECT * FROM api_keys WHERE user_id = $1 AND account_id = $2 AND revoked_at IS NULL ORDER BY id',
     accountId === undefined ? [userId] : [userId, accountId],
   );
-  for (const key of rows) await publishApiKey(tx, key);
+  for (const key of rows) apiKeyChanged(tx, key.key_id);
 }
 
 function sameApiKeyConfig(a: ApiKeyConfig, b: Partial<ApiKeyConfig> | null): boolean {
@@ -176,7 +187,7 @@ export async function createUser(
   ]);
   const user = usr.rows[0];
   await tx.query('INSERT INTO memberships (account_id, user_id, is_owner) VALUES ($1, $2, true)', [account.id, user.id]);
-  await publishAccount(tx, account.id);
+  accountChanged(tx, account.id);
   return { user, account };
 }
 
@@ -202,7 +213,7 @@ export async function findAccountById(db: Queryable, id: number): Promise<Accoun
 
 export async function setAccountPlan(tx: Queryable, accountId: number, plan: string): Promise<AccountRow | null> {
   const { rows } = await tx.query<AccountRow>('UPDATE accounts SET plan = $2, updated_at = now() WHERE id = $1 RETURNING *', [accountId, plan]);
-  if (rows[0]) await publishAccount(tx, accountId);
+  if (rows[0]) accountChanged(tx, accountId);
   return rows[0] ?? null;
 }
 
@@ -212,7 +223,7 @@ export async function setAccountSuspended(tx: Queryable, accountId: number, susp
      WHERE id = $1 RETURNING *`,
     [accountId, suspended],
   );
-  if (rows[0]) await publishAccount(tx, accountId);
+  if (rows[0]) accountChanged(tx, accountId);
   return rows[0] ?? null;
 }
 
@@ -239,7 +250,7 @@ export async function createOrganization(tx: Queryable, input: { name: string; p
     input.plan,
   ]);
   await tx.query('INSERT INTO memberships (account_id, user_id, is_owner) VALUES ($1, $2, true)', [rows[0].id, input.ownerId]);
-  await publishAccount(tx, rows[0].id);
+  accountChanged(tx, rows[0].id);
   return rows[0];
 }
 
@@ -300,7 +311,7 @@ export async function removeMember(tx: Queryable, accountId: number, userId: num
     'UPDATE api_keys SET revoked_at = now() WHERE account_id = $1 AND user_id = $2 AND revoked_at IS NULL RETURNING *',
     [accountId, userId],
   );
-  for (const key of keys.rows) await publishApiKey(tx, key);
+  for (const key of keys.rows) apiKeyChanged(tx, key.key_id);
   return true;
 }
 
@@ -312,7 +323,7 @@ export async function insertApiKey(
     'INSERT INTO api_keys (key_id, secret_hash, user_id, account_id, name) VALUES ($1, $2, $3, $4, $5) RETURNING *',
     [input.key.keyId, input.key.secretHash, input.userId, input.accountId, input.name],
   );
-  await publishApiKey(tx, rows[0]);
+  apiKeyChanged(tx, rows[0].key_id);
   return rows[0];
 }
 
@@ -331,7 +342,7 @@ export async function revokeApiKey(tx: Queryable, userId: number, id: number): P
     'UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1 AND user_id = $2 RETURNING *',
     [id, userId],
   );
-  if (rows[0]) await publishApiKey(tx, rows[0]);
+  if (rows[0]) apiKeyChanged(tx, rows[0].key_id);
   return rows[0] ?? null;
 }
 

@@ -1,10 +1,7 @@
 // The certificate library (per account: PEM chain, sealed private key, parsed facts) and the endpoint TLS columns it
 // feeds: certificate_id and mTLS. Edges get a certificate through the feed only while some endpoint serves it.
 import type { Queryable } from './db.ts';
-import { recordChange } from './feed.ts';
-import { TOPICS, type CertificateConfig } from '../shared/snapshot.ts';
-
-export const CERTIFICATE_TOPIC = TOPICS.certificate;
+import { touch } from './feed-changes.ts';
 
 export interface CertificateRow {
   id: number;
@@ -70,46 +67,33 @@ export async function endpointsUsingCertificate(db: Queryable, certificateId: nu
   return rows.map((r) => r.uuid);
 }
 
-/** Deletes a certificate; the endpoints.certificate_id reference (ON DELETE RESTRICT) refuses it while assigned. */
+/**
+ * Deletes a certificate; the endpoints.certificate_id reference (ON DELETE RESTRICT) refuses it while assigned.
+ * Edges should hold no copy already (it was withdrawn when last released); touching it makes sure of it.
+ */
 export async function deleteCertificate(tx: Queryable, id: number): Promise<boolean> {
   const res = await tx.query('DELETE FROM certificates WHERE id = $1', [id]);
+  touch(tx, { certificate: id });
   return res.rowCount > 0;
 }
 
+/**
+ * Serves `certificateId` on the endpoint (null: the platform certificate). The new certificate reaches edges
+ * before the endpoint naming it, the one let go of is withdrawn after it if no other endpoint serves it.
+ */
 export async function setEndpointCertificate(tx: Queryable, endpointId: number, certificateId: number | null): Promise<void> {
-  await tx.query('UPDATE endpoints SET certificate_id = $2, updated_at = now() WHERE id = $1', [endpointId, certificateId]);
+  const { rows } = await tx.query<{ previous: number | null }>(
+    `UPDATE endpoints e SET certificate_id = $2, updated_at = now() FROM (SELECT certificate_id FROM endpoints WHERE id = $1) old
+     WHERE e.id = $1 RETURNING old.certificate_id AS previous`,
+    [endpointId, certificateId],
+  );
+  if (certificateId !== null) touch(tx, { certificate: certificateId });
+  touch(tx, { endpoint: endpointId });
+  const previous = rows[0]?.previous ?? null;
+  if (previous !== null && previous !== certificateId) touch(tx, { certificate: previous });
 }
 
 export async function setEndpointMtls(tx: Queryable, endpointId: number, mode: 'disabled' | 'optional' | 'required', caPem: string | null): Promise<void> {
   await tx.query('UPDATE endpoints SET mtls_mode = $2, mtls_ca_pem = $3, updated_at = now() WHERE id = $1', [endpointId, mode, caPem]);
-}
-
-/** Publishes a certificate's edge record. Call before publishing an endpoint that refers to it (same transaction). */
-export async function publishCertificate(tx: Queryable, id: number): Promise<void> {
-  const { rows } = await tx.query<CertificateRow>('SELECT * FROM certificates WHERE id = $1', [id]);
-  const c = rows[0];
-  if (!c) return;
-  // The key stays sealed: edges open it with EDGE_SECRET_KEY.
-  const record: CertificateConfig = {
-    id: c.id,
-    account_id: c.account_id,
-    certificate_pem: c.certificate_pem,
-    private_key_sealed: c.private_key_sealed,
-    not_after: c.not_after.toISOString(),
-    sans: c.sans,
-  };
-  await recordChange(tx, CERTIFICATE_TOPIC, String(c.id), record);
-}
-
-export async function publishCertificateDeleted(tx: Queryable, id: number): Promise<void> {
-  await recordChange(tx, CERTIFICATE_TOPIC, String(id), null);
-}
-
-/**
- * Withdraws a certificate from the edges once no endpoint serves it, so key material lives only where it is used.
- * Call after the endpoint that let go of it has been published (and from endpoint deletion, with its old value).
- */
-export async function unpublishCertificateIfUnused(tx: Queryable, id: number): Promise<void> {
-  const { rows } = await tx.query<{ used: boolean }>('SELECT EXISTS (SELECT 1 FROM endpoints WHERE certificate_id = $1) AS used', [id]);
-  if (!rows[0].used) await publishCertificateDeleted(tx, id);
+  touch(tx, { endpoint: endpointId });
 }

@@ -15,11 +15,32 @@ export interface Queryable {
   query<R = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<QueryResult<R>>;
 }
 
+/** An open transaction: SQL, plus work queued to run inside it just before COMMIT (the feed's publish step). */
+export interface Transaction extends Queryable {
+  /**
+   * Queues `task` to run after the transaction's function has returned and before COMMIT, in the order queued; a
+   * task may queue more. A throw rolls the transaction back. store/feed-changes.ts publishes what was touched here.
+   */
+  beforeCommit(task: () => Promise<void>): void;
+}
+
+export function isTransaction(q: Queryable): q is Transaction {
+  return typeof (q as Partial<Transaction>).beforeCommit === 'function';
+}
+
+/** Runs `fn`, then the tasks it queued for before COMMIT (a task may queue more). */
+async function runThenPrecommit<T>(tx: Queryable, fn: (tx: Transaction) => Promise<T>): Promise<T> {
+  const pending: Array<() => Promise<void>> = [];
+  const out = await fn(Object.assign(tx, { beforeCommit: (task: () => Promise<void>) => void pending.push(task) }));
+  for (let task = pending.shift(); task; task = pending.shift()) await task();
+  return out;
+}
+
 export interface Database extends Queryable {
   readonly engine: 'postgres' | 'pglite';
   readonly schema: string;
-  /** Runs `fn` in one transaction: committed when it resolves, rolled back when it throws. */
-  transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
+  /** Runs `fn` in one transaction: committed when it (and its beforeCommit tasks) resolve, rolled back when one throws. */
+  transaction<T>(fn: (tx: Transaction) => Promise<T>): Promise<T>;
   /** LISTEN on a channel; NOTIFY payloads arrive after the notifying transaction commits. */
   listen(channel: string, onPayload: (payload: string) => void): Promise<() => Promise<void>>;
   close(): Promise<void>;
@@ -70,7 +91,7 @@ class PostgresDatabase implements Database {
     return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 };
   }
 
-  async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
+  async transaction<T>(fn: (tx: Transaction) => Promise<T>): Promise<T> {
     const client = await this.pool.connect();
     const tx: Queryable = {
       query: async <R>(sql: string, params: readonly unknown[] = []) => {
@@ -80,7 +101,7 @@ class PostgresDatabase implements Database {
     };
     try {
       await client.query('BEGIN');
-      const out = await fn(tx);
+      const out = await runThenPrecommit(tx, fn);
       await client.query('COMMIT');
       return out;
     } catch (err) {
@@ -160,14 +181,17 @@ class PgliteDatabase implements Database {
     return liteResult(await this.db.query<R>(sql, params as unknown[]));
   }
 
-  transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
+  transaction<T>(fn: (tx: Transaction) => Promise<T>): Promise<T> {
     // PGlite has one backend; its transaction() queues callers, which matches row locking's outcome.
     return this.db.transaction(async (t) =>
-      fn({
-        query: async <R>(sql: string, params: readonly unknown[] = []) => {
-          return liteResult(await t.query<R>(sql, params as unknown[]));
+      runThenPrecommit(
+        {
+          query: async <R>(sql: string, params: readonly unknown[] = []) => {
+            return liteResult(await t.query<R>(sql, params as unknown[]));
+          },
         },
-      }),
+        fn,
+      ),
     );
   }
 

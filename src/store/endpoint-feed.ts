@@ -1,14 +1,15 @@
-// Publishes an endpoint's data-plane view to the change feed: everything an edge needs to serve it, nothing else.
-// Every write that changes what an edge must do calls this inside its transaction (or publishes a deletion).
+// An endpoint's data-plane view as the change feed carries it: everything an edge needs to serve it, nothing else.
+// Read-only: writes touch the endpoint (feed-changes.ts) and the view is built here once, just before commit.
 import type { Queryable } from './db.ts';
-import { recordChange } from './feed.ts';
-import { offersProvider, requestedScopes, type OAuthProviderRow } from './oauth-providers.ts';
-import { loadRateLimitRules } from './rate-limit-rules.ts';
+import { offersProvider, requestedScopes } from './oauth-offers.ts';
+import type { OAuthProviderRow } from './oauth-providers.ts';
 import {
   TOPICS,
   type BasicUserConfig,
   type EndpointConfig,
   type OAuthProviderConfig,
+  type RateLimitConditionConfig,
+  type RateLimitRuleConfig,
   type RbacClientConfig,
   type RbacConfig,
   type RbacInviteConfig,
@@ -243,7 +244,24 @@ export function mergeRbacCredentials(auth: VisitorAuthConfig, clients: readonly 
   return auth;
 }
 
-export async function publishEndpoint(tx: Queryable, endpointId: number): Promise<void> {
+/**
+ * The snapshot's `rate_limits` (src/shared/snapshot.ts): the endpoint's ACTIVE rules in evaluation order (ascending
+ * priority, then id), conditions in position order, as stored (canonical; the edge compiles them as they are).
+ */
+export async function loadRateLimitRules(tx: Queryable, endpointId: number): Promise<RateLimitRuleConfig[]> {
+  const { rows } = await tx.query<Omit<RateLimitRuleConfig, 'conditions'> & { conditions: RateLimitConditionConfig[] | string }>(
+    `SELECT r.uuid::text AS uuid, r.id, r.name, r.requests_per_window, r.window_size_seconds, r.action, r.priority, r.scope, r.fail_mode,
+            COALESCE((SELECT json_agg(json_build_object('uuid', c.uuid::text, 'type', c.condition_type, 'operator', c.operator,
+                                                        'value', c.condition_value, 'logical_operator', c.logical_operator) ORDER BY c.position)
+                      FROM rate_limit_conditions c WHERE c.rule_id = r.id), '[]'::json) AS conditions
+     FROM rate_limit_rules r WHERE r.endpoint_id = $1 AND r.status = 'active' ORDER BY r.priority, r.id`,
+    [endpointId],
+  );
+  return rows.map((r) => ({ ...r, conditions: typeof r.conditions === 'string' ? (JSON.parse(r.conditions) as RateLimitConditionConfig[]) : r.conditions }));
+}
+
+/** The endpoint's feed entry (key: its uuid) as it stands in `tx`, or null when the row is gone. */
+export async function endpointRecord(tx: Queryable, endpointId: number): Promise<{ uuid: string; config: EndpointConfig } | null> {
   const { rows } = await tx.query<Omit<EndpointConfig, 'paused' | 'routing_rules'> & { paused_at: Date | null }>(
     `SELECT id, uuid::text AS uuid, user_id, account_id, hostname, status, ephemeral, dedicated_tcp_port, dedicated_udp_port,
             certificate_id, mtls_mode, mtls_ca_pem, capture_enabled, capture_level, enforce_https, origin_url, paused_at
@@ -251,7 +269,7 @@ export async function publishEndpoint(tx: Queryable, endpointId: number): Promis
     [endpointId],
   );
   const row = rows[0];
-  if (!row) return;
+  if (!row) return null;
   const { paused_at, ...record } = row;
   const visitorAuth = await loadVisitorAuth(tx, endpointId, row.hostname);
   const rbac = await loadRbac(tx, endpointId);
@@ -266,9 +284,5 @@ export async function publishEndpoint(tx: Queryable, endpointId: number): Promis
   // Absent when no rule is active, so the edge compiles no rate-limit stage (and snapshots without rules are unchanged).
   const rateLimits = await loadRateLimitRules(tx, endpointId);
   if (rateLimits.length > 0) config.rate_limits = rateLimits;
-  await recordChange(tx, ENDPOINT_TOPIC, row.uuid, config);
-}
-
-export async function publishEndpointDeleted(tx: Queryable, uuid: string): Promise<void> {
-  await recordChange(tx, ENDPOINT_TOPIC, uuid, null);
+  return { uuid: row.uuid, config };
 }

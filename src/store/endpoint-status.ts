@@ -1,7 +1,8 @@
 // Endpoint status written by the worker: `provisioning` endpoints whose dedicated ports edges report open become
 // `active`. The read and the conditional write are separate so the worker compares them against presence in between.
 import type { Queryable } from './db.ts';
-import { ENDPOINT_TOPIC, publishEndpoint } from './endpoint-feed.ts';
+import { ENDPOINT_TOPIC } from './endpoint-feed.ts';
+import { touch } from './feed-changes.ts';
 
 export interface ProvisioningEndpoint {
   id: number;
@@ -30,7 +31,7 @@ export async function findProvisioningEndpoints(db: Queryable, limit = 1_000): P
 }
 
 /**
- * Turns one endpoint `active` and publishes it, in the caller's transaction, only if nothing about it changed since
+ * Turns one endpoint `active` and touches it (published at the caller's commit) only if nothing about it changed since
  * findProvisioningEndpoints() read it: any config write republishes the endpoint under a new feed version, so a
  * port reassigned (or the endpoint disabled) in between makes this a no-op, and the next sweep judges afresh.
  * Returns whether it changed the endpoint.
@@ -44,6 +45,6 @@ export async function activateProvisioned(tx: Queryable, endpoint: Pick<Provisio
     [endpoint.id, ENDPOINT_TOPIC, endpoint.feed_version],
   );
   if (rows.length === 0) return false;
-  await publishEndpoint(tx, endpoint.id);
+  touch(tx, { endpoint: endpoint.id });
   return true;
 }

@@ -1,8 +1,7 @@
 // Endpoints: the persistent routing entries connecting a public hostname to a user's agents.
 // Quotas and port uniqueness are enforced by locks and constraints inside the writing transaction.
 import type { Queryable } from './db.ts';
-import { unpublishCertificateIfUnused } from './certificates.ts';
-import { publishEndpoint, publishEndpointDeleted } from './endpoint-feed.ts';
+import { touch } from './feed-changes.ts';
 
 export interface EndpointRow {
   id: number;
@@ -88,7 +87,7 @@ export async function countDedicatedPorts(db: Queryable, userId: number, exceptE
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Writes. Each one publishes to the change feed in the caller's transaction, so no writer can forget to tell edges.
+// Writes. Each one touches what it changed (feed-changes.ts), published at the caller's commit, so no writer can forget to tell edges.
 // ---------------------------------------------------------------------------------------------------------------
 
 export interface NewEndpoint {
@@ -117,7 +116,7 @@ export async function insertEndpoint(tx: Queryable, e: NewEndpoint): Promise<End
     [e.userId, e.accountId, e.domainId, e.subdomain, e.hostname, e.isCustom, ephemeral, ephemeral ? (e.deviceFingerprint ?? null) : null],
   );
   const row = rows[0];
-  if (row) await publishEndpoint(tx, row.id);
+  if (row) touch(tx, { endpoint: row.id });
   return row ?? null;
 }
 
@@ -166,7 +165,7 @@ export async function promoteEndpoint(tx: Queryable, id: number): Promise<Endpoi
      WHERE id = $1 RETURNING ${ENDPOINT_COLUMNS}`,
     [id],
   );
-  await publishEndpoint(tx, id);
+  touch(tx, { endpoint: id });
   return rows[0];
 }
 
@@ -177,9 +176,9 @@ export async function promoteEndpoint(tx: Queryable, id: number): Promise<Endpoi
 export async function deleteEndpoint(tx: Queryable, endpoint: Pick<EndpointRow, 'id' | 'uuid'>): Promise<boolean> {
   const { rows } = await tx.query<{ certificate_id: number | null }>('DELETE FROM endpoints WHERE id = $1 RETURNING certificate_id', [endpoint.id]);
   if (rows.length === 0) return false;
-  await publishEndpointDeleted(tx, endpoint.uuid);
-  // Edges hold a certificate only while some endpoint serves it.
-  if (rows[0].certificate_id !== null) await unpublishCertificateIfUnused(tx, rows[0].certificate_id);
+  touch(tx, { endpointDeleted: endpoint.uuid });
+  // Edges hold a certificate only while some endpoint serves it: touched, it is withdrawn if this was the last.
+  if (rows[0].certificate_id !== null) touch(tx, { certificate: rows[0].certificate_id });
   return true;
 }
 
@@ -197,13 +196,13 @@ export async function setDedicatedPorts(
      WHERE id = $1 RETURNING ${ENDPOINT_COLUMNS}`,
     [id, ports.tcp, ports.udp, ports.status],
   );
-  await publishEndpoint(tx, id);
+  touch(tx, { endpoint: id });
   return rows[0];
 }
 
 export async function setCapture(tx: Queryable, id: number, capture: { enabled: boolean; level: CaptureLevel | null }): Promise<void> {
   await tx.query('UPDATE endpoints SET capture_enabled = $2, capture_level = $3, updated_at = now() WHERE id = $1', [id, capture.enabled, capture.level]);
-  await publishEndpoint(tx, id);
+  touch(tx, { endpoint: id });
 }
 
 /** Pauses (read-only, over plan limits) or resumes an endpoint; pausing twice keeps the first timestamp. */
@@ -213,7 +212,7 @@ export async function setPaused(tx: Queryable, id: number, paused: boolean): Pro
      WHERE id = $1 RETURNING ${ENDPOINT_COLUMNS}`,
     [id, paused],
   );
-  await publishEndpoint(tx, id);
+  touch(tx, { endpoint: id });
   return rows[0];
 }
 
@@ -295,6 +294,6 @@ export async function reapIdleEphemeral(tx: Queryable, endpoint: Pick<EndpointRo
 /** Sets or clears the endpoint's origin URL and tells edges. */
 export async function setOrigin(tx: Queryable, id: number, originUrl: string | null): Promise<EndpointRow> {
   const { rows } = await tx.query<EndpointRow>(`UPDATE endpoints SET origin_url = $2, updated_at = now() WHERE id = $1 RETURNING ${ENDPOINT_COLUMNS}`, [id, originUrl]);
-  await publishEndpoint(tx, id);
+  touch(tx, { endpoint: id });
   return rows[0];
 }

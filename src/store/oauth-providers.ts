@@ -1,7 +1,7 @@
 // OAuth/OIDC identity providers at rest: one endpoint's providers, created, replaced, toggled and deleted one at a
-// time. Every write publishes the endpoint in the caller's transaction; the client secret is only ever stored sealed.
+// time. Every write touches the endpoint (docs/feed.md); the client secret is only ever stored sealed.
 import type { Queryable } from './db.ts';
-import { publishEndpoint } from './endpoint-feed.ts';
+import { touch } from './feed-changes.ts';
 
 /** Bounds the API enforces (400 beyond them): each provider is a login-page entry and a snapshot entry on every edge. */
 export const MAX_OAUTH_PROVIDERS = 20;
@@ -76,7 +76,7 @@ export async function insertOAuthProvider(tx: Queryable, endpointId: number, p: 
      RETURNING ${COLUMNS}`,
     [endpointId, p.kind, p.name, p.issuer, p.clientId, secretSealed, p.scopes, p.allowedEmails, p.allowedDomains, p.authorizationUrl, p.tokenUrl, p.userinfoUrl],
   );
-  await publishEndpoint(tx, endpointId);
+  touch(tx, { endpoint: endpointId });
   return rows[0];
 }
 
@@ -114,7 +114,7 @@ export async function replaceOAuthProvider(
     ],
   );
   if (!rows[0]) return null;
-  await publishEndpoint(tx, endpointId);
+  touch(tx, { endpoint: endpointId });
   return rows[0];
 }
 
@@ -126,7 +126,7 @@ export async function setOAuthProviderEnabled(tx: Queryable, endpointId: number,
     [endpointId, providerId, enabled],
   );
   if (res.rowCount === 0) return false;
-  await publishEndpoint(tx, endpointId);
+  touch(tx, { endpoint: endpointId });
   return true;
 }
 
@@ -137,33 +137,9 @@ export async function setOAuthProviderEnabled(tx: Queryable, endpointId: number,
 export async function deleteOAuthProvider(tx: Queryable, endpointId: number, providerId: number): Promise<boolean> {
   const res = await tx.query('DELETE FROM endpoint_oauth_providers WHERE endpoint_id = $1 AND id = $2', [endpointId, providerId]);
   if (res.rowCount === 0) return false;
-  await publishEndpoint(tx, endpointId);
+  touch(tx, { endpoint: endpointId });
   return true;
 }
 
-// ---------------------------------------------------------------------------------------------------------------
-// Which providers an endpoint offers: one rule for the settings API, its read shape and the snapshot.
-// ---------------------------------------------------------------------------------------------------------------
-
-/** Scopes an OpenID Connect login asks for when neither the settings nor the provider name any. */
-export const DEFAULT_OIDC_SCOPES = ['openid', 'email', 'profile'] as const;
-
-/**
- * Whether visitors may log in with a provider now, in mode oauth or oidc: enabled by its toggle, listed in the
- * settings' enabled_auth_methods (every enabled provider when that list is empty), and in mode oidc of kind oidc
- * (that mode takes identities from validated ID tokens only).
- */
-export function offersProvider(mode: string, listed: readonly string[], p: Pick<OAuthProviderRow, 'id' | 'kind' | 'enabled'>): boolean {
-  if (!p.enabled) return false;
-  if (mode === 'oidc' && p.kind !== 'oidc') return false;
-  return listed.length === 0 || listed.includes(String(p.id));
-}
-
-/**
- * The scopes a login asks for: the settings' override when set, else the provider's, else the OIDC default. An
- * OpenID Connect login needs `openid` (Core §3.1.2.1): an override shared with oauth2 providers may lack it.
- */
-export function requestedScopes(p: Pick<OAuthProviderRow, 'kind' | 'scopes'>, override: readonly string[] | undefined): string[] {
-  const scopes = override && override.length > 0 ? [...override] : p.scopes.length > 0 ? [...p.scopes] : p.kind === 'oidc' ? [...DEFAULT_OIDC_SCOPES] : [];
-  return p.kind === 'oidc' && !scopes.includes('openid') ? ['openid', ...scopes] : scopes;
-}
+// Which providers an endpoint offers lives in oauth-offers.ts, which the snapshot builder imports without this module.
+export { DEFAULT_OIDC_SCOPES, offersProvider, requestedScopes } from './oauth-offers.ts';

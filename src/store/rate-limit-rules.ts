@@ -1,7 +1,7 @@
 // Firewall rate-limit rules, their ordered conditions and the per-day hit buckets, as the control API reads and
-// writes them. Every write recomputes the endpoint's shadowed rules and publishes the endpoint in the caller's transaction.
+// writes them. Every write recomputes the endpoint's shadowed rules and touches the endpoint (docs/feed.md).
 import type { Queryable } from './db.ts';
-import { publishEndpoint } from './endpoint-feed.ts';
+import { touch } from './feed-changes.ts';
 import { escapeLike } from './endpoints.ts';
 import { computeShadows, type ShadowRule } from '../shared/rate-limit/shadow.ts';
 import type { RateLimitConditionConfig, RateLimitConditionType, RateLimitRuleConfig } from '../shared/snapshot.ts';
@@ -201,7 +201,7 @@ async function insertConditions(tx: Queryable, ruleId: number, conditions: reado
 
 /**
  * After any rule write: recompute `shadowed` / `shadow_reason` for every rule of the endpoint (a write to one rule can
- * shadow or free the others), then publish the endpoint. Call inside the transaction holding the endpoint's row lock.
+ * shadow or free the others), then touch the endpoint. Call inside the transaction holding the endpoint's row lock.
  */
 export async function ruleSetChanged(tx: Queryable, endpointId: number): Promise<void> {
   const { rows } = await tx.query<Omit<ShadowRule, 'conditions'> & { shadowed: boolean; shadow_reason: string | null; conditions: ConditionInput[] | string }>(
@@ -220,7 +220,7 @@ export async function ruleSetChanged(tx: Queryable, endpointId: number): Promise
       await tx.query('UPDATE rate_limit_rules SET shadowed = $2, shadow_reason = $3 WHERE id = $1', [rule.id, v.shadowed, v.reason]);
     }
   }
-  await publishEndpoint(tx, endpointId);
+  touch(tx, { endpoint: endpointId });
 }
 
 export async function insertRule(tx: Queryable, endpointId: number, userId: number, rule: RuleInput): Promise<RateLimitRuleRow> {
@@ -301,20 +301,4 @@ export async function deleteCondition(tx: Queryable, rule: Pick<RateLimitRuleRow
   await tx.query('DELETE FROM rate_limit_conditions WHERE id = $1', [conditionId]);
   await touchRule(tx, rule.id);
   await ruleSetChanged(tx, rule.endpoint_id);
-}
-
-/**
- * The snapshot's `rate_limits` (src/shared/snapshot.ts): the endpoint's ACTIVE rules in evaluation order (ascending
- * priority, then id), conditions in position order, as stored (canonical; the edge compiles them as they are).
- */
-export async function loadRateLimitRules(tx: Queryable, endpointId: number): Promise<RateLimitRuleConfig[]> {
-  const { rows } = await tx.query<Omit<RateLimitRuleConfig, 'conditions'> & { conditions: RateLimitConditionConfig[] | string }>(
-    `SELECT r.uuid::text AS uuid, r.id, r.name, r.requests_per_window, r.window_size_seconds, r.action, r.priority, r.scope, r.fail_mode,
-            COALESCE((SELECT json_agg(json_build_object('uuid', c.uuid::text, 'type', c.condition_type, 'operator', c.operator,
-                                                        'value', c.condition_value, 'logical_operator', c.logical_operator) ORDER BY c.position)
-                      FROM rate_limit_conditions c WHERE c.rule_id = r.id), '[]'::json) AS conditions
-     FROM rate_limit_rules r WHERE r.endpoint_id = $1 AND r.status = 'active' ORDER BY r.priority, r.id`,
-    [endpointId],
-  );
-  return rows.map((r) => ({ ...r, conditions: typeof r.conditions === 'string' ? (JSON.parse(r.conditions) as RateLimitConditionConfig[]) : r.conditions }));
 }

@@ -1,8 +1,7 @@
 // RBAC clients at rest (docs/rbac.md "Clients", "Invites and self-registration"): their writes, invites, the
-// self-registration setting and credential use. Reads of clients live in rbac.ts; every write here publishes the endpoint.
+// self-registration setting and credential use. Reads of clients live in rbac.ts; every write here touches the endpoint.
 import type { Queryable } from './db.ts';
-import { publishEndpoint } from './endpoint-feed.ts';
-import { currentVersion } from './feed.ts';
+import { touch } from './feed-changes.ts';
 import { assignDefaultRoles } from './rbac.ts';
 import type { RbacClientStatus } from '../shared/snapshot.ts';
 
@@ -119,19 +118,18 @@ async function linkIdentities(tx: Queryable, endpointId: number, clientId: numbe
 }
 
 /**
- * Edges cache credential verdicts per credentials_version (docs/visitor-auth.md): a client's credential, status or
- * existence changing moves it on, then the endpoint is published. Returns the feed version that carries the change.
- * No settings row means mode none, where no credential is checked and nothing is cached.
+ * Edges cache credential verdicts per credentials_version (docs/visitor-auth.md): every client write (insert, update,
+ * delete) moves it on, and touches the endpoint. A caller needing the feed version that carries the change runs its
+ * transaction through transactionWithFeedVersion (feed-changes.ts). No settings row means mode none, where no
+ * credential is checked and nothing is cached.
  */
-export async function publishClientChange(tx: Queryable, endpointId: number): Promise<number> {
+async function clientCredentialsChanged(tx: Queryable, endpointId: number): Promise<void> {
   await tx.query('UPDATE endpoint_auth_settings SET credentials_version = credentials_version + 1, updated_at = now() WHERE endpoint_id = $1', [endpointId]);
-  await publishEndpoint(tx, endpointId);
-  // The transaction holds feed_state's row since recordChange bumped it: this reads the version that change took.
-  return currentVersion(tx);
+  touch(tx, { endpoint: endpointId });
 }
 
 /**
- * Inserts a client with its identities and the endpoint's default roles, and publishes. Returns its id. Collisions
+ * Inserts a client with its identities and the endpoint's default roles. Returns its id. Collisions
  * should have been ruled out by findCollision; a race past it throws the unique violation.
  */
 export async function insertClient(tx: Queryable, endpointId: number, c: ClientInsert): Promise<number> {
@@ -143,6 +141,7 @@ export async function insertClient(tx: Queryable, endpointId: number, c: ClientI
   const id = Number(rows[0].id);
   await linkIdentities(tx, endpointId, id, c.identities);
   await assignDefaultRoles(tx, endpointId, id);
+  await clientCredentialsChanged(tx, endpointId);
   return id;
 }
 
@@ -186,6 +185,7 @@ export async function updateClient(tx: Queryable, endpointId: number, clientId: 
   if (p.status !== undefined && p.status !== 'invited') {
     await tx.query('DELETE FROM rbac_invites WHERE client_id = $1 AND redeemed_at IS NULL', [clientId]);
   }
+  await clientCredentialsChanged(tx, endpointId);
 }
 
 /** The client's status, row-locked; null when it is not a client of the endpoint. */
@@ -200,7 +200,9 @@ export async function lockClient(tx: Queryable, endpointId: number, clientId: nu
 /** Deletes a client (memberships, identities and invite cascade); false when it is not a client of the endpoint. */
 export async function deleteClient(tx: Queryable, endpointId: number, clientId: number): Promise<boolean> {
   const { rowCount } = await tx.query('DELETE FROM rbac_clients WHERE endpoint_id = $1 AND id = $2', [endpointId, clientId]);
-  return rowCount > 0;
+  if (rowCount === 0) return false;
+  await clientCredentialsChanged(tx, endpointId);
+  return true;
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -265,7 +267,7 @@ export async function writeSelfRegistration(tx: Queryable, endpointId: number, s
        self_registration_domains = EXCLUDED.self_registration_domains, updated_at = now()`,
     [endpointId, s.enabled, s.allowed_email_domains],
   );
-  await publishEndpoint(tx, endpointId);
+  touch(tx, { endpoint: endpointId });
 }
 
 // ---------------------------------------------------------------------------------------------------------------

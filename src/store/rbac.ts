@@ -1,7 +1,7 @@
 // Per-endpoint RBAC at rest (docs/rbac.md): roles, memberships and the overview read, plus the client reads other
-// RBAC code shares. Uniqueness is the constraints' job; every write publishes the endpoint in the caller's transaction.
+// RBAC code shares. Uniqueness is the constraints' job; every write touches the endpoint (docs/feed.md).
 import type { Queryable } from './db.ts';
-import { publishEndpoint } from './endpoint-feed.ts';
+import { touch } from './feed-changes.ts';
 import { fillRbacPermissions } from '../shared/rbac-permissions.ts';
 import type { RbacClientStatus, RbacPermissionsConfig } from '../shared/snapshot.ts';
 
@@ -100,7 +100,7 @@ export async function countRoles(tx: Queryable, endpointId: number): Promise<num
 }
 
 /**
- * Inserts a role and publishes the endpoint. A duplicate name throws the unique violation of ROLE_NAME_KEY (the
+ * Inserts a role and touches the endpoint. A duplicate name throws the unique violation of ROLE_NAME_KEY (the
  * route maps it); fields left undefined take the column defaults.
  */
 export async function insertRole(tx: Queryable, endpointId: number, role: RbacRoleInput): Promise<RbacRoleRow> {
@@ -109,7 +109,7 @@ export async function insertRole(tx: Queryable, endpointId: number, role: RbacRo
      VALUES ($1, $2, $3, $4, $5, $6::jsonb) RETURNING ${ROLE_COLUMNS}`,
     [endpointId, role.name, role.description ?? '', role.priority ?? 0, role.is_default ?? false, JSON.stringify(role.permissions ?? fullPermissions(null))],
   );
-  await publishEndpoint(tx, endpointId);
+  touch(tx, { endpoint: endpointId });
   return roleRow(rows[0]);
 }
 
@@ -134,15 +134,15 @@ export async function updateRole(tx: Queryable, endpointId: number, roleId: numb
     ],
   );
   if (!rows[0]) return null;
-  await publishEndpoint(tx, endpointId);
+  touch(tx, { endpoint: endpointId });
   return roleRow(rows[0]);
 }
 
-/** Deletes a role (its memberships cascade) and publishes the endpoint; false when it is not on this endpoint. */
+/** Deletes a role (its memberships cascade) and touches the endpoint; false when it is not on this endpoint. */
 export async function deleteRole(tx: Queryable, endpointId: number, roleId: number): Promise<boolean> {
   const { rowCount } = await tx.query('DELETE FROM rbac_roles WHERE endpoint_id = $1 AND id = $2', [endpointId, roleId]);
   if (rowCount === 0) return false;
-  await publishEndpoint(tx, endpointId);
+  touch(tx, { endpoint: endpointId });
   return true;
 }
 
@@ -154,8 +154,8 @@ export async function defaultRoleIds(db: Queryable, endpointId: number): Promise
 
 /**
  * Gives a new client the endpoint's default roles (docs/api.md: API-created and self-registered clients alike) and
- * returns their ids. Does not publish: the caller's own write (creating the client) publishes the endpoint in the same
- * transaction, after this. A pair the client already holds is left as it is.
+ * returns their ids, touching the endpoint when it adds one (the client's own insert touches it too: one publish at
+ * commit). A pair the client already holds is left as it is.
  */
 export async function assignDefaultRoles(tx: Queryable, endpointId: number, clientId: number): Promise<number[]> {
   const { rows } = await tx.query<{ role_id: number }>(
@@ -165,6 +165,7 @@ export async function assignDefaultRoles(tx: Queryable, endpointId: number, clie
      ON CONFLICT (client_id, role_id) DO NOTHING RETURNING role_id`,
     [endpointId, clientId],
   );
+  if (rows.length > 0) touch(tx, { endpoint: endpointId });
   return rows.map((r) => r.role_id);
 }
 
@@ -215,7 +216,7 @@ export async function listMemberships(db: Queryable, endpointId: number): Promis
 export type AddMembershipOutcome = 'added' | 'client_missing' | 'role_missing' | 'exists';
 
 /**
- * Gives a client a role, both of this endpoint; publishes the endpoint when the pair is new. The pair's unique index
+ * Gives a client a role, both of this endpoint; touches the endpoint when the pair is new. The pair's unique index
  * decides `exists` (ON CONFLICT, so concurrent adds of one pair cannot both succeed); when nothing was inserted, one
  * read says why.
  */
@@ -228,7 +229,7 @@ export async function addMembership(tx: Queryable, endpointId: number, clientId:
     [endpointId, clientId, roleId, assignedBy],
   );
   if (rowCount > 0) {
-    await publishEndpoint(tx, endpointId);
+    touch(tx, { endpoint: endpointId });
     return 'added';
   }
   const { rows } = await tx.query<{ client: boolean; role: boolean }>(
@@ -241,11 +242,11 @@ export async function addMembership(tx: Queryable, endpointId: number, clientId:
   return 'exists';
 }
 
-/** Takes a role from a client; publishes only when the pair existed (docs/api.md: a missing pair changes nothing). */
+/** Takes a role from a client; touches the endpoint only when the pair existed (docs/api.md: a missing pair changes nothing). */
 export async function removeMembership(tx: Queryable, endpointId: number, clientId: number, roleId: number): Promise<boolean> {
   const { rowCount } = await tx.query('DELETE FROM rbac_memberships WHERE endpoint_id = $1 AND client_id = $2 AND role_id = $3', [endpointId, clientId, roleId]);
   if (rowCount === 0) return false;
-  await publishEndpoint(tx, endpointId);
+  touch(tx, { endpoint: endpointId });
   return true;
 }
 

@@ -1,7 +1,7 @@
-// Routing rules of an endpoint and their ordered conditions (a child table). Every write publishes the endpoint
-// to the change feed in the caller's transaction, so edges get the new rules with the endpoint record.
+// Routing rules of an endpoint and their ordered conditions (a child table). Every write touches the endpoint
+// (docs/feed.md), so edges get the new rules with the endpoint record at the caller's commit.
 import type { Queryable } from './db.ts';
-import { publishEndpoint } from './endpoint-feed.ts';
+import { touch } from './feed-changes.ts';
 import type { RoutingConditionConfig } from '../shared/snapshot.ts';
 
 /** Bounds the API enforces (400 beyond them); the schema's CHECKs hold the per-rule ones too. */
@@ -77,8 +77,8 @@ async function insertConditions(tx: Queryable, ruleId: number, conditions: reado
 }
 
 /**
- * Inserts a rule with its conditions and publishes the endpoint. Call inside the transaction that holds the
- * endpoint's row lock: concurrent rule writes then publish one after the other, each seeing the other's rules.
+ * Inserts a rule with its conditions and touches the endpoint. Call inside the transaction that holds the
+ * endpoint's row lock: concurrent rule writes then commit one after the other, each seeing the other's rules.
  */
 export async function insertRoutingRule(tx: Queryable, endpointId: number, rule: RoutingRuleInput): Promise<RoutingRuleRow> {
   const { rows } = await tx.query<{ id: number }>(
@@ -88,7 +88,7 @@ export async function insertRoutingRule(tx: Queryable, endpointId: number, rule:
   );
   const id = rows[0].id;
   await insertConditions(tx, id, rule.conditions);
-  await publishEndpoint(tx, endpointId);
+  touch(tx, { endpoint: endpointId });
   return (await findRoutingRule(tx, endpointId, id))!;
 }
 
@@ -103,14 +103,14 @@ export async function replaceRoutingRule(tx: Queryable, endpointId: number, rule
   if (rowCount === 0) return null;
   await tx.query('DELETE FROM routing_rule_conditions WHERE rule_id = $1', [ruleId]);
   await insertConditions(tx, ruleId, rule.conditions);
-  await publishEndpoint(tx, endpointId);
+  touch(tx, { endpoint: endpointId });
   return findRoutingRule(tx, endpointId, ruleId);
 }
 
-/** Deletes a rule (its conditions cascade) and publishes the endpoint; false when it is not on this endpoint. */
+/** Deletes a rule (its conditions cascade) and touches the endpoint; false when it is not on this endpoint. */
 export async function deleteRoutingRule(tx: Queryable, endpointId: number, ruleId: number): Promise<boolean> {
   const { rowCount } = await tx.query('DELETE FROM routing_rules WHERE endpoint_id = $1 AND id = $2', [endpointId, ruleId]);
   if (rowCount === 0) return false;
-  await publishEndpoint(tx, endpointId);
+  touch(tx, { endpoint: endpointId });
   return true;
 }

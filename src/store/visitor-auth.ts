@@ -1,7 +1,7 @@
 // Visitor authentication at rest: the main mode and its settings, basic users, visitor tokens (settings tokens and
-// endpoint API keys), the JWT layer and webhook verification. Every write publishes the endpoint in the caller's transaction.
+// endpoint API keys), the JWT layer and webhook verification. Every write touches the endpoint (docs/feed.md).
 import type { Queryable } from './db.ts';
-import { publishEndpoint } from './endpoint-feed.ts';
+import { touch } from './feed-changes.ts';
 import { listOAuthProviders, type OAuthProviderRow } from './oauth-providers.ts';
 import type { VisitorAuthMode } from '../shared/snapshot.ts';
 
@@ -287,7 +287,7 @@ export async function writeAuthSettings(tx: Queryable, endpointId: number, w: Au
   if (w.basicUsers !== undefined) changed = (await replaceBasicUsers(tx, endpointId, w.basicUsers)) || changed;
   if (w.tokens !== undefined) changed = (await replaceSettingsTokens(tx, endpointId, w.tokens)) || changed;
   if (changed) await bumpCredentialsVersion(tx, endpointId);
-  await publishEndpoint(tx, endpointId);
+  touch(tx, { endpoint: endpointId });
 }
 
 export interface JwtSettingsWrite {
@@ -306,7 +306,7 @@ export async function writeJwtSettings(tx: Queryable, endpointId: number, w: Jwt
        audience = EXCLUDED.audience, claim_headers = EXCLUDED.claim_headers, updated_at = now()`,
     [endpointId, w.enabled, w.jwksUrl, w.issuer, w.audience, JSON.stringify(w.claimHeaders)],
   );
-  await publishEndpoint(tx, endpointId);
+  touch(tx, { endpoint: endpointId });
 }
 
 export interface WebhookVerificationWrite {
@@ -325,7 +325,7 @@ export async function writeWebhookVerification(tx: Queryable, endpointId: number
        secret_sealed = EXCLUDED.secret_sealed, prefix = EXCLUDED.prefix, updated_at = now()`,
     [endpointId, w.enabled, w.header, w.algo, w.secretSealed, w.prefix],
   );
-  await publishEndpoint(tx, endpointId);
+  touch(tx, { endpoint: endpointId });
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -344,7 +344,7 @@ export async function insertEndpointApiKey(
     [endpointId, key.label, key.digest, key.expiresAt],
   );
   await bumpCredentialsVersion(tx, endpointId);
-  await publishEndpoint(tx, endpointId);
+  touch(tx, { endpoint: endpointId });
   return rows[0];
 }
 
@@ -357,7 +357,7 @@ export async function findEndpointApiKey(q: Queryable, endpointId: number, keyId
 }
 
 /**
- * Revokes an API key (it stays listed with revoked_at; revoking again keeps the first time) and publishes, so every
+ * Revokes an API key (it stays listed with revoked_at; revoking again keeps the first time) and touches the endpoint, so every
  * edge refuses it from its next request. Null when the endpoint has no such API key.
  */
 export async function revokeEndpointApiKey(tx: Queryable, endpointId: number, keyId: number): Promise<VisitorTokenRow | null> {
@@ -368,7 +368,7 @@ export async function revokeEndpointApiKey(tx: Queryable, endpointId: number, ke
   );
   if (rows[0]) {
     await bumpCredentialsVersion(tx, endpointId);
-    await publishEndpoint(tx, endpointId);
+    touch(tx, { endpoint: endpointId });
     return rows[0];
   }
   return findEndpointApiKey(tx, endpointId, keyId);

@@ -9,7 +9,7 @@ import { startAgent, type Agent } from '../../src/agent/agent.ts';
 import { OriginPools, type OriginPoolsOptions } from '../../src/edge/forward/origin.ts';
 import { handleRequest, handleUpgrade, type PipelineDeps } from '../../src/edge/pipeline/pipeline.ts';
 import type { EndpointConfig } from '../../src/shared/snapshot.ts';
-import { publishEndpoint } from '../../src/store/endpoint-feed.ts';
+import { touch } from '../../src/store/feed-changes.ts';
 import { lookupVia, startDnsServer, type DnsServer } from '../helpers/dns-server.ts';
 import { eventually } from '../helpers/eventually.ts';
 import { visit as request, wsRoundTrip } from '../helpers/http.ts';
@@ -108,7 +108,7 @@ describe('origin endpoints', () => {
         const ep = (await t.api('POST', '/v1/endpoints', { key: user.api_key, body: {} })).body;
         await t.node.db!.transaction(async (tx) => {
           await tx.query('UPDATE endpoints SET origin_url = $2 WHERE uuid = $1', [ep.uuid, `http://127.0.0.1:${target.port}`]);
-          await publishEndpoint(tx, ep.id);
+          touch(tx, { endpoint: ep.id });
         });
         await eventually(async () => (t.node.edge!.config.endpoint(ep.uuid)?.origin_url ? true : undefined));
         const res = await new Promise<{ status: number; code: unknown }>((resolve, reject) => {

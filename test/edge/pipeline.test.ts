@@ -9,7 +9,7 @@ import net, { type AddressInfo } from 'node:net';
 import { STAGES } from '../../src/edge/compile.ts';
 import { EdgeConfig } from '../../src/edge/config.ts';
 import type { StageFactory } from '../../src/edge/pipeline/stage.ts';
-import { publishEndpoint } from '../../src/store/endpoint-feed.ts';
+import { touch } from '../../src/store/feed-changes.ts';
 import type { EndpointConfig } from '../../src/shared/snapshot.ts';
 import { endpointConfig } from '../helpers/endpoint-config.ts';
 import { visit } from '../helpers/http.ts';
@@ -61,7 +61,7 @@ describe('pipeline: HTTPS enforcement and capture', () => {
     if (enforceHttps) {
       await t.node.db!.transaction(async (tx) => {
         await tx.query('UPDATE endpoints SET enforce_https = true WHERE uuid = $1', [ep.uuid]);
-        await publishEndpoint(tx, ep.id);
+        touch(tx, { endpoint: ep.id });
       });
     }
     await applied(ep.uuid, (c) => c.origin_url !== null && c.enforce_https === enforceHttps);

@@ -9,7 +9,8 @@ import { TOPICS, type EndpointConfig } from '../../src/shared/snapshot.ts';
 import { canonicalRbacPermissions } from '../../src/shared/rbac-permissions.ts';
 import * as accounts from '../../src/store/accounts.ts';
 import type { Queryable } from '../../src/store/db.ts';
-import { MAX_EXPIRED_INVITES, publishEndpoint } from '../../src/store/endpoint-feed.ts';
+import { endpointRecord, MAX_EXPIRED_INVITES } from '../../src/store/endpoint-feed.ts';
+import { touch } from '../../src/store/feed-changes.ts';
 import { insertEndpoint } from '../../src/store/endpoints.ts';
 import * as rbac from '../../src/store/rbac.ts';
 import { writeAuthSettings } from '../../src/store/visitor-auth.ts';
@@ -61,7 +62,7 @@ describe(`RBAC in the endpoint feed (${process.env.DATABASE_URL ? 'PostgreSQL' :
 
   const role = (endpointId: number, name: string, priority: number, permissions: object = {}, isDefault = false) =>
     t.db.transaction((tx) => rbac.insertRole(tx, endpointId, { name, priority, is_default: isDefault, permissions: canonicalRbacPermissions(permissions) }));
-  const publish = (endpointId: number) => t.db.transaction((tx) => publishEndpoint(tx, endpointId));
+  const publish = (endpointId: number) => t.db.transaction(async (tx) => touch(tx, { endpoint: endpointId }));
   const authMode = (endpointId: number, mode: 'basic' | 'token' | 'none', extra: { basicUsers?: { username: string; passwordHash: string }[]; tokens?: { label: string; digest: string; expiresAt: null }[] } = {}) =>
     t.db.transaction((tx) => writeAuthSettings(tx, endpointId, { mode, modeConfig: {}, sessionTtlSeconds: null, enabledAuthMethods: [], enforceHttps: false, ...extra }));
 
@@ -236,7 +237,7 @@ describe(`RBAC in the endpoint feed (${process.env.DATABASE_URL ? 'PostgreSQL' :
     assert.deepEqual((await entry(ep.uuid)).rbac!.roles, []);
   });
 
-  it('gives a new client the default roles (assignDefaultRoles), idempotently, without publishing itself', async () => {
+  it('gives a new client the default roles (assignDefaultRoles), idempotently', async () => {
     const ep = await newEndpoint();
     const d1 = await role(ep.id, 'd1', 0, {}, true);
     await role(ep.id, 'plain', 0);
@@ -261,7 +262,7 @@ describe(`RBAC in the endpoint feed (${process.env.DATABASE_URL ? 'PostgreSQL' :
             return tx.query(text, params);
           },
         };
-        await publishEndpoint(counting, endpointId);
+        await endpointRecord(counting, endpointId);
       });
       return n;
     };
@@ -278,6 +279,7 @@ describe(`RBAC in the endpoint feed (${process.env.DATABASE_URL ? 'PostgreSQL' :
     );
     await sql(`INSERT INTO rbac_memberships (endpoint_id, client_id, role_id) SELECT $1, c.id, r.id FROM rbac_clients c, rbac_roles r WHERE c.endpoint_id = $1 AND r.endpoint_id = $1`, [big.id]);
     assert.equal(await count(big.id), await count(small.id));
+    await publish(big.id);
     const config = await entry(big.uuid);
     assert.equal(config.rbac!.clients.length, 60);
     assert.equal(config.auth!.basic_users.length, 61);

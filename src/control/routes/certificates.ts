@@ -1,30 +1,12 @@
 // The certificate library (upload, list, get, delete) and the endpoint TLS settings built on it: which custom
 // certificate an endpoint serves (PUT /v1/endpoints/{id}/certificate) and its client-certificate (mTLS) policy.
-import { X509Certificate } from 'node:crypto';
 import { Type } from '@sinclair/typebox';
-import { fail } from '../../shared/errors.ts';
 import { Nullable, Strict, Timestamp, Uuid } from '../../shared/schema.ts';
-import {
-  certificateCoversHost,
-  keyMatchesCertificate,
-  MAX_CA_CERTIFICATES,
-  describeCaBundle,
-  parseCaBundle,
-  parseCertificateChain,
-  parsePrivateKey,
-  privateKeyPkcs8Pem,
-  sansMatchDomain,
-  X509Error,
-} from '../../shared/x509.ts';
-import * as store from '../../store/certificates.ts';
-import { findDomainById } from '../../store/domains.ts';
-import { isForeignKeyViolation } from '../../store/db.ts';
-import { publishEndpoint } from '../../store/endpoint-feed.ts';
-import { endpointForCaller, readableEndpoint, requireEndpointEntitlement } from '../endpoint-access.ts';
-import { int64Param, type ControlApp, type ControlDeps } from '../http.ts';
+import { MAX_CA_CERTIFICATES } from '../../shared/x509.ts';
+import type { CertificateRow } from '../../store/certificates.ts';
+import type { ControlApp, ControlDeps } from '../http.ts';
+import { certificateService } from '../services/certificates.ts';
 import { ErrorBody, ErrorResponses, iso } from '../views.ts';
-
-const MAX_CHAIN_CERTIFICATES = 10;
 
 const CertificateView = Type.Object({
   id: Type.Integer(),
@@ -48,7 +30,7 @@ const MtlsView = Type.Object({
 const IdParams = Type.Object({ id: Type.String({ description: 'Certificate id (int64)' }) });
 const EndpointParams = Type.Object({ id: Uuid({ description: 'Endpoint uuid' }) });
 
-function certificateView(c: store.CertificateRow, now = Date.now()) {
+function certificateView(c: CertificateRow, now = Date.now()) {
   return {
     id: c.id,
     name: c.name,
@@ -64,33 +46,13 @@ function certificateView(c: store.CertificateRow, now = Date.now()) {
   };
 }
 
-/** Runs a PEM check and turns its refusal into a 400 whose detail names the field and a stable reason. */
-function checked<T>(field: string, fn: () => T): T {
-  try {
-    return fn();
-  } catch (err) {
-    if (err instanceof X509Error) {
-      throw fail.invalid_request(err.message, { field, reason: err.reason, ...(err.index !== undefined ? { index: err.index } : {}) });
-    }
-    throw err;
-  }
-}
-
-/** 400 with a stable detail.reason, for assignment refusals a client may want to tell apart. */
-function refuse(reason: string, message: string, extra: Record<string, unknown> = {}) {
-  return fail.invalid_request(message, { reason, ...extra });
-}
-
-export function certificateRoutes(app: ControlApp, { db, secrets, config }: ControlDeps): void {
-  async function certificateFor(accountId: number, rawId: string): Promise<store.CertificateRow> {
-    const cert = await store.findCertificate(db, accountId, int64Param(rawId));
-    if (!cert) throw fail.not_found('Certificate not found');
-    return cert;
-  }
+export function certificateRoutes(app: ControlApp, deps: ControlDeps): void {
+  const certificates = certificateService(deps);
 
   app.post(
     '/v1/certificates',
     {
+      config: { permission: 'certificates:manage' },
       schema: {
         summary: 'Upload a certificate (leaf first, then its chain) and its private key to the account library',
         description:
@@ -106,36 +68,7 @@ export function certificateRoutes(app: ControlApp, { db, secrets, config }: Cont
         response: { 201: CertificateView, ...ErrorResponses },
       },
     },
-    async (req, reply) => {
-      req.caller.requirePermission('certificates:manage');
-      req.caller.requireEntitlement('custom_ssl');
-      const chain = checked('certificate_pem', () => parseCertificateChain(req.body.certificate_pem, { maxCertificates: MAX_CHAIN_CERTIFICATES }));
-      const key = checked('private_key_pem', () => parsePrivateKey(req.body.private_key_pem));
-      if (!keyMatchesCertificate(chain.certificates[0], key)) {
-        throw fail.invalid_request('The private key does not match the certificate (the first certificate in certificate_pem)', {
-          field: 'private_key_pem',
-          reason: 'key_mismatch',
-        });
-      }
-      const { leaf } = chain;
-      const row = await db.transaction((tx) =>
-        store.insertCertificate(tx, {
-          accountId: req.caller.account.id,
-          userId: req.caller.user.id,
-          name: req.body.name ?? leaf.sans[0],
-          certificatePem: chain.pem,
-          // Sealed in its canonical PKCS#8 form, whatever form it came in; plaintext never reaches the store.
-          privateKeySealed: secrets.seal(privateKeyPkcs8Pem(key)),
-          subject: leaf.subject,
-          issuer: leaf.issuer,
-          sans: leaf.sans,
-          fingerprintSha256: leaf.fingerprintSha256,
-          notBefore: leaf.notBefore,
-          notAfter: leaf.notAfter,
-        }),
-      );
-      return reply.status(201).send(certificateView(row));
-    },
+    async (req, reply) => reply.status(201).send(certificateView(await certificates.upload(req.caller, req.body))),
   );
 
   app.get(
@@ -149,7 +82,7 @@ export function certificateRoutes(app: ControlApp, { db, secrets, config }: Cont
     },
     async (req) => {
       const now = Date.now();
-      return { items: (await store.listCertificates(db, req.caller.account.id)).map((c) => certificateView(c, now)) };
+      return { items: (await certificates.list(req.caller)).map((c) => certificateView(c, now)) };
     },
   );
 
@@ -164,12 +97,13 @@ export function certificateRoutes(app: ControlApp, { db, secrets, config }: Cont
         response: { 200: CertificateView, ...ErrorResponses },
       },
     },
-    async (req) => certificateView(await certificateFor(req.caller.account.id, req.params.id)),
+    async (req) => certificateView(await certificates.get(req.caller, req.params.id)),
   );
 
   app.delete(
     '/v1/certificates/:id',
     {
+      config: { permission: 'certificates:manage' },
       schema: {
         summary: 'Delete a certificate; refused (409) while an endpoint serves it',
         description: 'Requires certificates:manage. detail.endpoints lists the uuids of the endpoints still using it.',
@@ -179,24 +113,7 @@ export function certificateRoutes(app: ControlApp, { db, secrets, config }: Cont
       },
     },
     async (req, reply) => {
-      req.caller.requirePermission('certificates:manage');
-      const id = int64Param(req.params.id);
-      try {
-        await db.transaction(async (tx) => {
-          const cert = await store.findCertificate(tx, req.caller.account.id, id, { lock: 'update' });
-          if (!cert) throw fail.not_found('Certificate not found');
-          const users = await store.endpointsUsingCertificate(tx, id);
-          if (users.length > 0) {
-            throw fail.conflict(`The certificate is assigned to ${users.length} endpoint(s); detach it first`, { reason: 'certificate_in_use', endpoints: users });
-          }
-          await store.deleteCertificate(tx, id);
-          // Edges should hold no copy already (it was withdrawn when last detached); this makes sure of it.
-          await store.publishCertificateDeleted(tx, id);
-        });
-      } catch (err) {
-        if (isForeignKeyViolation(err)) throw fail.conflict('The certificate is assigned to an endpoint; detach it first', { reason: 'certificate_in_use' });
-        throw err;
-      }
+      await certificates.remove(req.caller, req.params.id);
       return reply.status(204).send(null);
     },
   );
@@ -204,6 +121,7 @@ export function certificateRoutes(app: ControlApp, { db, secrets, config }: Cont
   app.put(
     '/v1/endpoints/:id/certificate',
     {
+      config: { permission: 'endpoints:update' },
       schema: {
         summary: 'Serve a custom certificate from the library on an endpoint, or revert to the platform certificate',
         description:
@@ -228,73 +146,13 @@ export function certificateRoutes(app: ControlApp, { db, secrets, config }: Cont
         },
       },
     },
-    async (req) => {
-      const { caller } = req;
-      caller.requirePermission('endpoints:update');
-      // Admins may act on another account's endpoint, whose plan decides (checked once the endpoint is known).
-      if (!caller.isAdmin) caller.requireEntitlement('custom_ssl');
-      const { certificate_id: certificateId, use_default: useDefault } = req.body;
-      const revert = useDefault === true || certificateId === null || certificateId === 0;
-      if (useDefault === true && certificateId) {
-        throw fail.invalid_request('use_default: true cannot be combined with a certificate_id', { reason: 'conflicting_fields' });
-      }
-      if (!revert && certificateId === undefined) {
-        throw fail.invalid_request('Give certificate_id, or use_default: true to revert to the platform certificate', { field: 'certificate_id', reason: 'missing_field' });
-      }
-
-      return db.transaction(async (tx) => {
-        // The endpoint row is locked so concurrent assignments apply one after the other.
-        const endpoint = await endpointForCaller(tx, caller, req.params.id, { forUpdate: true });
-        await requireEndpointEntitlement(tx, caller, config.plans, endpoint, 'custom_ssl');
-        if (endpoint.domain_id === null) {
-          throw refuse('not_custom_domain', 'Custom certificates are only for endpoints on a custom domain; this one uses the platform domain');
-        }
-        const domain = await findDomainById(tx, endpoint.domain_id);
-        // The endpoint's own account must hold its domain verified (admins act on behalf of that account).
-        if (!domain || domain.account_id !== endpoint.account_id || domain.verified_at === null) {
-          throw refuse('domain_not_owned', "The endpoint's domain is not a verified custom domain of this account");
-        }
-        const previous = endpoint.certificate_id;
-
-        if (revert) {
-          await store.setEndpointCertificate(tx, endpoint.id, null);
-          await publishEndpoint(tx, endpoint.id);
-          if (previous !== null) await store.unpublishCertificateIfUnused(tx, previous);
-          return { ok: true as const, certificate_id: null };
-        }
-
-        // Ids past 2^53 cannot exist (bigserial); treat them as missing rather than send a rounded one to SQL.
-        const id = certificateId!;
-        const cert = Number.isSafeInteger(id) ? await store.findCertificate(tx, endpoint.account_id, id, { lock: 'share' }) : null;
-        if (!cert) throw fail.not_found('Certificate not found');
-        const now = Date.now();
-        if (cert.status !== 'active') throw refuse('certificate_not_active', `Certificate ${cert.id} is ${cert.status}`, { status: cert.status });
-        if (cert.not_after.getTime() <= now) {
-          throw refuse('certificate_expired', `Certificate ${cert.id} expired at ${iso(cert.not_after)}`, { not_after: iso(cert.not_after) });
-        }
-        if (cert.not_before.getTime() > now) {
-          throw refuse('certificate_not_yet_valid', `Certificate ${cert.id} is not valid before ${iso(cert.not_before)}`, { not_before: iso(cert.not_before) });
-        }
-        if (!sansMatchDomain(cert.sans, domain.name)) {
-          throw refuse('domain_mismatch', `Certificate ${cert.id} names nothing in ${domain.name}`, { domain: domain.name, sans: cert.sans });
-        }
-        if (!certificateCoversHost(new X509Certificate(cert.certificate_pem), endpoint.hostname)) {
-          throw refuse('hostname_not_covered', `Certificate ${cert.id} does not cover ${endpoint.hostname}`, { hostname: endpoint.hostname, sans: cert.sans });
-        }
-
-        await store.setEndpointCertificate(tx, endpoint.id, cert.id);
-        // Certificate first: an edge applying changes in order never sees an endpoint naming a certificate it lacks.
-        await store.publishCertificate(tx, cert.id);
-        await publishEndpoint(tx, endpoint.id);
-        if (previous !== null && previous !== cert.id) await store.unpublishCertificateIfUnused(tx, previous);
-        return { ok: true as const, certificate_id: cert.id, certificate_name: cert.name };
-      });
-    },
+    async (req) => ({ ok: true as const, ...(await certificates.assign(req.caller, req.params.id, req.body)) }),
   );
 
   app.get(
     '/v1/endpoints/:id/mtls',
     {
+      config: { permission: 'endpoints:read' },
       schema: {
         summary: "An endpoint's client-certificate (mTLS) policy and the CA certificates it trusts",
         description: 'Requires endpoints:read.',
@@ -303,15 +161,13 @@ export function certificateRoutes(app: ControlApp, { db, secrets, config }: Cont
         response: { 200: MtlsView, ...ErrorResponses },
       },
     },
-    async (req) => {
-      const endpoint = await readableEndpoint(db, req.caller, req.params.id);
-      return { mode: endpoint.mtls_mode, ca_certificates: describeCaBundle(endpoint.mtls_ca_pem) };
-    },
+    async (req) => certificates.readMtls(req.caller, req.params.id),
   );
 
   app.put(
     '/v1/endpoints/:id/mtls',
     {
+      config: { permission: 'endpoints:update' },
       schema: {
         summary: "Set an endpoint's client-certificate (mTLS) policy",
         description:
@@ -327,22 +183,6 @@ export function certificateRoutes(app: ControlApp, { db, secrets, config }: Cont
         response: { 200: MtlsView, ...ErrorResponses },
       },
     },
-    async (req) => {
-      req.caller.requirePermission('endpoints:update');
-      const { mode, ca_bundle_pem: bundlePem } = req.body;
-      let bundle: { pem: string; certificates: ReturnType<typeof describeCaBundle> } | null = null;
-      if (mode === 'disabled') {
-        if (bundlePem !== undefined) throw fail.invalid_request('ca_bundle_pem is not accepted with mode "disabled"', { field: 'ca_bundle_pem', reason: 'unexpected_field' });
-      } else {
-        if (bundlePem === undefined) throw fail.invalid_request(`mode "${mode}" needs ca_bundle_pem`, { field: 'ca_bundle_pem', reason: 'missing_field' });
-        bundle = checked('ca_bundle_pem', () => parseCaBundle(bundlePem));
-      }
-      await db.transaction(async (tx) => {
-        const endpoint = await endpointForCaller(tx, req.caller, req.params.id, { forUpdate: true });
-        await store.setEndpointMtls(tx, endpoint.id, mode, bundle?.pem ?? null);
-        await publishEndpoint(tx, endpoint.id);
-      });
-      return { mode, ca_certificates: bundle?.certificates ?? [] };
-    },
+    async (req) => certificates.writeMtls(req.caller, req.params.id, req.body),
   );
 }
