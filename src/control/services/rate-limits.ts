@@ -336,7 +336,7 @@ export function rateLimitService({ db, config }: { db: Database; config: Config 
         const endpoint = await writableEndpoint(tx, caller, plans, ref);
         const count = await store.countRules(tx, endpoint.id);
         if (count >= MAX_RULES_PER_ENDPOINT) {
-          throw invalid('endpoint_id', `an endpoint has at most ${MAX_RULES_PER_ENDPOINT} rate-limit rules`, { limit: MAX_RULES_PER_ENDPOINT, count });
+          throw fail.invalid_request(`An endpoint has at most ${MAX_RULES_PER_ENDPOINT} rate-limit rules`, { limit: MAX_RULES_PER_ENDPOINT, count });
         }
         return store.insertRule(tx, endpoint.id, caller.user.id, input);
       });
