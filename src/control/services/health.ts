@@ -56,8 +56,8 @@ export interface CheckPatch {
 }
 
 /**
- * The PUT body's checks beyond its types, each a 400 with a message saying what to send instead. SPEC.md's health
- * contract answers these with one error string (routes/health.ts), so the message is the whole of what a client reads.
+ * The PUT body's checks beyond its types, each a 400 with a message saying what to send instead. The health contract
+ * (docs/api.md) answers these with one error string (routes/health.ts), so the message is the whole of what a client reads.
  */
 function validatePatch(body: CheckPatch): void {
   if (body.enabled === undefined && body.path === undefined && body.interval_seconds === undefined) {

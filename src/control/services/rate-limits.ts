@@ -78,7 +78,7 @@ function pathRef(value: string, what: 'rule' | 'condition', legacy: LegacyIds, n
 // Validation and canonical form
 // ---------------------------------------------------------------------------------------------------------------
 
-/** SPEC.md fixes the body of a condition refusal: 400 `Bad request` with the reason as a string in `detail`. */
+/** The API contract fixes the body of a condition refusal (docs/api.md): 400 `Bad request`, the reason as a string in `detail`. */
 const badCondition = (detail: string) => fail.bad_request('Bad request', detail);
 
 export interface ConditionBody {
