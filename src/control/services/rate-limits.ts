@@ -293,7 +293,7 @@ export function rateLimitService({ db, config }: { db: Database; config: Config 
         throw fail.pagination_too_deep(`page × limit may not exceed ${config.listMaxOffset}`, { page, limit, max: config.listMaxOffset });
       }
       if (q.status !== undefined && q.status !== '' && !(RULE_STATUSES as readonly string[]).includes(q.status)) {
-        throw fail.invalid_query('Invalid query parameter status', `status is one of ${RULE_STATUSES.join(', ')}`);
+        throw fail.invalid_query('Invalid query parameter status', { field: 'status', reason: `one of ${RULE_STATUSES.join(', ')}` });
       }
       const status = q.status ? (q.status as store.RuleStatus) : undefined;
       const search = q.search ?? q.q;
@@ -302,7 +302,7 @@ export function rateLimitService({ db, config }: { db: Database; config: Config 
       let empty = false;
       if (q.endpoint_id !== undefined && q.endpoint_id !== '') {
         const ref = endpointRef(q.endpoint_id);
-        if (!ref) throw fail.invalid_query('Invalid query parameter endpoint_id', 'endpoint_id is an endpoint uuid or a positive integer id');
+        if (!ref) throw fail.invalid_query('Invalid query parameter endpoint_id', { field: 'endpoint_id', reason: 'an endpoint uuid or a positive integer id' });
         const endpoint = await findEndpoint(db, ref, false);
         if (!endpoint || !canSee(caller, endpoint)) empty = true;
         else {

@@ -105,7 +105,7 @@ function ruleInput(body: RuleBody, endpointId: number | null, opts: { allowPriva
  */
 export function eventsLimit(raw: string | undefined): number {
   if (raw === undefined || raw === '') return ALERT_EVENTS_CAP;
-  if (!/^[0-9]{1,20}$/.test(raw)) throw fail.invalid_query('Invalid query parameter limit', 'limit is a non-negative integer (0 = the default cap)');
+  if (!/^[0-9]{1,20}$/.test(raw)) throw fail.invalid_query('Invalid query parameter limit', { field: 'limit', reason: 'a non-negative integer (0 = the default cap)' });
   const n = Number(raw);
   return n === 0 ? ALERT_EVENTS_CAP : Math.min(n, ALERT_EVENTS_CAP);
 }

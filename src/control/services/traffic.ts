@@ -50,7 +50,7 @@ function exactTime(at: string): boolean {
 }
 
 function decodeCursor(value: string): { at: string; id: number } {
-  const bad = () => fail.invalid_query('Invalid query parameter cursor', 'cursor must be a next_cursor from an earlier page');
+  const bad = () => fail.invalid_query('Invalid query parameter cursor', { field: 'cursor', reason: 'must be a next_cursor from an earlier page' });
   let parsed: unknown;
   try {
     if (!/^[A-Za-z0-9_-]{1,200}$/.test(value)) throw bad();
@@ -85,7 +85,7 @@ async function endpointFilter(db: Database, caller: Caller, value: string | unde
   if (value === undefined || value === '') return undefined;
   if (isUuid(value)) return value.toLowerCase();
   const id = parseInt64(value);
-  if (id === null) throw fail.invalid_query('Invalid query parameter endpoint', 'endpoint is an endpoint uuid or a positive integer id');
+  if (id === null) throw fail.invalid_query('Invalid query parameter endpoint', { field: 'endpoint', reason: 'an endpoint uuid or a positive integer id' });
   const uuid = await store.findAccountEndpointUuid(db, caller.account.id, id);
   if (uuid === null) throw fail.not_found('Endpoint not found');
   return uuid;
@@ -101,13 +101,13 @@ function realTime(name: 'from' | 'to', value: string): Date {
   const [y, mo, d, h, mi, sec] = m ? m.slice(1).map(Number) : [];
   const real =
     m !== null && !Number.isNaN(date.getTime()) && y >= 1970 && mo >= 1 && mo <= 12 && d >= 1 && d <= new Date(Date.UTC(y, mo, 0)).getUTCDate() && h <= 23 && mi <= 59 && sec <= 60;
-  if (!real) throw fail.invalid_query(`Invalid query parameter ${name}`, `${name} must be an RFC 3339 time from 1970 on, with a real date`);
+  if (!real) throw fail.invalid_query(`Invalid query parameter ${name}`, { field: name, reason: 'must be an RFC 3339 time from 1970 on, with a real date' });
   return date;
 }
 
 function timeRange(from: string | undefined, to: string | undefined): { from?: Date; to?: Date } {
   const range = { from: from === undefined ? undefined : realTime('from', from), to: to === undefined ? undefined : realTime('to', to) };
-  if (range.from && range.to && range.from >= range.to) throw fail.invalid_query('Invalid time range', 'from must be before to');
+  if (range.from && range.to && range.from >= range.to) throw fail.invalid_query('Invalid time range', { field: 'from', reason: 'must be before to' });
   return range;
 }
 
@@ -202,7 +202,11 @@ export function trafficService({ db, replayEdge }: Pick<ControlDeps, 'db' | 'rep
       if (row.request_body_truncated) throw notCaptured('The request body was longer than the capture limit', 'request_body_truncated');
       if (row.endpoint_hostname === null) throw notCaptured('The endpoint has been deleted', 'endpoint_deleted');
       if (!SAFE_METHODS.has(row.method) && !force) {
-        throw fail.invalid_query(`Replaying a ${row.method} request may change data; pass force=true to send it anyway`, { method: row.method });
+        throw fail.invalid_query(`Replaying a ${row.method} request may change data; pass force=true to send it anyway`, {
+          field: 'force',
+          reason: `true is needed to replay ${row.method}`,
+          method: row.method,
+        });
       }
       const target = replayEdge?.(row.tls) ?? null;
       if (!target) throw fail.unavailable('No edge is configured for replays on this node (EDGE_REPLAY_EDGE_URL)');
@@ -234,9 +238,14 @@ export function trafficService({ db, replayEdge }: Pick<ControlDeps, 'db' | 'rep
       const to = Math.ceil((range.to ?? new Date()).getTime() / step) * step;
       const from = range.from ? Math.floor(range.from.getTime() / step) * step : to - DEFAULT_BUCKETS[bucket] * step;
       const buckets = (to - from) / step;
-      if (buckets <= 0) throw fail.invalid_query('Invalid time range', 'from must be before to (to defaults to now)');
+      if (buckets <= 0) throw fail.invalid_query('Invalid time range', { field: 'from', reason: 'must be before to (to defaults to now)' });
       if (buckets > MAX_METRICS_BUCKETS) {
-        throw fail.invalid_query(`The window spans ${buckets} ${bucket} buckets; at most ${MAX_METRICS_BUCKETS}`, { buckets, max: MAX_METRICS_BUCKETS });
+        throw fail.invalid_query(`The window spans ${buckets} ${bucket} buckets; at most ${MAX_METRICS_BUCKETS}`, {
+          field: 'from',
+          reason: `at most ${MAX_METRICS_BUCKETS} ${bucket} buckets before to`,
+          buckets,
+          max: MAX_METRICS_BUCKETS,
+        });
       }
       const window = { bucket, from: new Date(from), to: new Date(to) };
       const rows = await store.trafficMetrics(db, { accountId: caller.account.id, endpointUuid: await endpointFilter(db, caller, q.endpoint), ...window });
