@@ -179,6 +179,16 @@ describe('accounts and API keys', () => {
       assert.equal((await t.api('POST', '/v1/organizations', { key: user.api_key, body: { name: 'after' } })).status, 201);
     });
 
+    it('caps the admin users list at EDGE_LIST_MAX_OFFSET like every listing (it read any page before)', async () => {
+      assert.equal((await t.api('GET', '/v1/admin/users?page=100&page_size=100')).status, 200); // exactly 10000
+      for (const q of ['?page=101&page_size=100', '?page=10000&page_size=100', '?page=501']) {
+        const res = await t.api('GET', `/v1/admin/users${q}`);
+        assert.equal(res.status, 400, q);
+        assert.equal(res.body.code, 'pagination_too_deep', q);
+        assert.equal(res.body.detail.max, 10000, q);
+      }
+    });
+
     it('answers 404 for accounts and users that do not exist', async () => {
       assert.equal((await t.api('POST', '/v1/admin/accounts/999999/suspend')).status, 404);
       assert.equal((await t.api('PUT', '/v1/admin/users/999999/plan', { body: { plan: 'pro' } })).status, 404);

@@ -293,6 +293,12 @@ describe('traffic inspector API', () => {
       for (const q of ['?from=yesterday', '?to=2026-13-01T00:00:00Z', '?from=2026-01-02T00:00:00Z&to=2026-01-01T00:00:00Z', '?endpoint=abc']) await bad(q);
       const forged = Buffer.from(JSON.stringify(['not a time', 5])).toString('base64url');
       for (const cursor of ['!!', 'abc', forged, Buffer.from('[1,2,3]').toString('base64url')]) await bad(`?cursor=${cursor}`);
+      // Refusals past the schema name the parameter and why, as every validation error does: {field, reason}.
+      for (const [q, field] of [['?cursor=abc', 'cursor'], ['?endpoint=abc', 'endpoint'], ['?to=2026-02-31T00:00:00Z', 'to'], ['?from=2026-01-02T00:00:00Z&to=2026-01-01T00:00:00Z', 'from']]) {
+        const res = await get(user, `/v1/traffic/logs${q}`);
+        assert.equal(res.body.detail?.field, field, `${q}: ${res.text}`);
+        assert.equal(typeof res.body.detail.reason, 'string', q);
+      }
       // Times JavaScript's parser rolls over or takes but the database refuses (these were 500s): 400 as any forged cursor.
       for (const at of ['2026-02-31T00:00:00.000000Z', '2026-04-31T10:00:00.000000Z', '0000-01-01T00:00:00.000000Z', '2026-01-01T25:00:00.000000Z']) {
         await bad(`?cursor=${Buffer.from(JSON.stringify([at, 5])).toString('base64url')}`);
@@ -379,6 +385,8 @@ describe('traffic inspector API', () => {
       assert.equal(res.status, 400);
       assert.equal(res.body.code, 'invalid_query');
       assert.match(res.body.error, /force=true/);
+      assert.equal(res.body.detail.field, 'force');
+      assert.equal(res.body.detail.method, 'POST');
       assert.equal((await replay(post, '?force=false')).status, 400);
       assert.equal((await replay(post, '?force=yes')).status, 400);
       const gone = await endpointOf(user);

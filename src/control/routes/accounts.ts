@@ -1,13 +1,11 @@
 // Self-service account operations: who am I, my API keys, my organizations and their members.
 // Keys select the active account they were created for; X-Account-Id switches to another membership per call.
 import { Type } from '@sinclair/typebox';
-import { generateApiKey } from '../../shared/api-keys.ts';
-import { fail } from '../../shared/errors.ts';
 import { effectivePermissions, PERMISSIONS } from '../../shared/permissions.ts';
 import { Nullable, Strict, Timestamp } from '../../shared/schema.ts';
-import { isUniqueViolation } from '../../store/db.ts';
-import * as store from '../../store/accounts.ts';
-import { int64Param, type ControlApp, type ControlDeps } from '../http.ts';
+import type * as store from '../../store/accounts.ts';
+import type { ControlApp, ControlDeps } from '../http.ts';
+import { accountService, type Member } from '../services/accounts.ts';
 import { AccountView, accountView, ErrorResponses, iso } from '../views.ts';
 
 const PermissionList = Type.Array(Type.Union(PERMISSIONS.map((p) => Type.Literal(p))), { uniqueItems: true, maxItems: PERMISSIONS.length });
@@ -33,11 +31,13 @@ function apiKeyView(k: store.ApiKeyRow) {
   return { id: k.id, name: k.name, account_id: k.account_id, created_at: iso(k.created_at), last_used_at: iso(k.last_used_at), revoked_at: iso(k.revoked_at) };
 }
 
-function memberView(m: store.MembershipRow & { email: string }) {
+function memberView(m: Member) {
   return { user_id: m.user_id, email: m.email, is_owner: m.is_owner, permissions: effectivePermissions({ isAdmin: false, isOwner: m.is_owner, permissions: m.permissions }), created_at: iso(m.created_at) };
 }
 
-export function accountRoutes(app: ControlApp, { db }: ControlDeps): void {
+export function accountRoutes(app: ControlApp, deps: ControlDeps): void {
+  const accounts = accountService(deps);
+
   app.get(
     '/v1/me',
     {
@@ -63,7 +63,7 @@ export function accountRoutes(app: ControlApp, { db }: ControlDeps): void {
     },
     async (req) => {
       const { user, account } = req.caller;
-      const memberships = await store.listMemberships(db, user.id);
+      const memberships = await accounts.memberships(req.caller);
       return {
         user,
         active_account: { ...accountView(account), permissions: PERMISSIONS.filter((p) => req.caller.has(p)) },
@@ -79,7 +79,7 @@ export function accountRoutes(app: ControlApp, { db }: ControlDeps): void {
   app.get(
     '/v1/api-keys',
     { schema: { summary: "List the caller's API keys (secrets are never returned)", tags: ['api-keys'], response: { 200: Type.Object({ items: Type.Array(ApiKeyView) }), ...ErrorResponses } } },
-    async (req) => ({ items: (await store.listApiKeys(db, req.caller.user.id)).map(apiKeyView) }),
+    async (req) => ({ items: (await accounts.apiKeys(req.caller)).map(apiKeyView) }),
   );
 
   app.post(
@@ -94,11 +94,8 @@ export function accountRoutes(app: ControlApp, { db }: ControlDeps): void {
       },
     },
     async (req, reply) => {
-      const accountId = req.body.account_id ?? req.caller.account.id;
-      if (!req.caller.isAdmin && !(await store.findMembership(db, accountId, req.caller.user.id))) throw fail.not_a_member();
-      const key = generateApiKey();
-      const row = await db.transaction((tx) => store.insertApiKey(tx, { userId: req.caller.user.id, accountId, name: req.body.name ?? '', key }));
-      return reply.status(201).send({ ...apiKeyView(row), api_key: key.key });
+      const { row, secret } = await accounts.createApiKey(req.caller, { name: req.body.name, accountId: req.body.account_id });
+      return reply.status(201).send({ ...apiKeyView(row), api_key: secret });
     },
   );
 
@@ -108,8 +105,7 @@ export function accountRoutes(app: ControlApp, { db }: ControlDeps): void {
       schema: { summary: 'Revoke an API key: it stops working at once', tags: ['api-keys'], params: Type.Object({ id: Type.String() }), response: { 204: Type.Null(), ...ErrorResponses } },
     },
     async (req, reply) => {
-      const row = await db.transaction((tx) => store.revokeApiKey(tx, req.caller.user.id, int64Param(req.params.id)));
-      if (!row) throw fail.not_found('API key not found');
+      await accounts.revokeApiKey(req.caller, req.params.id);
       return reply.status(204).send(null);
     },
   );
@@ -125,37 +121,15 @@ export function accountRoutes(app: ControlApp, { db }: ControlDeps): void {
       },
     },
     async (req, reply) => {
-      req.caller.requireActive();
-      const personal = await store.findAccountById(db, req.caller.user.personal_account_id);
-      const org = await db.transaction((tx) =>
-        store.createOrganization(tx, { name: req.body.name, plan: personal?.plan ?? req.caller.account.plan, ownerId: req.caller.user.id }),
-      );
+      const org = await accounts.createOrganization(req.caller, req.body.name);
       return reply.status(201).send(accountView(org));
     },
   );
 
-  /** Organization member management needs members:manage in that organization (owners and admins have it). */
-  async function managedOrganization(req: { caller: import('../caller.ts').Caller }, rawId: string) {
-    const id = int64Param(rawId);
-    const account = await store.findAccountById(db, id);
-    const membership = account ? await store.findMembership(db, id, req.caller.user.id) : null;
-    if (!account || account.kind !== 'organization' || (!membership && !req.caller.isAdmin)) throw fail.not_found('Organization not found');
-    if (!req.caller.isAdmin) {
-      if (account.suspended_at) throw fail.account_suspended();
-      if (!membership!.is_owner && !membership!.permissions.includes('members:manage')) {
-        throw fail.permission_denied('Missing permission members:manage in this organization', { permission: 'members:manage' });
-      }
-    }
-    return account;
-  }
-
   app.get(
     '/v1/organizations/:id/members',
     { schema: { summary: 'List an organization’s members', tags: ['organizations'], params: Type.Object({ id: Type.String() }), response: { 200: Type.Object({ items: Type.Array(MemberView) }), ...ErrorResponses } } },
-    async (req) => {
-      const org = await managedOrganization(req, req.params.id);
-      return { items: (await store.listMembers(db, org.id)).map(memberView) };
-    },
+    async (req) => ({ items: (await accounts.members(req.caller, req.params.id)).map(memberView) }),
   );
 
   app.post(
@@ -170,16 +144,8 @@ export function accountRoutes(app: ControlApp, { db }: ControlDeps): void {
       },
     },
     async (req, reply) => {
-      const org = await managedOrganization(req, req.params.id);
-      const user = await store.findUserByEmail(db, req.body.email);
-      if (!user) throw fail.not_found('No user with that e-mail');
-      try {
-        const m = await db.transaction((tx) => store.addMember(tx, org.id, user.id, req.body.permissions));
-        return reply.status(201).send(memberView({ ...m, email: user.email }));
-      } catch (err) {
-        if (isUniqueViolation(err)) throw fail.already_exists('User is already a member of this organization');
-        throw err;
-      }
+      const member = await accounts.addMember(req.caller, req.params.id, req.body.email, req.body.permissions);
+      return reply.status(201).send(memberView(member));
     },
   );
 
@@ -195,14 +161,7 @@ export function accountRoutes(app: ControlApp, { db }: ControlDeps): void {
         response: { 200: MemberView, ...ErrorResponses },
       },
     },
-    async (req) => {
-      const org = await managedOrganization(req, req.params.id);
-      const userId = int64Param(req.params.user_id, 'user_id');
-      const m = await db.transaction((tx) => store.setMemberPermissions(tx, org.id, userId, req.body.permissions));
-      if (!m) throw fail.not_found('Member not found');
-      const user = await store.findUserById(db, userId);
-      return memberView({ ...m, email: user?.email ?? '' });
-    },
+    async (req) => memberView(await accounts.setMemberPermissions(req.caller, req.params.id, req.params.user_id, req.body.permissions)),
   );
 
   app.delete(
@@ -216,9 +175,7 @@ export function accountRoutes(app: ControlApp, { db }: ControlDeps): void {
       },
     },
     async (req, reply) => {
-      const org = await managedOrganization(req, req.params.id);
-      const removed = await db.transaction((tx) => store.removeMember(tx, org.id, int64Param(req.params.user_id, 'user_id')));
-      if (!removed) throw fail.not_found('Member not found (owners cannot be removed)');
+      await accounts.removeMember(req.caller, req.params.id, req.params.user_id);
       return reply.status(204).send(null);
     },
   );

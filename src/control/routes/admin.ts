@@ -1,12 +1,9 @@
 // Platform administration: create users (with a first API key), change plans, suspend accounts, set
 // verification flags. Every operation needs an admin caller; `edge admin` offers the bootstrap ones offline.
 import { Type } from '@sinclair/typebox';
-import { generateApiKey } from '../../shared/api-keys.ts';
-import { fail } from '../../shared/errors.ts';
 import { Strict, Timestamp } from '../../shared/schema.ts';
-import { isUniqueViolation } from '../../store/db.ts';
-import * as store from '../../store/accounts.ts';
 import { int64Param, type ControlApp, type ControlDeps } from '../http.ts';
+import { adminService, USERS_PAGE_SIZE_DEFAULT, type AdminUser } from '../services/admin.ts';
 import { AccountView, accountView, ErrorBody, ErrorResponses, iso } from '../views.ts';
 
 const UserView = Type.Object({
@@ -24,26 +21,24 @@ const UserView = Type.Object({
 
 const IdParams = Type.Object({ id: Type.String() });
 
-export function adminRoutes(app: ControlApp, { db, config }: ControlDeps): void {
-  const PlanName = Type.Union(Object.keys(config.plans).map((p) => Type.Literal(p)));
+function userView({ user, account }: AdminUser) {
+  return {
+    id: user.id,
+    email: user.email,
+    plan: account.plan,
+    account_id: account.id,
+    is_admin: user.is_admin,
+    email_verified: user.email_verified,
+    payment_method: user.payment_method,
+    identity_verified: user.identity_verified,
+    suspended: account.suspended_at !== null,
+    created_at: iso(user.created_at),
+  };
+}
 
-  async function userView(userId: number) {
-    const user = await store.findUserById(db, userId);
-    if (!user) throw fail.not_found('User not found');
-    const account = (await store.findAccountById(db, user.personal_account_id))!;
-    return {
-      id: user.id,
-      email: user.email,
-      plan: account.plan,
-      account_id: account.id,
-      is_admin: user.is_admin,
-      email_verified: user.email_verified,
-      payment_method: user.payment_method,
-      identity_verified: user.identity_verified,
-      suspended: account.suspended_at !== null,
-      created_at: iso(user.created_at),
-    };
-  }
+export function adminRoutes(app: ControlApp, deps: ControlDeps): void {
+  const admin = adminService(deps);
+  const PlanName = Type.Union(Object.keys(deps.config.plans).map((p) => Type.Literal(p)));
 
   app.addHook('preHandler', async (req) => {
     if (req.routeOptions.url?.startsWith('/v1/admin/')) req.caller.requireAdmin();
@@ -60,16 +55,8 @@ export function adminRoutes(app: ControlApp, { db, config }: ControlDeps): void 
       },
     },
     async (req, reply) => {
-      const key = generateApiKey();
-      try {
-        const { user } = await db.transaction((tx) =>
-          store.createUserWithKey(tx, { email: req.body.email, plan: req.body.plan, isAdmin: req.body.is_admin, key }),
-        );
-        return reply.status(201).send({ ...(await userView(user.id)), api_key: key.key });
-      } catch (err) {
-        if (isUniqueViolation(err)) throw fail.already_exists('A user with that e-mail already exists');
-        throw err;
-      }
+      const created = await admin.createUser({ email: req.body.email, plan: req.body.plan, isAdmin: req.body.is_admin });
+      return reply.status(201).send({ ...userView(created), api_key: created.apiKey });
     },
   );
 
@@ -78,14 +65,14 @@ export function adminRoutes(app: ControlApp, { db, config }: ControlDeps): void 
     {
       schema: {
         summary: 'List users',
+        description: `page × page_size beyond EDGE_LIST_MAX_OFFSET is 400 pagination_too_deep, as in every listing. Default page_size ${USERS_PAGE_SIZE_DEFAULT}.`,
         tags: ['admin'],
         querystring: Type.Object({ page: Type.Optional(Type.Integer({ minimum: 1, maximum: 10000 })), page_size: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })) }),
         response: { 200: Type.Object({ items: Type.Array(Type.Omit(UserView, ['suspended'])) }), ...ErrorResponses },
       },
     },
     async (req) => {
-      const size = req.query.page_size ?? 20;
-      const rows = await store.listUsers(db, size, ((req.query.page ?? 1) - 1) * size);
+      const rows = await admin.listUsers(req.query.page, req.query.page_size);
       return { items: rows.map((u) => ({ ...u, account_id: u.personal_account_id, created_at: iso(u.created_at) })) };
     },
   );
@@ -93,7 +80,7 @@ export function adminRoutes(app: ControlApp, { db, config }: ControlDeps): void 
   app.get(
     '/v1/admin/users/:id',
     { schema: { summary: 'Get a user', tags: ['admin'], params: IdParams, response: { 200: UserView, ...ErrorResponses } } },
-    async (req) => userView(int64Param(req.params.id)),
+    async (req) => userView(await admin.user(int64Param(req.params.id))),
   );
 
   app.put(
@@ -107,12 +94,7 @@ export function adminRoutes(app: ControlApp, { db, config }: ControlDeps): void 
         response: { 200: UserView, ...ErrorResponses },
       },
     },
-    async (req) => {
-      const user = await store.findUserById(db, int64Param(req.params.id));
-      if (!user) throw fail.not_found('User not found');
-      await db.transaction((tx) => store.setAccountPlan(tx, user.personal_account_id, req.body.plan));
-      return userView(user.id);
-    },
+    async (req) => userView(await admin.setUserPlan(int64Param(req.params.id), req.body.plan)),
   );
 
   app.put(
@@ -129,11 +111,7 @@ export function adminRoutes(app: ControlApp, { db, config }: ControlDeps): void 
         response: { 200: UserView, ...ErrorResponses },
       },
     },
-    async (req) => {
-      const user = await db.transaction((tx) => store.setVerification(tx, int64Param(req.params.id), req.body));
-      if (!user) throw fail.not_found('User not found');
-      return userView(user.id);
-    },
+    async (req) => userView(await admin.setVerification(int64Param(req.params.id), req.body)),
   );
 
   app.put(
@@ -147,11 +125,7 @@ export function adminRoutes(app: ControlApp, { db, config }: ControlDeps): void 
         response: { 200: AccountView, ...ErrorResponses },
       },
     },
-    async (req) => {
-      const account = await db.transaction((tx) => store.setAccountPlan(tx, int64Param(req.params.id), req.body.plan));
-      if (!account) throw fail.not_found('Account not found');
-      return accountView(account);
-    },
+    async (req) => accountView(await admin.setAccountPlan(int64Param(req.params.id), req.body.plan)),
   );
 
   for (const [action, suspended] of [['suspend', true], ['unsuspend', false]] as const) {
@@ -165,11 +139,7 @@ export function adminRoutes(app: ControlApp, { db, config }: ControlDeps): void 
           response: { 200: AccountView, ...ErrorResponses },
         },
       },
-      async (req) => {
-        const account = await db.transaction((tx) => store.setAccountSuspended(tx, int64Param(req.params.id), suspended));
-        if (!account) throw fail.not_found('Account not found');
-        return accountView(account);
-      },
+      async (req) => accountView(await admin.setAccountSuspended(int64Param(req.params.id), suspended)),
     );
   }
 }

@@ -2,26 +2,10 @@
 // (verdicts, uptime, latency). The worker's prober does the probing (src/worker/health-prober.ts, docs/health-checks.md).
 import { Type } from '@sinclair/typebox';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { fail } from '../../shared/errors.ts';
-import { tunnelsOf, type AgentPresence, type PresenceStore } from '../../shared/presence.ts';
-import { isUuid, Nullable, Strict, Timestamp } from '../../shared/schema.ts';
-import type { Queryable } from '../../store/db.ts';
-import { findEndpointByUuid, type EndpointRow } from '../../store/endpoints.ts';
-import {
-  findHealthCheck,
-  HEALTH_LIMITS,
-  HEALTH_STATUSES,
-  lastCheck,
-  recentProbes,
-  saveHealthCheck,
-  uptimeAggregates,
-  type HealthCheckRow,
-  type ProbeRow,
-  type UptimeAggregates,
-} from '../../store/health.ts';
-import type { Caller } from '../caller.ts';
-import { canSee } from '../endpoint-access.ts';
+import { Nullable, Strict, Timestamp } from '../../shared/schema.ts';
+import { HEALTH_LIMITS, HEALTH_STATUSES, type ProbeRow } from '../../store/health.ts';
 import { toEdgeError, type ControlApp, type ControlDeps } from '../http.ts';
+import { healthService, type CheckState } from '../services/health.ts';
 import { ErrorBody, ErrorResponses, iso } from '../views.ts';
 
 const HealthCheckView = Type.Object({
@@ -58,36 +42,7 @@ const HealthView = Type.Object({
 /** docs/api.md fixes this operation's 400 body: an object with one error string. */
 const HealthCheckErrorResponses = { ...ErrorResponses, 400: Type.Object({ error: Type.String() }, { description: 'The health-check validation error: one error string' }) };
 
-/**
- * Health operations answer 403 for another account's endpoint (docs/api.md's exception to the 404 rule), 404 only for a
- * missing one; admins see every endpoint.
- */
-async function endpointForHealth(db: Queryable, caller: Caller, uuid: string, opts: { forUpdate?: boolean } = {}): Promise<EndpointRow> {
-  if (!isUuid(uuid)) throw fail.invalid_id('Invalid endpoint id', 'the endpoint id must be a UUID');
-  const endpoint = await findEndpointByUuid(db, uuid.toLowerCase(), opts);
-  if (!endpoint) throw fail.not_found('Endpoint not found');
-  if (!canSee(caller, endpoint)) throw fail.forbidden('The endpoint belongs to another user');
-  return endpoint;
-}
-
-/**
- * Why the endpoint cannot be probed over HTTP, or null when it can. Probes are HTTP requests through the edge, so an
- * endpoint that serves only raw TCP/UDP cannot be: a legacy `tcp`/`udp` row; or one whose live agents are all tcp/udp
- * agents; or, with no agent connected, one that has dedicated TCP/UDP ports and no origin. An origin URL or any http
- * agent makes it HTTP; an endpoint with nothing attached yet is supported (unified endpoints serve HTTP by default).
- */
-export function rawOnlyProtocol(endpoint: Pick<EndpointRow, 'protocol' | 'origin_url' | 'dedicated_tcp_port' | 'dedicated_udp_port'>, agents: readonly Pick<AgentPresence, 'protocol'>[]): string | null {
-  if (endpoint.protocol === 'tcp' || endpoint.protocol === 'udp') return endpoint.protocol;
-  if (endpoint.origin_url) return null;
-  if (agents.length > 0) {
-    if (agents.some((a) => a.protocol !== 'tcp' && a.protocol !== 'udp')) return null;
-    return [...new Set(agents.map((a) => a.protocol))].sort().join('/');
-  }
-  const ports = [endpoint.dedicated_tcp_port !== null ? 'tcp' : '', endpoint.dedicated_udp_port !== null ? 'udp' : ''].filter(Boolean);
-  return ports.length > 0 ? ports.join('/') : null;
-}
-
-function checkView(endpoint: EndpointRow, check: Pick<HealthCheckRow, 'enabled' | 'path' | 'interval_seconds'> | null, rawOnly: string | null) {
+function checkView({ endpoint, check, rawOnly }: CheckState) {
   return {
     endpoint_id: endpoint.id,
     protocol: endpoint.protocol,
@@ -104,24 +59,10 @@ function probeView(p: ProbeRow) {
   return { id: p.id, status: p.status, status_code: p.status_code, latency_ms: p.latency_ms, error_message: p.error_message, checked_at: iso(p.checked_at) };
 }
 
-/** The PUT body's checks beyond its types, each a 400 with a message saying what to send instead. */
-function validatePatch(body: { enabled?: boolean; path?: string | null; interval_seconds?: number }): void {
-  if (body.enabled === undefined && body.path === undefined && body.interval_seconds === undefined) {
-    throw fail.invalid_request('No fields to update: send at least one of enabled, path, interval_seconds');
-  }
-  const interval = body.interval_seconds;
-  if (interval !== undefined && (interval < HEALTH_LIMITS.minIntervalSeconds || interval > HEALTH_LIMITS.maxIntervalSeconds)) {
-    throw fail.invalid_request(`interval_seconds must be between ${HEALTH_LIMITS.minIntervalSeconds} and ${HEALTH_LIMITS.maxIntervalSeconds}, got ${interval}`);
-  }
-  const path = body.path;
-  if (typeof path === 'string' && path !== '') {
-    if (!path.startsWith('/')) throw fail.invalid_request('path must start with "/"');
-    if (path.length > HEALTH_LIMITS.maxPathLength) throw fail.invalid_request(`path must be at most ${HEALTH_LIMITS.maxPathLength} characters, got ${path.length}`);
-    // Probes send the path as a request target: no fragment, and nothing a request line cannot carry. Characters
-    // beyond ASCII are refused too (an HTTP client throws on them; the prober would have nothing to send).
-    if (/[\s#\x00-\x1f\x7f]/.test(path)) throw fail.invalid_request('path must not contain spaces, control characters or "#"');
-    if (/[^\x21-\x7e]/.test(path)) throw fail.invalid_request('path must be ASCII: percent-encode other characters (/caf%C3%A9, not /café)');
-  }
+/** A `{field, reason}` detail (the shape of validation errors) in the one string: ": field: reason". */
+function fieldReason(detail: unknown): string {
+  const d = detail as { field?: unknown; reason?: unknown } | null | undefined;
+  return typeof d?.field === 'string' && typeof d.reason === 'string' ? `: ${d.field}: ${d.reason}` : '';
 }
 
 /**
@@ -131,49 +72,19 @@ function validatePatch(body: { enabled?: boolean; path?: string | null; interval
 function healthCheckErrors(this: unknown, err: FastifyError, req: FastifyRequest, reply: FastifyReply): FastifyReply {
   const error = toEdgeError(err);
   if (error.status !== 400) throw err; // the application's error handler answers with the uniform body
-  const detail = typeof error.detail === 'string' && error.detail !== '' ? `: ${error.detail}` : '';
+  const detail = typeof error.detail === 'string' && error.detail !== '' ? `: ${error.detail}` : fieldReason(error.detail);
   req.log.debug({ code: error.code }, 'health-check request refused');
   return reply.status(400).send({ error: `${error.message}${detail}` });
 }
 
-/**
- * Uptime aggregates per endpoint, kept `ttlMs` in this control process (docs/api.md: cached about 5 minutes), since
- * each is a scan of up to 30 days of probe rows. Bounded: past `max` entries, expired ones go first, then the oldest.
- */
-class UptimeCache {
-  private readonly entries = new Map<number, { at: number; value: UptimeAggregates }>();
-  constructor(
-    private readonly ttlMs: number,
-    private readonly max = 10_000,
-  ) {}
-
-  async get(endpointId: number, compute: () => Promise<UptimeAggregates>): Promise<UptimeAggregates> {
-    const now = Date.now();
-    const hit = this.entries.get(endpointId);
-    if (hit && now - hit.at < this.ttlMs) return hit.value;
-    const value = await compute();
-    if (this.ttlMs <= 0) return value;
-    this.entries.delete(endpointId);
-    if (this.entries.size >= this.max) {
-      for (const [id, e] of this.entries) if (now - e.at >= this.ttlMs) this.entries.delete(id);
-      if (this.entries.size >= this.max) this.entries.delete(this.entries.keys().next().value!);
-    }
-    this.entries.set(endpointId, { at: now, value });
-    return value;
-  }
-}
-
-async function liveAgents(presence: PresenceStore, uuid: string): Promise<AgentPresence[]> {
-  return tunnelsOf(presence, uuid);
-}
-
-export function healthRoutes(app: ControlApp, { db, presence, config }: ControlDeps): void {
-  const uptimes = new UptimeCache(config.health.uptimeCacheSeconds * 1000);
+export function healthRoutes(app: ControlApp, deps: ControlDeps): void {
+  const health = healthService(deps);
 
   app.get(
     '/v1/endpoints/:id/health-check',
     {
       errorHandler: healthCheckErrors,
+      config: { permission: 'endpoints:read' },
       schema: {
         summary: 'The endpoint’s health-check configuration, with defaults for unset values',
         tags: ['health'],
@@ -181,18 +92,14 @@ export function healthRoutes(app: ControlApp, { db, presence, config }: ControlD
         response: { 200: HealthCheckView, ...HealthCheckErrorResponses },
       },
     },
-    async (req) => {
-      req.caller.requirePermission('endpoints:read');
-      const endpoint = await endpointForHealth(db, req.caller, req.params.id);
-      const [check, agents] = await Promise.all([findHealthCheck(db, endpoint.id), liveAgents(presence, endpoint.uuid)]);
-      return checkView(endpoint, check, rawOnlyProtocol(endpoint, agents));
-    },
+    async (req) => checkView(await health.check(req.caller, req.params.id)),
   );
 
   app.put(
     '/v1/endpoints/:id/health-check',
     {
       errorHandler: healthCheckErrors,
+      config: { permission: 'endpoints:update' },
       schema: {
         summary: 'Configure the endpoint’s health check (a partial update of the fields sent)',
         description:
@@ -209,34 +116,13 @@ export function healthRoutes(app: ControlApp, { db, presence, config }: ControlD
         response: { 200: HealthCheckView, ...HealthCheckErrorResponses },
       },
     },
-    async (req) => {
-      req.caller.requirePermission('endpoints:update');
-      const body = req.body;
-      // Existence and ownership are answered before the body's values are judged (404 and 403 say more than a 400).
-      const endpoint = await endpointForHealth(db, req.caller, req.params.id);
-      validatePatch(body);
-      const agents = await liveAgents(presence, endpoint.uuid);
-      return db.transaction(async (tx) => {
-        const locked = await endpointForHealth(tx, req.caller, endpoint.uuid, { forUpdate: true });
-        const current = await findHealthCheck(tx, locked.id, { forUpdate: true });
-        const next = {
-          enabled: body.enabled ?? current?.enabled ?? false,
-          path: body.path === undefined ? (current?.path ?? null) : body.path || null,
-          interval_seconds: body.interval_seconds ?? current?.interval_seconds ?? null,
-        };
-        const rawOnly = rawOnlyProtocol(locked, agents);
-        if (body.enabled === true && rawOnly !== null) {
-          throw fail.invalid_request(`Health checks are supported for HTTP endpoints only; this endpoint serves ${rawOnly}`);
-        }
-        const saved = await saveHealthCheck(tx, locked.id, next);
-        return checkView(locked, saved, rawOnly);
-      });
-    },
+    async (req) => checkView(await health.configure(req.caller, req.params.id, req.body)),
   );
 
   app.get(
     '/v1/endpoints/:id/health',
     {
+      config: { permission: 'endpoints:read' },
       schema: {
         summary: 'What the health checks found: live agents, uptime over 24 h / 7 d / 30 d, latency, the last and recent probes',
         description:
@@ -248,15 +134,10 @@ export function healthRoutes(app: ControlApp, { db, presence, config }: ControlD
       },
     },
     async (req) => {
-      req.caller.requirePermission('endpoints:read');
-      const endpoint = await endpointForHealth(db, req.caller, req.params.id);
-      const [check, agents, recent] = await Promise.all([findHealthCheck(db, endpoint.id), liveAgents(presence, endpoint.uuid), recentProbes(db, endpoint.id)]);
-      const enabled = check?.enabled ?? false;
-      const aggregates = enabled ? await uptimes.get(endpoint.id, () => uptimeAggregates(db, endpoint.id)) : { uptime_24h: 0, uptime_7d: 0, uptime_30d: 0, avg_latency_ms: 0 };
-      const last = enabled ? await lastCheck(db, endpoint.id) : null;
+      const { endpointId, hasActiveAgent, last, recent, ...aggregates } = await health.report(req.caller, req.params.id);
       return {
-        endpoint_id: endpoint.id,
-        has_active_agent: agents.length > 0,
+        endpoint_id: endpointId,
+        has_active_agent: hasActiveAgent,
         ...aggregates,
         last_check: last ? probeView(last) : null,
         recent_checks: recent.map(probeView),

@@ -1,11 +1,9 @@
 // Live state the control plane reads from presence: the agents serving an endpoint, and every edge's applied
 // config version next to the control plane's, so a user can see that a change has reached all edges.
 import { Type } from '@sinclair/typebox';
-import { tunnelsOf } from '../../shared/presence.ts';
 import { Timestamp } from '../../shared/schema.ts';
-import { currentVersion } from '../../store/feed.ts';
-import { readableEndpoint } from '../endpoint-access.ts';
 import type { ControlApp, ControlDeps } from '../http.ts';
+import { presenceService } from '../services/presence.ts';
 import { ErrorResponses } from '../views.ts';
 
 const TunnelView = Type.Object({
@@ -35,10 +33,13 @@ const EdgeView = Type.Object({
   compile_error_count: Type.Integer({ description: 'How many endpoints have a config this edge refused, in all' }),
 });
 
-export function presenceRoutes(app: ControlApp, { db, presence }: ControlDeps): void {
+export function presenceRoutes(app: ControlApp, deps: ControlDeps): void {
+  const presence = presenceService(deps);
+
   app.get(
     '/v1/endpoints/:id/tunnels',
     {
+      config: { permission: 'endpoints:read' },
       schema: {
         summary: 'The agents serving an endpoint right now, on every edge',
         tags: ['endpoints'],
@@ -47,8 +48,7 @@ export function presenceRoutes(app: ControlApp, { db, presence }: ControlDeps): 
       },
     },
     async (req) => {
-      const endpoint = await readableEndpoint(db, req.caller, req.params.id);
-      const tunnels = await tunnelsOf(presence, endpoint.uuid);
+      const tunnels = await presence.tunnels(req.caller, req.params.id);
       return {
         items: tunnels.map((t) => ({ agent_id: t.agent_id, tags: t.tags, protocol: t.protocol, region: t.region, edge_node: t.node, connected_at: t.connected_at })),
       };
@@ -65,23 +65,20 @@ export function presenceRoutes(app: ControlApp, { db, presence }: ControlDeps): 
       },
     },
     async (req) => {
-      req.caller.requireAdmin();
-      const [version, edges] = await Promise.all([currentVersion(db), presence.edges()]);
+      const { version, edges } = await presence.edges(req.caller);
       return {
         version,
-        items: edges
-          .sort((a, b) => a.node.localeCompare(b.node))
-          .map((e) => ({
-            node_id: e.node,
-            region: e.region,
-            version: e.version,
-            last_heartbeat: e.heartbeat_at,
-            agents: e.agents.length,
-            in_sync: e.version >= version,
-            // Edges from before compile errors were reported send neither field.
-            compile_errors: e.compile_errors ?? [],
-            compile_error_count: e.compile_error_count ?? e.compile_errors?.length ?? 0,
-          })),
+        items: edges.map((e) => ({
+          node_id: e.node,
+          region: e.region,
+          version: e.version,
+          last_heartbeat: e.heartbeat_at,
+          agents: e.agents.length,
+          in_sync: e.version >= version,
+          // Edges from before compile errors were reported send neither field.
+          compile_errors: e.compile_errors ?? [],
+          compile_error_count: e.compile_error_count ?? e.compile_errors?.length ?? 0,
+        })),
       };
     },
   );

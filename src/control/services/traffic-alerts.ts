@@ -1,0 +1,246 @@
+// Traffic alert rules as domain operations (docs/traffic.md "Alerts"): channels validated and their secrets sealed,
+// rules bounded per account, a throttled test notification, and the events of a rule.
+import { canonicalWebhookUrl, WebhookUrlError, type AlertComparison, type AlertMetric, type AlertNotifier } from '../../shared/alerts.ts';
+import { fail, invalid } from '../../shared/errors.ts';
+import { CONTROL_CHARS } from '../../shared/match/condition.ts';
+import { isUuid, parseInt64 } from '../../shared/schema.ts';
+import type { SecretBox } from '../../shared/secrets.ts';
+import * as store from '../../store/alerts.ts';
+import { ALERT_EVENTS_CAP, MAX_ALERT_RULES_PER_ACCOUNT, type AlertEventRow, type AlertRuleInput, type AlertRuleRow, type StoredChannel } from '../../store/alerts.ts';
+import type { Queryable } from '../../store/db.ts';
+import { ENDPOINT_COLUMNS, type EndpointRow } from '../../store/endpoints.ts';
+import type { Caller } from '../caller.ts';
+import { canSee } from '../endpoint-access.ts';
+import type { ControlDeps } from '../http.ts';
+import { iso } from '../views.ts';
+
+export const ALERT_LIMITS = {
+  maxNameLength: 100,
+  minWindowSeconds: 60,
+  maxWindowSeconds: 86400,
+  defaultWindowSeconds: 300,
+  maxThreshold: 1e12,
+  /** A webhook secret short enough to guess would sign nothing; long enough for any generated key. */
+  minSecretLength: 16,
+  maxSecretLength: 256,
+} as const;
+
+/**
+ * One test notification per rule in this long, per control process: a test sends to every channel (up to 10 addresses
+ * the user chose) at once, so unthrottled it would let anyone with a rule make the platform flood a third party.
+ */
+export const ALERT_TEST_COOLDOWN_MS = 30_000;
+
+export interface RuleBody {
+  name: string;
+  endpoint_id?: string | number | null;
+  metric: AlertMetric;
+  comparison: AlertComparison;
+  threshold: number;
+  window_seconds?: number;
+  channels: ChannelBody[];
+}
+type ChannelBody = { type: 'webhook' | 'email'; url?: string; secret?: string | null; to?: string };
+
+// ---------------------------------------------------------------------------------------------------------------
+// Validation and canonical form
+// ---------------------------------------------------------------------------------------------------------------
+
+function channelInput(c: ChannelBody, i: number, opts: { allowPrivate: boolean; secrets: SecretBox; current: readonly StoredChannel[] }): StoredChannel {
+  const field = `channels.${i}`;
+  if (c.type === 'email') {
+    if (c.url !== undefined || c.secret !== undefined) throw invalid(field, 'an email channel takes only "to"');
+    if (c.to === undefined) throw invalid(`${field}.to`, 'an email channel needs "to"');
+    const to = c.to.trim();
+    // The schema's e-mail check is loose on purpose; a header-breaking or list-valued recipient is refused outright.
+    if (!/^[^\s@,;<>"()]{1,64}@[A-Za-z0-9.-]+\.[A-Za-z]{2,}$/.test(to) || to.length > 254) throw invalid(`${field}.to`, `"${to}" is not an e-mail address`);
+    return { type: 'email', to };
+  }
+  if (c.to !== undefined) throw invalid(field, 'a webhook channel takes "url" and "secret", not "to"');
+  if (c.url === undefined) throw invalid(`${field}.url`, 'a webhook channel needs "url"');
+  let url: string;
+  try {
+    url = canonicalWebhookUrl(c.url, opts.allowPrivate);
+  } catch (err) {
+    if (err instanceof WebhookUrlError) throw invalid(`${field}.url`, `url: ${err.message}`);
+    throw err;
+  }
+  let secretSealed: string | null;
+  if (c.secret === undefined) {
+    // PUT: the secret of the current webhook channel to the same URL stays (it is never shown, so it cannot be resent).
+    const same = opts.current.find((s): s is Extract<StoredChannel, { type: 'webhook' }> => s.type === 'webhook' && s.url === url);
+    secretSealed = same?.secret_sealed ?? null;
+  } else if (c.secret === null || c.secret === '') secretSealed = null;
+  else {
+    if (c.secret.length < ALERT_LIMITS.minSecretLength) throw invalid(`${field}.secret`, `secret: at least ${ALERT_LIMITS.minSecretLength} characters`);
+    if (CONTROL_CHARS.test(c.secret)) throw invalid(`${field}.secret`, 'secret: control characters are not allowed');
+    secretSealed = opts.secrets.seal(c.secret);
+  }
+  return { type: 'webhook', url, secret_sealed: secretSealed };
+}
+
+function ruleInput(body: RuleBody, endpointId: number | null, opts: { allowPrivate: boolean; secrets: SecretBox; current?: readonly StoredChannel[] }): AlertRuleInput {
+  const name = body.name.trim();
+  if (name === '') throw invalid('name', 'name must not be empty');
+  if (CONTROL_CHARS.test(name) || name.includes('\t')) throw invalid('name', 'control characters are not allowed');
+  if (body.metric === 'error_rate' && body.threshold > 1) throw invalid('threshold', 'error_rate is a fraction: the threshold is between 0 and 1 (0.05 = 5 %)');
+  const channels = body.channels.map((c, i) => channelInput(c, i, { ...opts, current: opts.current ?? [] }));
+  const keys = channels.map((c) => (c.type === 'webhook' ? `w ${c.url}` : `e ${c.to.toLowerCase()}`));
+  const dup = keys.findIndex((k, i) => keys.indexOf(k) !== i);
+  if (dup !== -1) throw invalid(`channels.${dup}`, 'the same destination is listed twice');
+  return {
+    name,
+    endpointId,
+    metric: body.metric,
+    comparison: body.comparison,
+    threshold: body.threshold,
+    windowSeconds: body.window_seconds ?? ALERT_LIMITS.defaultWindowSeconds,
+    channels,
+  };
+}
+
+/**
+ * The events list's `limit`: 0 or omitted is the cap, above the cap is the cap (docs/api.md); anything that is not a
+ * non-negative integer is a 400, since silently reading it as another number would hide the caller's mistake.
+ */
+export function eventsLimit(raw: string | undefined): number {
+  if (raw === undefined || raw === '') return ALERT_EVENTS_CAP;
+  if (!/^[0-9]{1,20}$/.test(raw)) throw fail.invalid_query('Invalid query parameter limit', { field: 'limit', reason: 'a non-negative integer (0 = the default cap)' });
+  const n = Number(raw);
+  return n === 0 ? ALERT_EVENTS_CAP : Math.min(n, ALERT_EVENTS_CAP);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Access
+// ---------------------------------------------------------------------------------------------------------------
+
+const ruleNotFound = () => fail.not_found('Alert rule not found');
+
+/** A rule the caller may see; another account's reads as missing (docs/api.md: same status on purpose). */
+async function visibleRule(q: Queryable, caller: Caller, uuid: string): Promise<AlertRuleRow> {
+  if (!isUuid(uuid)) throw fail.invalid_id('Invalid alert rule id', 'the alert rule id must be a UUID');
+  const rule = await store.findAlertRule(q, uuid.toLowerCase());
+  if (!rule || !canSee(caller, rule)) throw ruleNotFound();
+  return rule;
+}
+
+/**
+ * The endpoint a rule watches: a uuid or numeric id of an endpoint in the rule's account (404 otherwise, as for any
+ * endpoint that is not the caller's); null for all endpoints.
+ */
+async function ruleEndpoint(q: Queryable, accountId: number, ref: string | number | null | undefined): Promise<EndpointRow | null> {
+  if (ref === undefined || ref === null || ref === '') return null;
+  let where: string;
+  let value: string | number;
+  if (typeof ref === 'number') [where, value] = ['id = $1', ref];
+  else if (isUuid(ref)) [where, value] = ['uuid = $1', ref.toLowerCase()];
+  else {
+    const id = parseInt64(ref);
+    if (id === null) throw invalid('endpoint_id', 'an endpoint uuid or a positive integer id');
+    [where, value] = ['id = $1', id];
+  }
+  if (typeof value === 'number' && !Number.isSafeInteger(value)) throw fail.not_found('Endpoint not found');
+  const { rows } = await q.query<EndpointRow>(`SELECT ${ENDPOINT_COLUMNS} FROM endpoints WHERE ${where}`, [value]);
+  const endpoint = rows[0];
+  if (!endpoint || endpoint.account_id !== accountId) throw fail.not_found('Endpoint not found');
+  return endpoint;
+}
+
+/** When each rule was last tested on this control process (bounded: entries past the cooldown are pruned). */
+class TestCooldown {
+  private readonly last = new Map<string, number>();
+  constructor(private readonly now: () => number = Date.now) {}
+
+  /** Seconds until `rule` may be tested again, or 0 (and the test is counted now). */
+  take(rule: string): number {
+    const t = this.now();
+    const at = this.last.get(rule);
+    if (at !== undefined && t - at < ALERT_TEST_COOLDOWN_MS) return Math.ceil((ALERT_TEST_COOLDOWN_MS - (t - at)) / 1000);
+    if (this.last.size >= 10_000) for (const [k, v] of this.last) if (t - v >= ALERT_TEST_COOLDOWN_MS) this.last.delete(k);
+    this.last.set(rule, t);
+    return 0;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Operations
+// ---------------------------------------------------------------------------------------------------------------
+
+export function trafficAlertService({ db, config, secrets, alertNotifier }: Pick<ControlDeps, 'db' | 'config' | 'secrets' | 'alertNotifier'>) {
+  const cooldown = new TestCooldown();
+  const allowPrivate = config.originAllowPrivate;
+  const notifier: AlertNotifier | undefined = alertNotifier;
+
+  return {
+    /** A rule on one endpoint of the active account, or on all of them; at most MAX_ALERT_RULES_PER_ACCOUNT. */
+    async create(caller: Caller, body: RuleBody): Promise<AlertRuleRow> {
+      return db.transaction(async (tx) => {
+        const endpoint = await ruleEndpoint(tx, caller.account.id, body.endpoint_id);
+        const input = ruleInput(body, endpoint?.id ?? null, { allowPrivate, secrets });
+        const count = await store.countAlertRulesLocked(tx, caller.account.id);
+        if (count >= MAX_ALERT_RULES_PER_ACCOUNT) {
+          throw fail.invalid_request(`An account has at most ${MAX_ALERT_RULES_PER_ACCOUNT} alert rules`, { limit: MAX_ALERT_RULES_PER_ACCOUNT, count });
+        }
+        return store.insertAlertRule(tx, caller.account.id, caller.user.id, input);
+      });
+    },
+
+    list: (caller: Caller): Promise<AlertRuleRow[]> => store.listAlertRules(db, caller.account.id),
+
+    get: (caller: Caller, uuid: string): Promise<AlertRuleRow> => visibleRule(db, caller, uuid),
+
+    /** A full write; status and events stay, and a webhook sent without secret keeps the current one of its URL. */
+    async replace(caller: Caller, uuid: string, body: RuleBody): Promise<AlertRuleRow> {
+      const updated = await db.transaction(async (tx) => {
+        const rule = await visibleRule(tx, caller, uuid);
+        const endpoint = await ruleEndpoint(tx, rule.account_id, body.endpoint_id);
+        const input = ruleInput(body, endpoint?.id ?? null, { allowPrivate, secrets, current: rule.channels });
+        return store.replaceAlertRule(tx, rule.id, input);
+      });
+      if (!updated) throw ruleNotFound();
+      return updated;
+    },
+
+    async remove(caller: Caller, uuid: string): Promise<void> {
+      const rule = await visibleRule(db, caller, uuid);
+      if (!(await store.deleteAlertRule(db, rule.id))) throw ruleNotFound();
+    },
+
+    /**
+     * Records a test event and sends it to every channel now, once per rule per cooldown: sooner is 429
+     * alert_test_too_soon, and `retryAfter` receives the seconds to wait (the route's Retry-After).
+     */
+    async test(caller: Caller, uuid: string, retryAfter: (seconds: number) => void): Promise<AlertEventRow> {
+      const rule = await visibleRule(db, caller, uuid);
+      const wait = cooldown.take(rule.uuid);
+      if (wait > 0) {
+        retryAfter(wait);
+        throw fail.alert_test_too_soon(undefined, { retry_after_seconds: wait });
+      }
+      const event = await store.insertAlertEvent(db, rule.id, 'test', rule.last_value ?? 0);
+      const channels = store.openAlertChannels(rule.channels, secrets);
+      const outcome = !notifier
+        ? { notified: false, error: 'notifications are not configured on this node' }
+        : typeof channels === 'string'
+          ? { notified: false, error: channels }
+          : await notifier(channels, {
+              rule: { uuid: rule.uuid, name: rule.name, metric: rule.metric, comparison: rule.comparison, threshold: rule.threshold },
+              status: 'test',
+              value: event.value,
+              triggered_at: iso(event.triggered_at),
+              ...(rule.endpoint_uuid ? { endpoint: { uuid: rule.endpoint_uuid, name: rule.endpoint_name ?? '' } } : {}),
+              event_id: event.id,
+            });
+      const recorded = await store.recordNotification(db, event.id, outcome.notified, outcome.error);
+      // The rule may have been deleted meanwhile (its events with it): the event is still what happened.
+      return recorded ?? { ...event, notified: outcome.notified, notification_err: outcome.error };
+    },
+
+    /** A rule's events, most recent first; `limit` as eventsLimit reads it, judged before the rule is looked up. */
+    async events(caller: Caller, uuid: string, rawLimit: string | undefined): Promise<AlertEventRow[]> {
+      const limit = eventsLimit(rawLimit);
+      const rule = await visibleRule(db, caller, uuid);
+      return store.listAlertEvents(db, rule.id, limit);
+    },
+  };
+}
