@@ -2,14 +2,14 @@
 // tokens can also be configured via /endpoints/{id}/api-keys"). The secret is shown once; revoked keys stay listed.
 import { randomBytes } from 'node:crypto';
 import { Type } from '@sinclair/typebox';
-import { fail } from '../../shared/errors.ts';
+import { fail, invalid } from '../../shared/errors.ts';
 import { Nullable, Strict, Timestamp } from '../../shared/schema.ts';
 import { tokenDigest, visitorTokenKey } from '../../shared/visitor-credentials.ts';
 import * as store from '../../store/visitor-auth.ts';
 import { MAX_LIVE_API_KEYS, type VisitorTokenRow } from '../../store/visitor-auth.ts';
 import { int64Param, type ControlApp, type ControlDeps } from '../http.ts';
 import { ErrorBody, ErrorResponses, iso } from '../views.ts';
-import { futureInstant, invalid } from './endpoint-settings.ts';
+import { futureInstant, NO_CONTROL_PATTERN } from '../validation.ts';
 import { endpointForCaller, readableEndpoint } from '../endpoint-access.ts';
 
 /**
@@ -48,7 +48,7 @@ function apiKeyView(k: VisitorTokenRow) {
 }
 
 const CreateBody = Strict({
-  name: Type.String({ minLength: 1, maxLength: 100, pattern: '^[^\\x00-\\x1f\\x7f]+$', description: 'The key’s label; sent to the agent as X-Edge-Auth-User' }),
+  name: Type.String({ minLength: 1, maxLength: 100, pattern: NO_CONTROL_PATTERN, description: 'The key’s label; sent to the agent as X-Edge-Auth-User' }),
   expires_at: Type.Optional(Nullable(Timestamp({ description: 'RFC 3339, in the future; omitted or null: never' }))),
 });
 

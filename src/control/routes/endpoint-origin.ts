@@ -1,23 +1,12 @@
 // Pointing an endpoint at an origin URL: the edge then forwards visitors there over a keep-alive pool instead of
 // to agents (a matching routing rule still wins). Private and loopback origins need operator consent.
 import { Type } from '@sinclair/typebox';
-import { fail } from '../../shared/errors.ts';
-import { canonicalOriginUrl, OriginUrlError } from '../../shared/origin-url.ts';
 import { Nullable, Strict } from '../../shared/schema.ts';
 import { setOrigin } from '../../store/endpoints.ts';
 import { endpointForCaller } from '../endpoint-access.ts';
 import type { ControlApp, ControlDeps } from '../http.ts';
+import { parseOriginUrl } from '../validation.ts';
 import { ErrorResponses } from '../views.ts';
-
-/** A canonical origin URL, or a 400 saying what is wrong with it (the checks live in src/shared/origin-url.ts). */
-export function parseOriginUrl(raw: string, allowPrivate: boolean): string {
-  try {
-    return canonicalOriginUrl(raw, allowPrivate);
-  } catch (err) {
-    if (!(err instanceof OriginUrlError)) throw err;
-    throw fail.invalid_request('Invalid request body', `url: ${err.message}`);
-  }
-}
 
 export function endpointOriginRoutes(app: ControlApp, { db, config }: ControlDeps): void {
   app.put(

@@ -5,44 +5,31 @@ import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { ValueErrorType } from '@sinclair/typebox/errors';
 import bcrypt from 'bcrypt';
 import type { FastifyReply } from 'fastify';
-import { hostRefusal } from '../../shared/address-policy.ts';
 import { fail, invalid } from '../../shared/errors.ts';
 import { Nullable, parseInt64, Strict, Timestamp } from '../../shared/schema.ts';
 import { VISITOR_AUTH_MODES, type VisitorAuthMode } from '../../shared/snapshot.ts';
 import {
   BCRYPT_MAX_PASSWORD_BYTES,
   BCRYPT_MIN_COST,
-  claimHeaderRefusal,
   credentialHeaderRefusal,
   reportedAuthMode,
   tokenDigest,
   tokenSourceOf,
   visitorTokenKey,
 } from '../../shared/visitor-credentials.ts';
-import type { Queryable } from '../../store/db.ts';
 import { isUniqueViolation } from '../../store/db.ts';
-import type { EndpointRow } from '../../store/endpoints.ts';
-import { MAX_OAUTH_PROVIDERS, MAX_SCOPES, offersProvider, type OAuthProviderRow } from '../../store/oauth-providers.ts';
+import { MAX_OAUTH_PROVIDERS, offersProvider, type OAuthProviderRow } from '../../store/oauth-providers.ts';
 import * as store from '../../store/visitor-auth.ts';
 import { MAX_BASIC_USERS, MAX_SETTINGS_TOKENS, type AuthState, type BasicUserInput, type ModeConfigs, type SettingsTokenInput } from '../../store/visitor-auth.ts';
-import type { Caller } from '../caller.ts';
 import { endpointForCaller, readableEndpoint } from '../endpoint-access.ts';
-import { parseJsonBody, type ControlApp, type ControlDeps } from '../http.ts';
+import type { ControlApp, ControlDeps } from '../http.ts';
+import { allowedRedirect, futureInstant, MIN_TOKEN_LENGTH, NO_CONTROL_PATTERN, parseClaimHeaders, parseJwksUrl, ScopesBody, TOKEN_PATTERN } from '../validation.ts';
 import { ErrorBody, ErrorResponses, iso } from '../views.ts';
 
-// ---------------------------------------------------------------------------------------------------------------
-// Access, shared with the endpoint API keys.
-// ---------------------------------------------------------------------------------------------------------------
-
-/** A 400 naming the field, in the shape the schema validator's errors have. */
+// rbac-clients.ts (another part of the work) still imports these from here; they live in ../validation.ts and
+// ../../shared/errors.ts now, and this re-export goes once it imports them from there.
 export { invalid } from '../../shared/errors.ts';
-
-/** RFC 3339 instant strictly after now, or a 400: a credential that is already expired is a mistake, not a setting. */
-export function futureInstant(field: string, value: string): string {
-  const at = Date.parse(value);
-  if (!(at > Date.now())) throw invalid(field, 'must be in the future');
-  return new Date(at).toISOString();
-}
+export { MIN_TOKEN_LENGTH } from '../validation.ts';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Per-mode `config` (SPEC.md: "schema validated per mode"). Each mode's schema is strict: an unknown key is a 400.
@@ -56,15 +43,8 @@ export function futureInstant(field: string, value: string): string {
 const REALM_PATTERN = '^[\\x20\\x21\\x23-\\x5b\\x5d-\\x7e]+$';
 /** RFC 6265 §4.1.1 cookie-name: an RFC 2616 token. */
 const COOKIE_NAME_PATTERN = "^[!#$%&'*+\\-.^_`|~0-9A-Za-z]+$";
-/** RFC 6749 §3.3 scope-token: visible ASCII but for `"` and `\`. */
-export const SCOPE_TOKEN_PATTERN = '^[\\x21\\x23-\\x5b\\x5d-\\x7e]+$';
-export const MAX_SCOPE_LENGTH = 256;
 const MAX_ALLOWED_REDIRECTS = 32;
 const MAX_REDIRECT_LENGTH = 2048;
-
-/** Scopes as an OAuth/OIDC setting takes them: RFC 6749 §3.3 tokens, each once. */
-export const ScopesBody = (description: string, minItems = 0) =>
-  Type.Array(Type.String({ minLength: 1, maxLength: MAX_SCOPE_LENGTH, pattern: SCOPE_TOKEN_PATTERN }), { minItems, maxItems: MAX_SCOPES, description });
 
 const OAuthModeConfig = Strict({
   allowed_redirects: Type.Optional(
@@ -92,31 +72,6 @@ const MODE_CONFIG_CHECKS = Object.fromEntries(Object.entries(MODE_CONFIG_SCHEMAS
   VisitorAuthMode,
   ReturnType<typeof TypeCompiler.Compile>
 >;
-
-/**
- * An extra return_to target of an OAuth login, canonical, or a 400. The edge sends a visitor back to where the login
- * started; a target elsewhere would make the endpoint an open redirector (RFC 9700 §4.11). So: a path on the same
- * host, whose second character does not turn it into a network-path reference (`//evil`, and `/\evil`, which
- * browsers read alike), or an https URL on the endpoint's own hostname.
- */
-export function allowedRedirect(raw: string, hostname: string, field: string): string {
-  if (!/^[\x21-\x7e]+$/.test(raw)) throw invalid(field, 'visible ASCII only (percent-encode anything else), no spaces');
-  if (raw.includes('\\')) throw invalid(field, 'backslashes are not allowed (browsers read them as slashes)');
-  if (raw.startsWith('/')) {
-    if (raw.startsWith('//')) throw invalid(field, 'a path starting with "//" names another host');
-    return raw;
-  }
-  let url: URL;
-  try {
-    url = new URL(raw);
-  } catch {
-    throw invalid(field, 'a path starting with "/" or an absolute https URL');
-  }
-  if (url.protocol !== 'https:') throw invalid(field, 'an absolute target must be https');
-  if (url.username || url.password) throw invalid(field, 'credentials in the URL are not allowed');
-  if (url.hostname !== hostname.toLowerCase()) throw invalid(field, `an absolute target must be on the endpoint’s own hostname (${hostname})`);
-  return url.href;
-}
 
 /** A mode's `config` as stored: validated by the mode's schema, token mode's header lower-cased, OAuth targets canonical. */
 export function modeConfig(mode: VisitorAuthMode, config: Record<string, unknown>, hostname: string): Record<string, unknown> {
@@ -154,10 +109,6 @@ export function modeConfig(mode: VisitorAuthMode, config: Record<string, unknown
 // Credentials
 // ---------------------------------------------------------------------------------------------------------------
 
-/** RFC 6750 §2.1 b64token: what fits in Authorization: Bearer, and in a header or cookie value unchanged. */
-const TOKEN_PATTERN = '^[A-Za-z0-9\\-._~+/]+=*$';
-export const MIN_TOKEN_LENGTH = 16;
-const NO_CONTROL = '^[^\\x00-\\x1f\\x7f]+$';
 
 interface BasicUserBody {
   username: string;
@@ -213,70 +164,6 @@ function settingsTokens(tokens: readonly TokenBody[], key: Buffer): SettingsToke
 // ---------------------------------------------------------------------------------------------------------------
 // JWT layer and webhook verification
 // ---------------------------------------------------------------------------------------------------------------
-
-const MAX_CLAIM_HEADERS = 32;
-const MAX_CLAIM_NAME_LENGTH = 128;
-
-/**
- * A URL the platform fetches from on a user's behalf (a JWKS, an identity provider's endpoints): https (http only
- * where private origins are allowed, i.e. development), no credentials or fragment, and not a private, loopback or
- * link-local address by what it says. Whoever fetches must check the addresses the name resolves to, as the edge
- * does for origins (src/shared/address-policy.ts). `field` names it in the 400.
- */
-export function publicHttpsUrl(field: string, raw: string, allowPrivate: boolean): URL {
-  let url: URL;
-  try {
-    url = new URL(raw);
-  } catch {
-    throw invalid(field, 'not a valid absolute URL');
-  }
-  if (url.protocol !== 'https:' && !(url.protocol === 'http:' && allowPrivate)) {
-    throw invalid(field, allowPrivate ? 'only http and https URLs are supported' : 'must be https (what is fetched over plain http could be replaced in transit)');
-  }
-  if (url.username || url.password) throw invalid(field, 'credentials in the URL are not allowed');
-  if (url.hash) throw invalid(field, 'a URL fetched by the platform has no fragment');
-  if (!allowPrivate) {
-    const refusal = hostRefusal(url.hostname);
-    if (refusal !== null) throw invalid(field, `must have a public address: ${refusal}`);
-  }
-  return url;
-}
-
-/** A JWKS URL (publicHttpsUrl), in its canonical spelling. */
-export function parseJwksUrl(raw: string, allowPrivate: boolean): string {
-  return publicHttpsUrl('jwks_url', raw, allowPrivate).href;
-}
-
-/** SPEC.md: claim_headers is a JSON-encoded string holding an object of claim name → header name. "" clears it. */
-export function parseClaimHeaders(raw: string): Record<string, string> {
-  if (raw.trim() === '') return {};
-  let value: unknown;
-  try {
-    value = parseJsonBody(raw);
-  } catch (err) {
-    throw invalid('claim_headers', `not valid JSON (${(err as Error).message})`);
-  }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw invalid('claim_headers', 'must encode a JSON object of claim name → header name');
-  const entries = Object.entries(value as Record<string, unknown>);
-  if (entries.length > MAX_CLAIM_HEADERS) throw invalid('claim_headers', `at most ${MAX_CLAIM_HEADERS} claims`);
-  const out: Record<string, string> = {};
-  const headers = new Map<string, string>();
-  for (const [claim, header] of entries) {
-    if (claim === '' || claim.length > MAX_CLAIM_NAME_LENGTH || /[\x00-\x1f\x7f]/.test(claim)) {
-      throw invalid('claim_headers', `claim name "${claim}" must be 1-${MAX_CLAIM_NAME_LENGTH} characters without control characters`);
-    }
-    if (typeof header !== 'string') throw invalid('claim_headers', `the header for claim "${claim}" must be a string`, { claim });
-    const refusal = claimHeaderRefusal(header);
-    if (refusal !== null) throw invalid('claim_headers', refusal, { claim, header });
-    const lower = header.toLowerCase();
-    const key = lower.replaceAll('_', '-');
-    const other = headers.get(key);
-    if (other !== undefined) throw invalid('claim_headers', `claims "${other}" and "${claim}" both map to ${header}`, { claim, header });
-    headers.set(key, claim);
-    out[claim] = lower;
-  }
-  return out;
-}
 
 const WEBHOOK_ALGOS = ['sha256', 'sha1'] as const;
 
@@ -404,7 +291,7 @@ const BasicUsersBody = Type.Array(
 
 const TokensBody = Type.Array(
   Strict({
-    name: Type.String({ minLength: 1, maxLength: 100, pattern: NO_CONTROL, description: 'Sent to the agent as X-Edge-Auth-User' }),
+    name: Type.String({ minLength: 1, maxLength: 100, pattern: NO_CONTROL_PATTERN, description: 'Sent to the agent as X-Edge-Auth-User' }),
     token: Type.String({
       minLength: MIN_TOKEN_LENGTH,
       maxLength: 512,

@@ -1,11 +1,9 @@
 // OAuth/OIDC identity providers of an endpoint (SPEC.md "OAuth provider", the toggle operation): create, list, get,
 // replace, toggle and delete what modes oauth/oidc log visitors in with. Validated here; the client secret leaves only sealed.
-import { domainToASCII } from 'node:url';
 import { Type } from '@sinclair/typebox';
 import type { FastifyReply } from 'fastify';
-import { fail } from '../../shared/errors.ts';
+import { fail, invalid } from '../../shared/errors.ts';
 import { Nullable, Strict, Timestamp } from '../../shared/schema.ts';
-import { isDnsName } from '../../shared/x509.ts';
 import { isUniqueViolation } from '../../store/db.ts';
 import * as store from '../../store/oauth-providers.ts';
 import {
@@ -19,12 +17,15 @@ import {
 } from '../../store/oauth-providers.ts';
 import { int64Param, type ControlApp, type ControlDeps } from '../http.ts';
 import { ErrorBody, ErrorResponses, iso } from '../views.ts';
-import { invalid, publicHttpsUrl, ScopesBody } from './endpoint-settings.ts';
+import { allowedDomain, parseIssuer, publicHttpsUrl, ScopesBody } from '../validation.ts';
 import { CALLBACK_PATH, httpsLocation } from '../../shared/public-urls.ts';
 import { endpointForCaller, readableEndpoint } from '../endpoint-access.ts';
 
 const KINDS = ['oidc', 'oauth2'] as const;
 const OAUTH2_URLS = ['authorization_url', 'token_url', 'userinfo_url'] as const;
+
+// rbac-clients.ts (another part of the work) still imports allowedDomain from here; it lives in ../validation.ts.
+export { allowedDomain } from '../validation.ts';
 
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -48,28 +49,6 @@ interface ProviderBody {
   authorization_url?: string;
   token_url?: string;
   userinfo_url?: string;
-}
-
-/**
- * The issuer as stored: the string sent, once it is a public https URL (publicHttpsUrl) without a query (OpenID
- * Connect Discovery §4.3, RFC 8414 §2). Not re-spelled: an ID token's iss must equal it character for character
- * (OpenID Connect Core §3.1.3.7), and "https://idp.example" and its canonical "https://idp.example/" differ.
- */
-export function parseIssuer(raw: string, allowPrivate: boolean): string {
-  const url = publicHttpsUrl('issuer', raw, allowPrivate);
-  if (url.search) throw invalid('issuer', 'an issuer has no query component (RFC 8414 §2)');
-  return raw;
-}
-
-/** An allowed domain as the edge compares it with a verified e-mail's domain: lower-case A-labels, two labels or more. */
-export function allowedDomain(raw: string, field: string): string {
-  if (raw.startsWith('@') || raw.startsWith('*.')) throw invalid(field, 'a bare domain (example.com), without "@" or "*."');
-  const name = domainToASCII(raw);
-  if (!name || !isDnsName(name)) throw invalid(field, `"${raw}" is not a valid domain name`);
-  const labels = name.split('.');
-  if (labels.length < 2) throw invalid(field, 'a domain needs at least two labels (example.com)');
-  if (/^[0-9]+$/.test(labels[labels.length - 1])) throw invalid(field, `"${raw}" is an IP address, not a domain name`);
-  return name;
 }
 
 /** The body of POST or PUT, checked and canonical; whatever a field's schema left open is decided here. */
