@@ -6,10 +6,10 @@ import { VISITOR_AUTH_MODES, type VisitorAuthMode } from '../../shared/snapshot.
 import { BCRYPT_MAX_PASSWORD_BYTES, reportedAuthMode, tokenSourceOf } from '../../shared/visitor-credentials.ts';
 import { MAX_OAUTH_PROVIDERS, offersProvider, type OAuthProviderRow } from '../../store/oauth-providers.ts';
 import { MAX_BASIC_USERS, MAX_SETTINGS_TOKENS, type AuthState } from '../../store/visitor-auth.ts';
+import { WEBHOOK_ALGOS } from '../services/endpoint-settings.ts';
 import { MIN_TOKEN_LENGTH, NO_CONTROL_PATTERN, TOKEN_PATTERN } from '../validation.ts';
 import { ErrorBody, ErrorResponses, iso } from '../views.ts';
 
-export const WEBHOOK_ALGOS = ['sha256', 'sha1'] as const;
 const TAGS = ['visitor-auth'];
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -136,7 +136,7 @@ const TokensBody = Type.Array(
   },
 );
 
-export const SettingsBody = Strict({
+const SettingsBody = Strict({
   mode: Type.String({ enum: [...VISITOR_AUTH_MODES], description: 'none, basic, token, oauth or oidc' }),
   enforce_https: Type.Optional(Nullable(Type.Boolean({ description: 'Redirect plain HTTP to HTTPS at the edge; null clears it (off)' }))),
   session_ttl_seconds: Type.Optional(
@@ -170,7 +170,7 @@ export const SettingsBody = Strict({
   ),
 });
 
-export const JwtBody = Strict({
+const JwtBody = Strict({
   enabled: Type.Boolean({ description: 'true needs a jwks_url (sent now or stored); false keeps the stored configuration' }),
   jwks_url: Type.Optional(Type.String({ maxLength: 2048, description: 'https; "" clears it' })),
   issuer: Type.Optional(Type.String({ maxLength: 1024, description: 'Required iss; "" means not enforced' })),
@@ -180,7 +180,7 @@ export const JwtBody = Strict({
   ),
 });
 
-export const WebhookBody = Strict({
+const WebhookBody = Strict({
   enabled: Type.Boolean({ description: 'true needs header, algo and secret (sent now or stored); false keeps the stored configuration' }),
   header: Type.Optional(Type.String({ minLength: 1, maxLength: 256, description: 'The header carrying the signature, e.g. X-Hub-Signature-256' })),
   algo: Type.Optional(Type.String({ enum: [...WEBHOOK_ALGOS], description: 'HMAC hash: sha256 or sha1' })),

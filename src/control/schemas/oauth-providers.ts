@@ -4,10 +4,10 @@ import { Type } from '@sinclair/typebox';
 import { Nullable, Strict, Timestamp } from '../../shared/schema.ts';
 import { CALLBACK_PATH, httpsLocation } from '../../shared/public-urls.ts';
 import { DEFAULT_OIDC_SCOPES, MAX_ALLOWED_DOMAINS, MAX_ALLOWED_EMAILS, MAX_OAUTH_PROVIDERS, type OAuthProviderRow } from '../../store/oauth-providers.ts';
+import { KINDS } from '../services/oauth-providers.ts';
 import { ScopesBody } from '../validation.ts';
 import { ErrorBody, ErrorResponses, iso } from '../views.ts';
 
-export const KINDS = ['oidc', 'oauth2'] as const;
 const TAGS = ['visitor-auth'];
 
 /** RFC 6749 Appendix A.1/A.2: client_id and client_secret are VSCHAR (%x20-7E). */

@@ -1,6 +1,6 @@
 // Visitor authentication settings as domain operations (SPEC.md "Visitor authentication"): the main mode with its
 // credentials, the JWT layer and webhook verification. Validated here; secrets are stored only hashed or sealed.
-import type { Static, TSchema } from '@sinclair/typebox';
+import type { TSchema } from '@sinclair/typebox';
 import { Type } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { ValueErrorType } from '@sinclair/typebox/errors';
@@ -16,8 +16,38 @@ import type { AuthState, BasicUserInput, ModeConfigs, SettingsTokenInput } from 
 import type { Caller } from '../caller.ts';
 import { endpointForCaller } from '../endpoint-access.ts';
 import type { ControlDeps } from '../http.ts';
-import { WEBHOOK_ALGOS, type JwtBody, type SettingsBody, type WebhookBody } from '../schemas/endpoint-settings.ts';
 import { allowedRedirect, futureInstant, parseClaimHeaders, parseJwksUrl, ScopesBody } from '../validation.ts';
+
+export const WEBHOOK_ALGOS = ['sha256', 'sha1'] as const;
+
+/** PUT …/settings as its schema (schemas/endpoint-settings.ts) lets it through: null clears, omitted keeps. */
+export interface SettingsInput {
+  mode: string;
+  enforce_https?: boolean | null;
+  session_ttl_seconds?: number | null;
+  enabled_auth_methods?: string[] | null;
+  basic_users?: BasicUserBody[] | null;
+  tokens?: TokenBody[] | null;
+  config?: Record<string, unknown> | null;
+}
+
+/** PUT …/settings/jwt: omitted fields keep their stored value; "" clears a string. */
+export interface JwtInput {
+  enabled: boolean;
+  jwks_url?: string;
+  issuer?: string;
+  audience?: string;
+  claim_headers?: string;
+}
+
+/** PUT …/settings/webhook: omitted fields keep their stored value. */
+export interface WebhookInput {
+  enabled: boolean;
+  header?: string;
+  algo?: string;
+  secret?: string;
+  prefix?: string;
+}
 
 /** What a write answers: the endpoint's id and its settings as stored afterwards (views/settingsView shows them). */
 export interface SettingsState {
@@ -185,7 +215,7 @@ export function endpointSettingsService({ db, config, secrets }: Pick<ControlDep
     },
 
     /** PUT …/settings: merges with what is stored, then checks the merged whole under the endpoint's row lock. */
-    async update(caller: Caller, uuid: string, body: Static<typeof SettingsBody>): Promise<SettingsState> {
+    async update(caller: Caller, uuid: string, body: SettingsInput): Promise<SettingsState> {
       // The schema's enum documents the modes; TypeBox checks only the type, so the value is checked here.
       if (!(VISITOR_AUTH_MODES as readonly string[]).includes(body.mode)) throw invalid('mode', `must be one of ${VISITOR_AUTH_MODES.join(', ')}`);
       const mode = body.mode as VisitorAuthMode;
@@ -262,7 +292,7 @@ export function endpointSettingsService({ db, config, secrets }: Pick<ControlDep
     },
 
     /** PUT …/settings/jwt: omitted fields keep their stored value; enabled needs a JWKS URL, sent or stored. */
-    async updateJwt(caller: Caller, uuid: string, body: Static<typeof JwtBody>): Promise<void> {
+    async updateJwt(caller: Caller, uuid: string, body: JwtInput): Promise<void> {
       const jwksUrl = body.jwks_url === undefined ? undefined : body.jwks_url === '' ? null : parseJwksUrl(body.jwks_url, config.originAllowPrivate);
       const claimHeaders = body.claim_headers === undefined ? undefined : parseClaimHeaders(body.claim_headers);
       await db.transaction(async (tx) => {
@@ -281,7 +311,7 @@ export function endpointSettingsService({ db, config, secrets }: Pick<ControlDep
     },
 
     /** PUT …/settings/webhook: omitted fields keep their stored value; the secret is sealed before the transaction. */
-    async updateWebhook(caller: Caller, uuid: string, body: Static<typeof WebhookBody>): Promise<SettingsState> {
+    async updateWebhook(caller: Caller, uuid: string, body: WebhookInput): Promise<SettingsState> {
       if (body.algo !== undefined && !(WEBHOOK_ALGOS as readonly string[]).includes(body.algo)) throw invalid('algo', `must be one of ${WEBHOOK_ALGOS.join(', ')}`);
       if (body.header !== undefined) {
         const refusal = credentialHeaderRefusal(body.header);

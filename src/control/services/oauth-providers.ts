@@ -8,9 +8,10 @@ import type { EndpointRow } from '../../store/endpoints.ts';
 import type { Caller } from '../caller.ts';
 import { endpointForCaller } from '../endpoint-access.ts';
 import { int64Param, type ControlDeps } from '../http.ts';
-import { KINDS } from '../schemas/oauth-providers.ts';
 import { allowedDomain, parseIssuer, publicHttpsUrl } from '../validation.ts';
 
+/** oidc: OpenID Connect with discovery and an ID token; oauth2: explicit endpoints, identity from userinfo. */
+export const KINDS = ['oidc', 'oauth2'] as const;
 const OAUTH2_URLS = ['authorization_url', 'token_url', 'userinfo_url'] as const;
 
 interface ProviderBody {
