@@ -1,4 +1,4 @@
-// The visitor-auth settings API's shapes: the resolved read (SPEC.md "Endpoint auth settings") with its row -> JSON
+// The visitor-auth settings API's shapes: the resolved read (docs/visitor-auth.md) with its row -> JSON
 // view, and the bodies of PUT …/settings, …/settings/jwt and …/settings/webhook, one schema object per operation.
 import { Type } from '@sinclair/typebox';
 import { Nullable, Strict, Timestamp } from '../../shared/schema.ts';

@@ -1,4 +1,4 @@
-// The OAuth/OIDC provider API's shapes (SPEC.md "OAuth provider"): the create and replace bodies, the toggle, and
+// The OAuth/OIDC provider API's shapes (docs/api.md): the create and replace bodies, the toggle, and
 // the provider view with the redirect URI to register; one schema object per operation.
 import { Type } from '@sinclair/typebox';
 import { Nullable, Strict, Timestamp } from '../../shared/schema.ts';

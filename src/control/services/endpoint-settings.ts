@@ -1,7 +1,6 @@
-// Visitor authentication settings as domain operations (SPEC.md "Visitor authentication"): the main mode with its
+// Visitor authentication settings as domain operations (docs/visitor-auth.md): the main mode with its
 // credentials, the JWT layer and webhook verification. Validated here; secrets are stored only hashed or sealed.
-import type { TSchema } from '@sinclair/typebox';
-import { Type } from '@sinclair/typebox';
+import { Type, type TSchema } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { ValueErrorType } from '@sinclair/typebox/errors';
 import bcrypt from 'bcrypt';
@@ -49,7 +48,7 @@ export interface WebhookInput {
   prefix?: string;
 }
 
-/** What a write answers: the endpoint's id and its settings as stored afterwards (views/settingsView shows them). */
+/** What a write answers: the endpoint's id and its settings as stored afterwards (settingsView in schemas/endpoint-settings.ts shows them). */
 export interface SettingsState {
   endpointId: number;
   state: AuthState;

@@ -123,7 +123,7 @@ export function oauthProviderService({ db, config, secrets }: Pick<ControlDeps, 
       return { endpoint, provider: updated };
     },
 
-    /** An explicit set, not a flip (SPEC.md): anything but `enabled: true` disables. */
+    /** An explicit set, not a flip (docs/api.md): anything but `enabled: true` disables. */
     async setEnabled(caller: Caller, uuid: string, rawProviderId: string, enabled: boolean): Promise<void> {
       const providerId = int64Param(rawProviderId, 'provider_id');
       const found = await db.transaction(async (tx) => {
