@@ -1,11 +1,21 @@
-// A registry error whose body the API contract fixes differently from the uniform one: plain text, or extra fields.
-// Stands in until src/shared/errors.ts offers this itself; built from `fail.<code>(...)`, never by hand.
-import type { EdgeError } from '../shared/errors.ts';
+// The two errors whose body the API contract fixes differently from the uniform one (docs/errors.md), built from
+// the registry. Stand-ins with the signatures src/shared/errors.ts gains in the "errors" part: import from there.
+import { fail, type EdgeError } from '../shared/errors.ts';
+
+/** `err` answering `body` instead of `{error, code, detail}`: a string as text/plain, an object over the uniform body. */
+function withFixedBody(err: EdgeError, body: string | Record<string, unknown>): EdgeError {
+  return Object.assign(err, { body });
+}
 
 /**
- * `err` answering `body` instead of `{error, code, detail}`: a string is sent as text/plain (promote's quota refusal,
- * docs/api.md), an object is merged over the uniform body (the verification gate's `gate_type` and `feature`).
+ * The 403 fixed for an unmet verification gate (dedicated ports): `error` is the code itself, and the body names the
+ * gate, the feature it guards and a sentence for the user. `code` stays, as on every error.
  */
-export function withFixedBody(err: EdgeError, body: string | Record<string, unknown>): EdgeError {
-  return Object.assign(err, { body });
+export function verificationRequired(gateType: string, feature: string, message: string): EdgeError {
+  return withFixedBody(fail.verification_required(message), { error: 'verification_required', gate_type: gateType, feature, message });
+}
+
+/** The 403 fixed for promoting past an endpoint quota: a plain-text body naming the limit; the detail stays for logs. */
+export function quotaExceededAsText(message: string, detail?: Record<string, unknown>): EdgeError {
+  return withFixedBody(fail.quota_exceeded(message, detail), message);
 }

@@ -10,7 +10,7 @@ import * as store from '../../store/endpoints.ts';
 import { CAPTURE_LEVELS, type CaptureLevel, type EndpointRow, type EndpointStatus } from '../../store/endpoints.ts';
 import type { Caller } from '../caller.ts';
 import { endpointAccountPlan, endpointForCaller, type PlanAccount } from '../endpoint-access.ts';
-import { withFixedBody } from '../fixed-body.ts';
+import { quotaExceededAsText, verificationRequired } from '../fixed-body.ts';
 import type { ControlDeps } from '../http.ts';
 import { canonicalSubdomain, generateSubdomain, hostnameFor, MAX_HOSTNAME_LENGTH, ROOT_SUBDOMAIN } from '../subdomains.ts';
 
@@ -68,10 +68,7 @@ async function lockQuotaHolders(tx: Queryable, userId: number, account: PlanAcco
  * Call with the locks of lockQuotaHolders held. `plainText` gives promote's plain-text body (SPEC.md).
  */
 async function checkEndpointQuota(tx: Queryable, userId: number, account: PlanAccount, plan: Plan, plainText: boolean): Promise<void> {
-  const refuse = (message: string, detail: Record<string, unknown>) => {
-    const err = fail.quota_exceeded(message, detail);
-    return plainText ? withFixedBody(err, message) : err;
-  };
+  const refuse = (message: string, detail: Record<string, unknown>) => (plainText ? quotaExceededAsText(message, detail) : fail.quota_exceeded(message, detail));
   const limit = plan.quotas.permanent_endpoints;
   const used = await store.countPermanentEndpoints(tx, userId);
   if (used >= limit) {
@@ -88,12 +85,6 @@ async function checkEndpointQuota(tx: Queryable, userId: number, account: PlanAc
       });
     }
   }
-}
-
-/** 403 verification_required with the fields clients read (`gate_type`, `feature`), the body the API fixes. */
-function verificationRequired(gate: string, feature: string) {
-  const message = `Dedicated ports need ${gate.replace(/_/g, ' ')} on your user before they can be assigned`;
-  return withFixedBody(fail.verification_required(message), { error: 'verification_required', gate_type: gate, feature, message });
 }
 
 export function endpointService({ db, config }: Pick<ControlDeps, 'db' | 'config'>) {
@@ -226,7 +217,9 @@ export function endpointService({ db, config }: Pick<ControlDeps, 'db' | 'config
         }
         // Admins are exempt: they are the ones who verify users, and act on others' behalf.
         const unmet = caller.isAdmin ? undefined : (plan.verification_gates.dedicated_ports ?? []).find((flag) => !caller.user[flag]);
-        if (unmet) throw verificationRequired(unmet, 'dedicated_ports');
+        if (unmet) {
+          throw verificationRequired(unmet, 'dedicated_ports', `Dedicated ports need ${unmet.replace(/_/g, ' ')} on your user before they can be assigned`);
+        }
       }
 
       try {
