@@ -8,7 +8,7 @@ import type { TestNode } from '../helpers/node.ts';
 import { createEndpoint, edgeEndpoint as edgeEndpointOf, expectBody, feedVersion, nodeWithOwner, orgWithMember, storeRows, type User } from '../helpers/endpoint-api.ts';
 import { SecretBox } from '../../src/shared/secrets.ts';
 import { tokenDigest, visitorTokenKey } from '../../src/shared/visitor-credentials.ts';
-import { parseClaimHeaders, parseJwksUrl, publicHttpsUrl } from '../../src/control/routes/endpoint-settings.ts';
+import { parseClaimHeaders, parseJwksUrl, publicHttpsUrl } from '../../src/control/validation.ts';
 
 const SECRET_KEY = `settings-test-${randomBytes(16).toString('hex')}`;
 const box = new SecretBox(SECRET_KEY);

@@ -6,8 +6,8 @@ import { randomBytes } from 'node:crypto';
 import type { TestNode } from '../helpers/node.ts';
 import { createEndpoint, edgeEndpoint as edgeEndpointOf, expectBody, feedVersion, nodeWithOwner, orgWithMember, storeRows, type User } from '../helpers/endpoint-api.ts';
 import { SecretBox } from '../../src/shared/secrets.ts';
-import { allowedRedirect } from '../../src/control/routes/endpoint-settings.ts';
-import { allowedDomain, parseIssuer, providerInput } from '../../src/control/routes/oauth-providers.ts';
+import { allowedDomain, allowedRedirect, parseIssuer } from '../../src/control/validation.ts';
+import { providerInput } from '../../src/control/services/oauth-providers.ts';
 import { MAX_OAUTH_PROVIDERS } from '../../src/store/oauth-providers.ts';
 
 const SECRET_KEY = `oauth-test-${randomBytes(16).toString('hex')}`;

@@ -1,48 +1,28 @@
 // Pointing an endpoint at an origin URL: the edge then forwards visitors there over a keep-alive pool instead of
 // to agents (a matching routing rule still wins). Private and loopback origins need operator consent.
 import { Type } from '@sinclair/typebox';
-import { fail } from '../../shared/errors.ts';
-import { canonicalOriginUrl, OriginUrlError } from '../../shared/origin-url.ts';
 import { Nullable, Strict } from '../../shared/schema.ts';
-import { setOrigin } from '../../store/endpoints.ts';
-import { endpointForCaller } from '../endpoint-access.ts';
 import type { ControlApp, ControlDeps } from '../http.ts';
+import { endpointOriginService } from '../services/endpoint-origin.ts';
 import { ErrorResponses } from '../views.ts';
 
-/** A canonical origin URL, or a 400 saying what is wrong with it (the checks live in src/shared/origin-url.ts). */
-export function parseOriginUrl(raw: string, allowPrivate: boolean): string {
-  try {
-    return canonicalOriginUrl(raw, allowPrivate);
-  } catch (err) {
-    if (!(err instanceof OriginUrlError)) throw err;
-    throw fail.invalid_request('Invalid request body', `url: ${err.message}`);
-  }
-}
+const SetOrigin = {
+  summary: 'Forward the endpoint to an origin URL instead of agents (null clears it)',
+  description:
+    'http or https, no credentials, query or fragment; its path prefixes forwarded paths. Addresses that are not public unicast (loopback, private, link-local, CGNAT, documentation, multicast, and IPv6 forms embedding such an IPv4: docs/address-policy.md) are refused ' +
+    'unless the platform sets EDGE_ORIGIN_ALLOW_PRIVATE; a name is checked again by the edge against every address it resolves to. ' +
+    'A matching routing rule still sends its requests where it says (its agents, or its own origin).',
+  tags: ['endpoints'],
+  params: Type.Object({ id: Type.String() }),
+  body: Strict({ url: Nullable(Type.String({ minLength: 1, maxLength: 2048 })) }),
+  response: { 200: Type.Object({ ok: Type.Literal(true), origin_url: Nullable(Type.String()) }), ...ErrorResponses },
+};
 
-export function endpointOriginRoutes(app: ControlApp, { db, config }: ControlDeps): void {
-  app.put(
-    '/v1/endpoints/:id/origin',
-    {
-      schema: {
-        summary: 'Forward the endpoint to an origin URL instead of agents (null clears it)',
-        description:
-          'http or https, no credentials, query or fragment; its path prefixes forwarded paths. Addresses that are not public unicast (loopback, private, link-local, CGNAT, documentation, multicast, and IPv6 forms embedding such an IPv4: docs/address-policy.md) are refused ' +
-          'unless the platform sets EDGE_ORIGIN_ALLOW_PRIVATE; a name is checked again by the edge against every address it resolves to. ' +
-          'A matching routing rule still sends its requests where it says (its agents, or its own origin).',
-        tags: ['endpoints'],
-        params: Type.Object({ id: Type.String() }),
-        body: Strict({ url: Nullable(Type.String({ minLength: 1, maxLength: 2048 })) }),
-        response: { 200: Type.Object({ ok: Type.Literal(true), origin_url: Nullable(Type.String()) }), ...ErrorResponses },
-      },
-    },
-    async (req) => {
-      req.caller.requirePermission('endpoints:update');
-      const url = req.body.url === null ? null : parseOriginUrl(req.body.url, config.originAllowPrivate);
-      const endpoint = await db.transaction(async (tx) => {
-        const e = await endpointForCaller(tx, req.caller, req.params.id, { forUpdate: true });
-        return setOrigin(tx, e.id, url);
-      });
-      return { ok: true as const, origin_url: endpoint.origin_url };
-    },
-  );
+export function endpointOriginRoutes(app: ControlApp, deps: ControlDeps): void {
+  const origins = endpointOriginService(deps);
+
+  app.put('/v1/endpoints/:id/origin', { schema: SetOrigin, config: { permission: 'endpoints:update' } }, async (req) => {
+    const endpoint = await origins.set(req.caller, req.params.id, req.body.url);
+    return { ok: true as const, origin_url: endpoint.origin_url };
+  });
 }

@@ -1,369 +1,47 @@
 // OAuth/OIDC identity providers of an endpoint (docs/api.md "OAuth/OIDC providers", the toggle operation): create, list, get,
-// replace, toggle and delete what modes oauth/oidc log visitors in with. Validated here; the client secret leaves only sealed.
-import { domainToASCII } from 'node:url';
-import { Type } from '@sinclair/typebox';
+// replace, toggle and delete what modes oauth/oidc log visitors in with. Each route: a schema, a permission, one call.
 import type { FastifyReply } from 'fastify';
-import { fail } from '../../shared/errors.ts';
-import { Nullable, Strict, Timestamp } from '../../shared/schema.ts';
-import { isDnsName } from '../../shared/x509.ts';
-import { isUniqueViolation } from '../../store/db.ts';
-import * as store from '../../store/oauth-providers.ts';
-import {
-  DEFAULT_OIDC_SCOPES,
-  MAX_ALLOWED_DOMAINS,
-  MAX_ALLOWED_EMAILS,
-  MAX_OAUTH_PROVIDERS,
-  type OAuthProviderInput,
-  type OAuthProviderKind,
-  type OAuthProviderRow,
-} from '../../store/oauth-providers.ts';
-import { int64Param, type ControlApp, type ControlDeps } from '../http.ts';
-import { ErrorBody, ErrorResponses, iso } from '../views.ts';
-import { invalid, publicHttpsUrl, ScopesBody } from './endpoint-settings.ts';
-import { CALLBACK_PATH, httpsLocation } from '../../shared/public-urls.ts';
-import { endpointForCaller, readableEndpoint } from '../endpoint-access.ts';
+import type { ControlApp, ControlDeps } from '../http.ts';
+import { CreateProvider, DeleteProvider, GetProvider, ListProviders, providerView, ReplaceProvider, ToggleProvider } from '../schemas/oauth-providers.ts';
+import { oauthProviderService, type EndpointProvider } from '../services/oauth-providers.ts';
 
-const KINDS = ['oidc', 'oauth2'] as const;
-const OAUTH2_URLS = ['authorization_url', 'token_url', 'userinfo_url'] as const;
+// rbac-clients.ts (another part of the work) still imports allowedDomain from here; it lives in ../validation.ts.
+export { allowedDomain } from '../validation.ts';
 
+export function oauthProviderRoutes(app: ControlApp, deps: ControlDeps): void {
+  const { config, publicHttpsPort = () => config.publicHttpsPort || config.httpsPort } = deps;
+  const providers = oauthProviderService(deps);
+  const view = ({ endpoint, provider }: EndpointProvider) => providerView(provider, endpoint.hostname, publicHttpsPort());
 
-// ---------------------------------------------------------------------------------------------------------------
-// Validation and canonical form
-// ---------------------------------------------------------------------------------------------------------------
-
-/** RFC 6749 Appendix A.1/A.2: client_id and client_secret are VSCHAR (%x20-7E). */
-const VSCHAR = '^[\\x20-\\x7e]+$';
-/** URLs as sent: visible ASCII only, so the stored issuer is exactly the string an ID token's iss is compared with. */
-const URL_CHARS = '^[\\x21-\\x7e]+$';
-
-interface ProviderBody {
-  kind: string;
-  name: string;
-  issuer: string;
-  client_id: string;
-  client_secret?: string;
-  scopes?: string[];
-  allowed_emails?: string[];
-  allowed_domains?: string[];
-  authorization_url?: string;
-  token_url?: string;
-  userinfo_url?: string;
-}
-
-/**
- * The issuer as stored: the string sent, once it is a public https URL (publicHttpsUrl) without a query (OpenID
- * Connect Discovery §4.3, RFC 8414 §2). Not re-spelled: an ID token's iss must equal it character for character
- * (OpenID Connect Core §3.1.3.7), and "https://idp.example" and its canonical "https://idp.example/" differ.
- */
-export function parseIssuer(raw: string, allowPrivate: boolean): string {
-  const url = publicHttpsUrl('issuer', raw, allowPrivate);
-  if (url.search) throw invalid('issuer', 'an issuer has no query component (RFC 8414 §2)');
-  return raw;
-}
-
-/** An allowed domain as the edge compares it with a verified e-mail's domain: lower-case A-labels, two labels or more. */
-export function allowedDomain(raw: string, field: string): string {
-  if (raw.startsWith('@') || raw.startsWith('*.')) throw invalid(field, 'a bare domain (example.com), without "@" or "*."');
-  const name = domainToASCII(raw);
-  if (!name || !isDnsName(name)) throw invalid(field, `"${raw}" is not a valid domain name`);
-  const labels = name.split('.');
-  if (labels.length < 2) throw invalid(field, 'a domain needs at least two labels (example.com)');
-  if (/^[0-9]+$/.test(labels[labels.length - 1])) throw invalid(field, `"${raw}" is an IP address, not a domain name`);
-  return name;
-}
-
-/** The body of POST or PUT, checked and canonical; whatever a field's schema left open is decided here. */
-export function providerInput(body: ProviderBody, allowPrivate: boolean): OAuthProviderInput {
-  if (!(KINDS as readonly string[]).includes(body.kind)) throw invalid('kind', `must be one of ${KINDS.join(', ')}`);
-  const kind = body.kind as OAuthProviderKind;
-  const urls: Record<(typeof OAUTH2_URLS)[number], string | null> = { authorization_url: null, token_url: null, userinfo_url: null };
-  for (const field of OAUTH2_URLS) {
-    const raw = body[field];
-    if (kind === 'oidc') {
-      if (raw !== undefined) throw invalid(field, 'kind oidc discovers its endpoints at <issuer>/.well-known/openid-configuration; only kind oauth2 takes them');
-      continue;
-    }
-    if (raw === undefined) throw invalid(field, 'required for kind oauth2 (a provider without discovery)');
-    urls[field] = publicHttpsUrl(field, raw, allowPrivate).href;
-  }
-  const scopes = [...new Set(body.scopes ?? [])];
-  if (kind === 'oidc' && scopes.length > 0 && !scopes.includes('openid')) {
-    throw invalid('scopes', `kind oidc needs the openid scope (OpenID Connect Core §3.1.2.1); omit scopes for ${DEFAULT_OIDC_SCOPES.join(' ')}`);
-  }
-  return {
-    kind,
-    name: body.name,
-    issuer: parseIssuer(body.issuer, allowPrivate),
-    clientId: body.client_id,
-    scopes,
-    // RFC 5321 §2.4 lets a mailbox's local part be case-sensitive; in practice no provider issues two that differ
-    // only by case, and comparing lower-case is what users expect of an allow-list.
-    allowedEmails: [...new Set((body.allowed_emails ?? []).map((e) => e.toLowerCase()))],
-    allowedDomains: [...new Set((body.allowed_domains ?? []).map((d, i) => allowedDomain(d, `allowed_domains.${i}`)))],
-    authorizationUrl: urls.authorization_url,
-    tokenUrl: urls.token_url,
-    userinfoUrl: urls.userinfo_url,
-  };
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// Schemas and views
-// ---------------------------------------------------------------------------------------------------------------
-
-const providerBody = (create: boolean) => {
-  const secret = Type.String({ minLength: 1, maxLength: 4096, pattern: VSCHAR, description: 'Stored sealed, never returned' });
-  return Strict({
-    kind: Type.String({ enum: [...KINDS], description: 'oidc: OpenID Connect with discovery and an ID token; oauth2: explicit endpoints, identity from userinfo' }),
-    name: Type.String({ minLength: 1, maxLength: 100, pattern: '^[^\\x00-\\x1f\\x7f]+$', description: 'Shown on the login page; unique per endpoint' }),
-    issuer: Type.String({
-      minLength: 1,
-      maxLength: 2048,
-      pattern: URL_CHARS,
-      description: 'https URL with a public host (http only with EDGE_ORIGIN_ALLOW_PRIVATE); oidc: the issuer, exactly as in its ID tokens',
-    }),
-    client_id: Type.String({ minLength: 1, maxLength: 512, pattern: VSCHAR }),
-    client_secret: create ? secret : Type.Optional({ ...secret, description: 'Omitted: the stored secret is kept' }),
-    scopes: Type.Optional(ScopesBody(`RFC 6749 scope tokens; oidc must include openid; omitted or empty: ${DEFAULT_OIDC_SCOPES.join(' ')} for oidc, none for oauth2`)),
-    allowed_emails: Type.Optional(
-      Type.Array(Type.String({ format: 'email', maxLength: 254 }), { maxItems: MAX_ALLOWED_EMAILS, description: 'Verified addresses allowed to log in (compared lower-case)' }),
-    ),
-    allowed_domains: Type.Optional(
-      Type.Array(Type.String({ minLength: 1, maxLength: 253 }), { maxItems: MAX_ALLOWED_DOMAINS, description: 'Domains whose verified addresses may log in (exact domain)' }),
-    ),
-    authorization_url: Type.Optional(Type.String({ minLength: 1, maxLength: 2048, pattern: URL_CHARS, description: 'Kind oauth2 only (required there)' })),
-    token_url: Type.Optional(Type.String({ minLength: 1, maxLength: 2048, pattern: URL_CHARS, description: 'Kind oauth2 only (required there)' })),
-    userinfo_url: Type.Optional(Type.String({ minLength: 1, maxLength: 2048, pattern: URL_CHARS, description: 'Kind oauth2 only (required there)' })),
+  app.post('/v1/endpoints/:id/oauth/providers', { schema: CreateProvider, config: { permission: 'endpoints:update' } }, async (req, reply) => {
+    const created = await providers.create(req.caller, req.params.id, req.body);
+    return reply
+      .status(201)
+      .header('location', `/v1/endpoints/${created.endpoint.uuid}/oauth/providers/${created.provider.id}`)
+      .send(view(created));
   });
-};
-const CreateBody = providerBody(true);
-const ReplaceBody = providerBody(false);
-const ToggleBody = Strict({ enabled: Type.Optional(Type.Boolean({ description: 'Omitted means false (docs/api.md)' })) });
 
-const ProviderView = Type.Object(
-  {
-    id: Type.Integer({ description: 'int64' }),
-    kind: Type.String({ enum: [...KINDS] }),
-    name: Type.String(),
-    issuer: Type.String(),
-    client_id: Type.String(),
-    scopes: Type.Array(Type.String(), { description: 'As configured; empty: the default' }),
-    allowed_emails: Type.Array(Type.String()),
-    allowed_domains: Type.Array(Type.String()),
-    authorization_url: Nullable(Type.String({ description: 'oauth2 only' })),
-    token_url: Nullable(Type.String({ description: 'oauth2 only' })),
-    userinfo_url: Nullable(Type.String({ description: 'oauth2 only' })),
-    enabled: Type.Boolean({ description: 'Set by PUT …/toggle' }),
-    redirect_uri: Type.String({ description: 'The redirect URI to register at the provider for this client' }),
-    created_at: Timestamp(),
-    updated_at: Timestamp(),
-  },
-  { description: 'OAuth/OIDC provider (never its client secret)' },
-);
+  app.get('/v1/endpoints/:id/oauth/providers', { schema: ListProviders, config: { permission: 'endpoints:read' } }, async (req) => {
+    const { endpoint, providers: items } = await providers.list(req.caller, req.params.id);
+    return { items: items.map((provider) => view({ endpoint, provider })) };
+  });
 
-/**
- * Where the edge receives the provider's answer, exactly as the edge sends it as redirect_uri (with the public HTTPS
- * port when it is not 443): the provider must have it registered for the client, so the API shows it.
- */
-function providerView(p: OAuthProviderRow, hostname: string, httpsPort: number) {
-  return {
-    id: p.id,
-    kind: p.kind,
-    name: p.name,
-    issuer: p.issuer,
-    client_id: p.client_id,
-    scopes: p.scopes,
-    allowed_emails: p.allowed_emails,
-    allowed_domains: p.allowed_domains,
-    authorization_url: p.authorization_url,
-    token_url: p.token_url,
-    userinfo_url: p.userinfo_url,
-    enabled: p.enabled,
-    redirect_uri: httpsLocation(hostname, httpsPort, CALLBACK_PATH),
-    created_at: iso(p.created_at),
-    updated_at: iso(p.updated_at),
-  };
-}
-
-const EndpointParams = Type.Object({ id: Type.String({ description: 'The endpoint uuid' }) });
-const ProviderParams = Type.Object({ id: Type.String({ description: 'The endpoint uuid' }), provider_id: Type.String({ description: 'Provider id (int64)' }) });
-const Errors409 = { ...ErrorResponses, 409: ErrorBody };
-const notFound = () => fail.not_found('OAuth provider not found');
-
-/** A second provider of the same name on the endpoint: 409, as other name collisions are. */
-function nameTaken(err: unknown, name: string): never {
-  if (isUniqueViolation(err, 'endpoint_oauth_providers_name_key')) throw fail.already_exists(`The endpoint already has a provider named "${name}"`, { field: 'name' });
-  throw err;
-}
-
-const LOCKOUT_NOTE =
-  'Disabling or deleting the last provider visitors may use while the endpoint is in mode oauth/oidc is allowed: the endpoint ' +
-  'stays in that mode and the edge refuses every visitor until a provider is enabled or the mode changed (never open).';
-
-// ---------------------------------------------------------------------------------------------------------------
-// Routes
-// ---------------------------------------------------------------------------------------------------------------
-
-export function oauthProviderRoutes(app: ControlApp, { db, config, secrets, publicHttpsPort = () => config.publicHttpsPort || config.httpsPort }: ControlDeps): void {
-  const TAGS = ['visitor-auth'];
-  const allowPrivate = config.originAllowPrivate;
-
-  app.post(
-    '/v1/endpoints/:id/oauth/providers',
-    {
-      schema: {
-        summary: 'Add an OAuth/OIDC provider',
-        description:
-          'A provider visitors log in with in modes oauth and oidc (PUT …/settings). kind oidc discovers its endpoints from the ' +
-          'issuer; kind oauth2 names authorization_url, token_url and userinfo_url. issuer and URLs must be https with a public host. ' +
-          'The client secret is stored sealed and never returned. Enabled on creation; with an empty enabled_auth_methods it is offered ' +
-          `to visitors at once. At most ${MAX_OAUTH_PROVIDERS} per endpoint; names are unique per endpoint (409). Needs endpoints:update.`,
-        tags: TAGS,
-        params: EndpointParams,
-        body: CreateBody,
-        response: { 201: ProviderView, ...Errors409 },
-      },
-    },
-    async (req, reply) => {
-      req.caller.requirePermission('endpoints:update');
-      const input = providerInput(req.body, allowPrivate);
-      const secretSealed = secrets.seal(req.body.client_secret);
-      const { endpoint, created } = await db
-        .transaction(async (tx) => {
-          const endpoint = await endpointForCaller(tx, req.caller, req.params.id, { writable: true });
-          const count = await store.countOAuthProviders(tx, endpoint.id);
-          if (count >= MAX_OAUTH_PROVIDERS) {
-            throw invalid('oauth/providers', `an endpoint has at most ${MAX_OAUTH_PROVIDERS} OAuth providers`, { limit: MAX_OAUTH_PROVIDERS, count });
-          }
-          return { endpoint, created: await store.insertOAuthProvider(tx, endpoint.id, input, secretSealed) };
-        })
-        .catch((err: unknown) => nameTaken(err, input.name));
-      return reply
-        .status(201)
-        .header('location', `/v1/endpoints/${endpoint.uuid}/oauth/providers/${created.id}`)
-        .send(providerView(created, endpoint.hostname, publicHttpsPort()));
-    },
+  app.get('/v1/endpoints/:id/oauth/providers/:provider_id', { schema: GetProvider, config: { permission: 'endpoints:read' } }, async (req) =>
+    view(await providers.get(req.caller, req.params.id, req.params.provider_id)),
   );
 
-  app.get(
-    '/v1/endpoints/:id/oauth/providers',
-    {
-      schema: {
-        summary: 'List the endpoint’s OAuth/OIDC providers',
-        description: 'Oldest first, enabled or not. Never a client secret. Needs endpoints:read.',
-        tags: TAGS,
-        params: EndpointParams,
-        response: { 200: Type.Object({ items: Type.Array(ProviderView) }), ...ErrorResponses },
-      },
-    },
-    async (req) => {
-      const endpoint = await readableEndpoint(db, req.caller, req.params.id);
-      return { items: (await store.listOAuthProviders(db, endpoint.id)).map((p) => providerView(p, endpoint.hostname, publicHttpsPort())) };
-    },
+  app.put('/v1/endpoints/:id/oauth/providers/:provider_id', { schema: ReplaceProvider, config: { permission: 'endpoints:update' } }, async (req) =>
+    view(await providers.replace(req.caller, req.params.id, req.params.provider_id, req.body)),
   );
 
-  app.get(
-    '/v1/endpoints/:id/oauth/providers/:provider_id',
-    {
-      schema: {
-        summary: 'Get one OAuth/OIDC provider',
-        description: '404 when the endpoint or the provider is missing, not the caller’s, or the provider belongs to another endpoint. Needs endpoints:read.',
-        tags: TAGS,
-        params: ProviderParams,
-        response: { 200: ProviderView, ...ErrorResponses },
-      },
-    },
-    async (req) => {
-      req.caller.requirePermission('endpoints:read');
-      const providerId = int64Param(req.params.provider_id, 'provider_id');
-      const endpoint = await endpointForCaller(db, req.caller, req.params.id);
-      const provider = await store.findOAuthProvider(db, endpoint.id, providerId);
-      if (!provider) throw notFound();
-      return providerView(provider, endpoint.hostname, publicHttpsPort());
-    },
-  );
+  app.put('/v1/endpoints/:id/oauth/providers/:provider_id/toggle', { schema: ToggleProvider, config: { permission: 'endpoints:update' } }, async (req, reply) => {
+    // No body at all is a body without `enabled`: docs/api.md reads that as false.
+    await providers.setEnabled(req.caller, req.params.id, req.params.provider_id, req.body?.enabled === true);
+    return (reply as FastifyReply).status(204).send();
+  });
 
-  app.put(
-    '/v1/endpoints/:id/oauth/providers/:provider_id',
-    {
-      schema: {
-        summary: 'Replace an OAuth/OIDC provider',
-        description:
-          'A full update with the fields of create: omitted optional fields are emptied (scopes, allowed_emails, allowed_domains), ' +
-          'except client_secret, whose omission keeps the stored one. The enabled flag is left as it is (PUT …/toggle sets it). ' +
-          'Effective on every edge from the next request; sessions made with the provider stay valid while it is offered. ' +
-          'Needs endpoints:update.',
-        tags: TAGS,
-        params: ProviderParams,
-        body: ReplaceBody,
-        response: { 200: ProviderView, ...Errors409 },
-      },
-    },
-    async (req) => {
-      req.caller.requirePermission('endpoints:update');
-      const providerId = int64Param(req.params.provider_id, 'provider_id');
-      const input = providerInput(req.body, allowPrivate);
-      const secretSealed = req.body.client_secret === undefined ? undefined : secrets.seal(req.body.client_secret);
-      const { endpoint, updated } = await db
-        .transaction(async (tx) => {
-          const endpoint = await endpointForCaller(tx, req.caller, req.params.id, { writable: true });
-          return { endpoint, updated: await store.replaceOAuthProvider(tx, endpoint.id, providerId, input, secretSealed) };
-        })
-        .catch((err: unknown) => nameTaken(err, input.name));
-      if (!updated) throw notFound();
-      return providerView(updated, endpoint.hostname, publicHttpsPort());
-    },
-  );
-
-  app.put(
-    '/v1/endpoints/:id/oauth/providers/:provider_id/toggle',
-    {
-      schema: {
-        summary: 'Enable or disable an OAuth/OIDC provider',
-        description:
-          'An explicit set, not a flip: enabled true enables, enabled false or omitted disables (docs/api.md). The provider and its ' +
-          'configuration stay stored. A disabled provider is not offered, and sessions made with it are refused from the next ' +
-          `request. ${LOCKOUT_NOTE} 204 with an empty body. Needs endpoints:update.`,
-        tags: TAGS,
-        params: ProviderParams,
-        body: ToggleBody,
-        response: { 204: Type.Null({ description: 'Set' }), ...Errors409 },
-      },
-    },
-    async (req, reply) => {
-      req.caller.requirePermission('endpoints:update');
-      const providerId = int64Param(req.params.provider_id, 'provider_id');
-      const found = await db.transaction(async (tx) => {
-        const endpoint = await endpointForCaller(tx, req.caller, req.params.id, { writable: true });
-        // No body at all is a body without `enabled`: docs/api.md reads that as false.
-        return store.setOAuthProviderEnabled(tx, endpoint.id, providerId, req.body?.enabled === true);
-      });
-      if (!found) throw notFound();
-      return (reply as FastifyReply).status(204).send();
-    },
-  );
-
-  app.delete(
-    '/v1/endpoints/:id/oauth/providers/:provider_id',
-    {
-      schema: {
-        summary: 'Delete an OAuth/OIDC provider',
-        description:
-          `Sessions made with it are refused from the next request. ${LOCKOUT_NOTE} An id listed in enabled_auth_methods stays ` +
-          'there and matches nothing (ids are never reused). Needs endpoints:update.',
-        tags: TAGS,
-        params: ProviderParams,
-        response: { 204: Type.Null({ description: 'Deleted' }), ...Errors409 },
-      },
-    },
-    async (req, reply) => {
-      req.caller.requirePermission('endpoints:update');
-      const providerId = int64Param(req.params.provider_id, 'provider_id');
-      const deleted = await db.transaction(async (tx) => {
-        const endpoint = await endpointForCaller(tx, req.caller, req.params.id, { writable: true });
-        return store.deleteOAuthProvider(tx, endpoint.id, providerId);
-      });
-      if (!deleted) throw notFound();
-      return reply.status(204).send(null);
-    },
-  );
+  app.delete('/v1/endpoints/:id/oauth/providers/:provider_id', { schema: DeleteProvider, config: { permission: 'endpoints:update' } }, async (req, reply) => {
+    await providers.remove(req.caller, req.params.id, req.params.provider_id);
+    return reply.status(204).send(null);
+  });
 }
