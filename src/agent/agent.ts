@@ -19,6 +19,7 @@ import {
   REFUSALS,
   TUNNEL_PATH,
   TUNNEL_PROTOCOLS,
+  TUNNEL_SUBPROTOCOL,
   encodeGoAwayReason,
   isRetryableRefusal,
   parseEdgeReply,
@@ -563,7 +564,8 @@ export class Agent extends EventEmitter<AgentEvents> {
   private connectWebSocket(): Promise<Outcome> {
     return this.attempt<never>((state) => {
       const retry = (reason: string) => state.finish({ reason, healthy: false, connected: false });
-      const ws = new WebSocket(this.o.url, this.o.wsOptions);
+      // The subprotocol marks the upgrade as an agent's on any host name (docs/tunnels.md "Where agents connect").
+      const ws = new WebSocket(this.o.url, [TUNNEL_SUBPROTOCOL], this.o.wsOptions);
       this.abort = () => ws.terminate();
       let replyTimer: NodeJS.Timeout | undefined;
 
