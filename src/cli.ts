@@ -3,6 +3,8 @@
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig, type Config } from './shared/config.ts';
 import { createLogger } from './shared/log.ts';
+import { agentConsole, LOG_FORMATS, type LogFormat } from './agent/console.ts';
+import type { Welcome } from './shared/tunnel/protocol.ts';
 import { generateApiKey } from './shared/api-keys.ts';
 import { openDatabase } from './store/db.ts';
 import * as accounts from './store/accounts.ts';
@@ -168,7 +170,9 @@ Options:
                      transport the edge sends HTTP requests on them as plain HTTP/1.1, spliced to a plain-HTTP
                      local service; 0 sends every request over the tunnel's HTTP/2 streams
 
-The agent prints the public URL, reconnects with backoff after any drop, and exits non-zero when the edge refuses it.`;
+The agent prints the public URL, reconnects with backoff after any drop, and exits non-zero when the edge refuses it.
+At a terminal it prints status lines and warnings as text; piped, JSON log lines (EDGE_LOG_FORMAT=auto|text|json,
+EDGE_LOG_LEVEL).`;
 
 async function agentCommand(args: string[]): Promise<void> {
   const { values, positionals } = parseArgs({
@@ -196,8 +200,12 @@ async function agentCommand(args: string[]): Promise<void> {
   if (transport !== 'auto' && transport !== 'raw' && transport !== 'ws') throw new UsageError(`--transport must be auto, raw or ws, got "${transport}"`);
   const spares = values['data-connections'] ?? process.env.EDGE_DATA_CONNECTIONS ?? '8';
   if (!/^[0-9]{1,4}$/.test(spares) || Number(spares) > 1024) throw new UsageError(`--data-connections must be a whole number from 0 to 1024, got "${spares}"`);
+  const format = (process.env.EDGE_LOG_FORMAT ?? 'auto') as LogFormat;
+  if (!LOG_FORMATS.includes(format)) throw new UsageError(`EDGE_LOG_FORMAT must be auto, text or json, got "${format}"`);
   const { startAgent, TunnelRefusedError } = await import('./agent/agent.ts');
-  const logger = createLogger(process.env.EDGE_LOG_LEVEL ?? 'info', { component: 'agent' });
+  // A person at a terminal gets status lines and readable warnings; a pipe gets JSON log lines (src/agent/console.ts).
+  const terminal = agentConsole({ out: process.stdout, format, level: process.env.EDGE_LOG_LEVEL });
+  const logger = terminal.logger;
   let agent;
   try {
     agent = await startAgent({
@@ -221,10 +229,10 @@ async function agentCommand(args: string[]): Promise<void> {
     throw err;
   }
   // Which transport carries the tunnel is said on the same line: auto may have fallen back to WebSocket.
-  const show = (w: { endpoint: { public_url: string } }) =>
-    process.stdout.write(`Forwarding ${protocol === 'http' ? 'https://' : ''}${w.endpoint.public_url} -> ${target} (${agent.transport ?? transport} transport)\n`);
+  const show = (w: Welcome) => terminal.forwarding(w, protocol, target, agent.transport ?? transport);
   if (agent.welcome) show(agent.welcome);
   agent.on('connected', show);
+  agent.on('reconnecting', (info) => terminal.reconnecting(info));
   agent.on('stopped', (err) => {
     if (err) {
       process.stderr.write(`edge: stopped by the edge (${err.code}): ${err.message}\n`);

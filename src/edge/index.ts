@@ -166,6 +166,8 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
     node: settings.nodeId,
     logger: log,
     maxDataConnections: settings.edge.tunnelDataConnections,
+    // A plain WebSocket to /_edge/tunnel on an endpoint's host is the endpoint's (docs/tunnels.md "Where agents connect").
+    servesEndpoint: (host) => config.lookup(host) !== null,
     authorize: agentAuthorizer({ config, plans: settings.plans, region: settings.region, createEphemeral: deps.createEphemeral }),
   });
   // Tunnels whose key is revoked, account suspended or permission removed end when the feed says so.

@@ -30,6 +30,10 @@ export const EDGE_OWNED_HEADERS: readonly string[] = [
   'x-edge-auth-user',
   'x-edge-auth-email',
   'x-edge-auth-provider',
+  // Rewrite hints the edge never sets and always strips: Symfony before CVE-2018-14773, Zend (ZF2018-01) and IIS
+  // URL Rewrite setups route on them instead of the request line, past a path RBAC or a rate limit judged.
+  'x-original-url',
+  'x-rewrite-url',
 ];
 
 const OWNED = new Set(EDGE_OWNED_HEADERS);

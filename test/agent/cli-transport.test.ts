@@ -55,7 +55,7 @@ async function agentLine(t: TestContext, args: string[], env: Record<string, str
 describe('edge agent --transport', () => {
   it('uses the raw transport by default and says so', LIMIT, async (t) => {
     const { line, session } = await agentLine(t, []);
-    assert.match(line, /^Forwarding https:\/\/http:\/\/cli\.edge\.test -> 3000 \(raw transport\)$/);
+    assert.match(line, /^Forwarding http:\/\/cli\.edge\.test -> 3000 \(raw transport\)$/);
     assert.equal(session.transport, 'raw');
   });
 

@@ -513,3 +513,46 @@ describe('firewall rate limits API after the legacy-id sunset', () => {
     assert.equal((await t.api('GET', `${BASE}/${r.uuid}`, { key: user.api_key })).status, 200);
   });
 });
+
+describe('PUT condition refuses header exists without value (issue 20 item 8)', () => {
+  let t: TestNode;
+  let owner: User;
+  before(async () => ({ t, owner } = await nodeWithOwner()));
+  after(() => t.close());
+
+  it('accepts header and cookie exists / not_exists without a value, stored with an empty value and published to edges', async () => {
+    const endpoint = await createEndpoint(t, owner);
+    const body = { endpoint_id: endpoint.uuid, name: 'x', requests_per_window: 5, window_size_seconds: 60, action: 'block', conditions: [{ type: 'method', operator: 'equals', value: 'POST' }] };
+    const r = await expectBody(201, t.api('POST', BASE, { key: owner.api_key, body }));
+    const [first] = r.conditions;
+    for (const [type, operator] of [['header', 'exists'], ['header', 'not_exists'], ['cookie', 'exists'], ['cookie', 'not_exists']]) {
+      for (const extra of [{}, { value: null }, { value: '' }]) {
+        const res = await t.api('PUT', `${BASE}/${r.uuid}/conditions/${first.uuid}`, { key: owner.api_key, body: { type, operator, ...extra } });
+        assert.equal(res.status, 200, `${type} ${operator} ${JSON.stringify(extra)}: ${res.text}`);
+        assert.deepEqual([res.body.condition_type, res.body.operator, res.body.condition_value], [type, operator, '']);
+      }
+    }
+    const added = await t.api('POST', `${BASE}/${r.uuid}/conditions`, { key: owner.api_key, body: { type: 'header', operator: 'exists' } });
+    assert.equal(added.status, 201, added.text);
+    assert.equal(added.body.condition_value, '');
+    const published = await edgeEndpoint(t, endpoint.uuid);
+    const conditions = published.rate_limits!.find((x) => x.uuid === r.uuid)!.conditions;
+    assert.deepEqual(conditions.map((c: { type: string; operator: string; value: string }) => [c.type, c.operator, c.value]), [['cookie', 'not_exists', ''], ['header', 'exists', '']]);
+    // The value operators still need one.
+    const refused = await t.api('PUT', `${BASE}/${r.uuid}/conditions/${first.uuid}`, { key: owner.api_key, body: { type: 'header', operator: 'equals' } });
+    assert.equal(refused.status, 400);
+    assert.equal(refused.body.code, 'bad_request');
+  });
+
+  it('path conditions are stored in the canonical form they match in; exact_ operators keep the path as written', async () => {
+    const endpoint = await createEndpoint(t, owner);
+    const conditions = [
+      { type: 'path', operator: 'equals', value: '/Login/' },
+      { type: 'path', operator: 'EXACT_equals', value: '/Login/' },
+    ];
+    const r = await expectBody(201, t.api('POST', BASE, { key: owner.api_key, body: { endpoint_id: endpoint.uuid, name: 'login', requests_per_window: 5, window_size_seconds: 60, action: 'block', conditions } }));
+    assert.deepEqual(r.conditions.map((c: { operator: string; condition_value: string }) => [c.operator, c.condition_value]), [['equals', '/login'], ['exact_equals', '/Login/']]);
+    const refused = await t.api('POST', `${BASE}/${r.uuid}/conditions`, { key: owner.api_key, body: { type: 'header', operator: 'exact_equals', value: 'a=b' } });
+    assert.equal(refused.status, 400);
+  });
+});

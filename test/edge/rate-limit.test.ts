@@ -89,6 +89,9 @@ const RULES: RateLimitRuleConfig[] = [
   rule('login', 5, 60, [['path', 'equals', '/login'], ['method', 'equals', 'POST']]),
   rule('head', 2, 60, [['path', 'prefix', '/head']]),
   rule('ws', 1, 60, [['path', 'prefix', '/ws']]),
+  rule('signin', 5, 60, [['path', 'equals', '/signin'], ['method', 'equals', 'POST']]),
+  rule('exact', 1, 60, [['path', 'exact_equals', '/Exact']]),
+  rule('cookieless', 1, 60, [['path', 'prefix', '/nocookie'], ['cookie', 'not_exists', ''], ['header', 'exists', '']]),
 ];
 
 describe('rate limits through the edge', () => {
@@ -277,6 +280,31 @@ describe('rate limits through the edge', () => {
     await clock.advance(120_000);
     assert.equal((await get(trusted, '/login', '192.0.2.77', 'POST')).status, 200);
   });
+  it('a rate-limit rule with path equals /signin is bypassed by /SIGNIN, /Signin, /signin/, /signin/., /signin;jsessionid=1 and /signin%2F', async () => {
+    // Express, Rails, Tomcat and WSGI serve each of these as /signin: one budget of password guesses for all.
+    const spellings = ['/signin', '/SIGNIN', '/Signin', '/signin/', '/signin/.', '/signin;jsessionid=1', '/signin%2F'];
+    const statuses: number[] = [];
+    for (const path of spellings) statuses.push((await get(trusted, path, '192.0.2.78', 'POST')).status);
+    assert.deepEqual(statuses, [200, 200, 200, 200, 200, 429, 429]);
+    assert.equal((await get(trusted, '/signinx', '192.0.2.78', 'POST')).status, 200, 'another path is not limited');
+  });
+
+  it('exact_equals is the opt-in for matching the path as it is: /Exact is limited, /exact and /Exact/ are not', async () => {
+    assert.equal((await get(trusted, '/Exact', '192.0.2.79')).status, 200);
+    assert.equal((await get(trusted, '/Exact', '192.0.2.79')).status, 429);
+    assert.equal((await get(trusted, '/exact', '192.0.2.79')).status, 200);
+    assert.equal((await get(trusted, '/Exact/', '192.0.2.79')).status, 200);
+  });
+
+  it('cookie not_exists and header exists without a value: a cookie-less request is limited, one sending any cookie is not', async () => {
+    const send = (cookie?: string) =>
+      visit(trusted.httpPort, HOST, '/nocookie', { headers: { accept: 'application/json', 'x-forwarded-for': '192.0.2.80', ...(cookie ? { cookie } : {}) } });
+    assert.equal((await send()).status, 200);
+    assert.equal((await send()).status, 429);
+    for (let i = 0; i < 3; i++) assert.equal((await send('sid=1')).status, 200);
+    assert.equal((await send('; =x')).status, 429, 'a Cookie field without a named cookie sends none');
+  });
+
   it('counts HEAD requests and WebSocket upgrades like any other request', async () => {
     const heads: number[] = [];
     for (let i = 0; i < 3; i++) heads.push((await get(trusted, '/head', '192.0.2.90', 'HEAD')).status);

@@ -302,6 +302,48 @@ describe('RBAC at the edge, end to end', () => {
     assert.equal(codeOf(apiKey), 'rbac_not_a_client');
   });
 
+  it('RBAC judges _method only in its literal spelling: %5Fmethod, %5fmethod, _m%65thod (and PHP\'s .method, +_method) are judged as _method', async () => {
+    apply(basicEndpoint([alice(), bob()]));
+    const host = 'basic.rbac.localhost';
+    const before = service.seen.length;
+    for (const query of ['%5Fmethod=DELETE', '%5fmethod=DELETE', '_m%65thod=DELETE', '_method=D%45LETE', 'a=1&%5Fmethod=PUT', 'a=1;_method=PUT', '.method=DELETE', '+_method=PATCH']) {
+      // Node's querystring, URLSearchParams and Python's parse_qs read each of these as _method.
+      const r = await get(host, `/docs?${query}`, asBob);
+      assert.equal(r.status, 403, `${query}: ${r.body}`);
+      assert.equal(codeOf(r), 'rbac_forbidden', query);
+    }
+    assert.equal(service.seen.length, before, 'nothing refused reached the service');
+    for (const query of ['method=DELETE', '_methods=DELETE', '%5Fmethod=GET', 'q=100%25']) {
+      const r = await get(host, `/docs?${query}`, asBob);
+      assert.equal(r.status, 200, `${query}: ${r.body}`);
+    }
+  });
+
+  it('method-override headers in underscore spelling are forwarded unjudged: X_HTTP_Method_Override and kin are judged by their folded name', async () => {
+    apply(basicEndpoint([alice(), bob()]));
+    const host = 'basic.rbac.localhost';
+    const before = service.seen.length;
+    // WSGI and Rack read these as HTTP_X_HTTP_METHOD_OVERRIDE and act on them (the CVE-2024-45614 class).
+    for (const name of ['X_HTTP_Method_Override', 'x_http_method_override', 'X_Method_Override', 'X_HTTP_Method', 'x-http_method-override']) {
+      const r = await get(host, '/docs', { ...asBob, [name]: 'DELETE' });
+      assert.equal(r.status, 403, `${name}: ${r.body}`);
+      assert.equal(codeOf(r), 'rbac_forbidden', name);
+      assert.match(r.body, /overridden as DELETE/, name);
+    }
+    assert.equal(service.seen.length, before, 'nothing refused reached the service');
+    const ok = await get(host, '/docs', { ...asBob, X_HTTP_Method_Override: 'GET' });
+    assert.equal(ok.status, 200, ok.body);
+  });
+
+  it('X-Original-URL and X-Rewrite-URL reach the service: stripped in every spelling', async () => {
+    apply(basicEndpoint([alice(), bob()]));
+    const hints = { 'X-Original-URL': '/admin/panel', 'x-rewrite-url': '/admin/panel', X_Original_URL: '/admin/panel', 'X_REWRITE_URL': '/admin/panel', 'x-original_url': '/admin' };
+    const r = await get('basic.rbac.localhost', '/docs', { ...asBob, ...hints });
+    assert.equal(r.status, 200, r.body);
+    const seen = Object.keys(seenBy(r).headers).filter((n) => /original|rewrite/i.test(n));
+    assert.deepEqual(seen, [], 'no rewrite hint reaches the service');
+  });
+
   describe('OIDC sessions', () => {
     const host = 'oidc.rbac.localhost';
     const url = (path: string) => `https://${host}:${port}${path}`;

@@ -25,3 +25,14 @@ export function cookieValues(header: string | string[] | undefined, name: string
   }
   return out;
 }
+
+/** Whether a Cookie header holds any cookie: a pair with a non-empty name before its `=` (RFC 6265 §4.2.1). */
+export function hasCookies(header: string | string[] | undefined): boolean {
+  if (header === undefined) return false;
+  const text = Array.isArray(header) ? header.join('; ') : header;
+  for (const pair of text.split(';')) {
+    const eq = pair.indexOf('=');
+    if (eq > 0 && pair.slice(0, eq).trim() !== '') return true;
+  }
+  return false;
+}

@@ -2,7 +2,7 @@
 // URLSearchParams decodes them (application/x-www-form-urlencoded) but without building the whole parameter list.
 
 /** `+` is a space, then percent-decoding as UTF-8; malformed escapes are left as they are (as the WHATWG parser does). */
-function formDecode(raw: string): string {
+export function formDecode(raw: string): string {
   if (!raw.includes('%') && !raw.includes('+')) return raw;
   try {
     return decodeURIComponent(raw.replace(/\+/g, ' '));

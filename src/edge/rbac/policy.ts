@@ -10,8 +10,9 @@ import { headerKey } from '../../shared/edge-headers.ts';
 import { claimHeaderRefusal } from '../../shared/visitor-credentials.ts';
 import { canonicalPathPattern } from '../../shared/match/condition.ts';
 import { compileRbacPath } from '../../shared/rbac-permissions.ts';
+export { otherReadings, withoutPathParameters } from '../../shared/match/canonical-path.ts';
 import type { RbacClientConfig, RbacConfig, RbacRoleConfig } from '../../shared/snapshot.ts';
-import { normalizePath } from '../http/normalize-path.ts';
+import { looseForm, otherReadings } from '../../shared/match/canonical-path.ts';
 
 /** A path under judgement, split into segments on first use and shared by every pattern of every role. */
 export class JudgedPath {
@@ -32,12 +33,6 @@ export class JudgedPath {
     }
     return this.folded;
   }
-}
-
-/** Lower case, a final `/` dropped (not from `/` itself): what a case-insensitive, non-strict router reads as the same. */
-function looseForm(path: string): string {
-  const l = path.toLowerCase();
-  return l.length > 1 && l.charCodeAt(l.length - 1) === 47 /* / */ ? l.slice(0, -1) : l;
 }
 
 type PathTest = (p: JudgedPath) => boolean;
@@ -152,30 +147,6 @@ export function byPriority(a: { priority: number; id: number }, b: { priority: n
 
 export type Decision = { allowed: true; role: CompiledRole } | { allowed: false; role: CompiledRole | null };
 
-/**
- * The path a server that strips path parameters reads (Tomcat, Jetty, Spring read `/admin;x/y` as `/admin/y`):
- * every segment's `;…` removed, then normalised again (a segment that was only parameters leaves `//`). Null when
- * the path has no `;`. `%3B` is data, not a separator, to those servers as to the edge.
- */
-export function withoutPathParameters(path: string): string | null {
-  let semi = path.indexOf(';');
-  if (semi === -1) return null;
-  let out = '';
-  let from = 0;
-  while (semi !== -1) {
-    out += path.slice(from, semi);
-    const slash = path.indexOf('/', semi);
-    if (slash === -1) {
-      from = path.length;
-      break;
-    }
-    from = slash;
-    semi = path.indexOf(';', slash);
-  }
-  out += path.slice(from);
-  return normalizePath(out) ?? '/';
-}
-
 /** A client ready to be judged: who it is, its roles by priority. */
 export interface CompiledClient {
   readonly id: number;
@@ -199,24 +170,6 @@ function decideOne(roles: readonly CompiledRole[], method: string, path: JudgedP
 }
 
 const NO_READINGS: readonly string[] = [];
-
-/**
- * The other paths a server may read the normalised path as, each of which must be allowed too (docs/rbac.md "Paths"):
- * without `;` parameters (Tomcat, Jetty, Spring: `/admin;x/users` is `/admin/users`), with `%2F` read as `/` (Go's
- * net/http, WSGI and CGI servers decode it before routing: `/admin%2Fusers` is `/admin/users`), and both. Empty for
- * a path with neither (the common case: two scans); null stands for a reading that does not normalise (refused).
- */
-export function otherReadings(path: string): readonly (string | null)[] {
-  const semi = path.indexOf(';') !== -1;
-  const slash = path.indexOf('%2F') !== -1;
-  if (!semi && !slash) return NO_READINGS;
-  const out: (string | null)[] = [];
-  const decoded = slash ? normalizePath(path.replaceAll('%2F', '/')) : path;
-  if (slash) out.push(decoded);
-  if (semi) out.push(withoutPathParameters(path));
-  if (slash && decoded !== null && decoded.indexOf(';') !== -1) out.push(withoutPathParameters(decoded));
-  return out;
-}
 
 /**
  * The decision for a request: on the normalised path, and on every other reading of it a server may make

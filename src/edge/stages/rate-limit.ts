@@ -8,7 +8,7 @@ import { parseIp, type IpWords } from '../../shared/match/cidr.ts';
 import { compileRateLimitConditions, type RateLimitMatcher, type RateLimitRequestFacts } from '../../shared/rate-limit/conditions.ts';
 import type { EndpointConfig, RateLimitConditionType, RateLimitRuleConfig } from '../../shared/snapshot.ts';
 import { sendEdgeError } from '../http/pages.ts';
-import { cookieValues } from '../match/cookies.ts';
+import { cookieValues, hasCookies } from '../match/cookies.ts';
 import { DEFAULT_STAGE_DEPS, type RequestContext, type Stage, type StageDeps, type StageFactory, type Verdict } from '../pipeline/stage.ts';
 import { browserOf } from '../rate-limit/browser.ts';
 import { BlockedUntil, RateLimitStoreUnavailable, type ClusterStore } from '../rate-limit/cluster.ts';
@@ -153,6 +153,12 @@ class RequestFacts implements RateLimitRequestFacts {
   }
   cookie(name: string): string | undefined {
     return cookieValues(this.ctx.req.headers.cookie, name)?.[0];
+  }
+  anyHeader(): boolean {
+    return this.ctx.req.rawHeaders.length > 0;
+  }
+  anyCookie(): boolean {
+    return hasCookies(this.ctx.req.headers.cookie);
   }
 }
 

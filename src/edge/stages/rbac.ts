@@ -9,8 +9,10 @@
 // copies are stripped by the X-Edge-* rule, src/shared/edge-headers.ts; those of every role's headers as dropHeaders). A role's rate_limit_rps is a token bucket
 // per client and role on this edge, kept across recompiles while the client's roles and rates are unchanged.
 import type { IncomingHttpHeaders } from 'node:http';
+import { headerKey } from '../../shared/edge-headers.ts';
 import type { EndpointConfig } from '../../shared/snapshot.ts';
 import { asHeaderValue } from '../http/credentials.ts';
+import { formDecode } from '../match/query.ts';
 import { sendEdgeError } from '../http/pages.ts';
 import { dropAppender } from '../http/proxy-headers.ts';
 import { LazyLru } from '../pipeline/lazy-cache.ts';
@@ -50,8 +52,35 @@ interface Bucket {
  * forwards them, so it judges them: every method they name must be allowed too (docs/rbac.md "Methods").
  */
 export const METHOD_OVERRIDE_HEADERS = ['x-http-method-override', 'x-http-method', 'x-method-override'] as const;
+const OVERRIDE_KEYS: ReadonlySet<string> = new Set(METHOD_OVERRIDE_HEADERS);
 const METHOD_PARAM = '_method';
 const NONE: readonly string[] = [];
+
+/**
+ * A query parameter name as the frameworks that honour `_method` read it: form-decoded (Node's querystring,
+ * URLSearchParams, Python's parse_qs and Rack all read `%5Fmethod` and `_m%65thod` as `_method`), then as PHP
+ * reads it into $_GET for Symfony and Laravel (leading spaces dropped, ` `, `.` and `[` as `_`).
+ */
+function methodParamName(raw: string): string {
+  let name = raw.indexOf('%') === -1 && raw.indexOf('+') === -1 ? raw : formDecode(raw);
+  if (name.charCodeAt(0) === 32 /* space */) name = name.trimStart();
+  return /[ .[]/.test(name) ? name.replace(/[ .[]/g, '_') : name;
+}
+
+/** Adds the methods every `_method` parameter of a raw query names, in any spelling a framework reads as it. */
+function addParamMethods(out: string[] | undefined, query: string): string[] | undefined {
+  let start = 0;
+  while (start < query.length) {
+    // `;` separates parameters too for older parse_qs and some servlet containers: judged as a separator as well.
+    let end = start;
+    while (end < query.length && query.charCodeAt(end) !== 38 /* & */ && query.charCodeAt(end) !== 59 /* ; */) end++;
+    let eq = query.indexOf('=', start);
+    if (eq === -1 || eq > end) eq = end;
+    if (eq > start && methodParamName(query.slice(start, eq)) === METHOD_PARAM) out = addMethods(out, formDecode(query.slice(Math.min(eq + 1, end), end)));
+    start = end + 1;
+  }
+  return out;
+}
 
 /** Adds each item of an override field's value, upper-cased, to `out` (made on the first one). */
 function addMethods(out: string[] | undefined, value: string): string[] | undefined {
@@ -70,15 +99,17 @@ function addMethods(out: string[] | undefined, value: string): string[] | undefi
  */
 export function overriddenMethods(headers: IncomingHttpHeaders, query: string): readonly string[] {
   let out: string[] | undefined;
-  for (const name of METHOD_OVERRIDE_HEADERS) {
+  // By folded name (headerKey): WSGI, Rack and PHP read `X_HTTP_Method_Override` as HTTP_X_HTTP_METHOD_OVERRIDE and
+  // act on it (the CVE-2024-45614 class), so every spelling Node hands over lower-cased is judged.
+  for (const name in headers) {
+    if (name.charCodeAt(0) !== 120 /* x */ || name.length < 13 || !OVERRIDE_KEYS.has(headerKey(name))) continue;
     const v = headers[name];
     if (v === undefined) continue;
     if (typeof v === 'string') out = addMethods(out, v);
     else for (const item of v) out = addMethods(out, item);
   }
-  if (query !== '' && query.includes(METHOD_PARAM)) {
-    for (const v of new URLSearchParams(query).getAll(METHOD_PARAM)) out = addMethods(out, v);
-  }
+  // Any `%` or `+` may spell `_method` (`%5Fmethod`, `_m%65thod`); without either, the plain name must appear.
+  if (query !== '' && (query.includes('method') || query.includes('%'))) out = addParamMethods(out, query);
   return out ?? NONE;
 }
 

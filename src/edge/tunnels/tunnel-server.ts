@@ -1,4 +1,4 @@
-// Accepts agent tunnels on the edge's public HTTP(S) listener at /_edge/tunnel, raw (`edge-tunnel/2`) or WebSocket:
+// Accepts agent tunnels on the edge's public HTTP(S) listener at /_edge/tunnel (only agents' upgrades: isAgentUpgrade), raw (`edge-tunnel/2`) or WebSocket:
 // the hello/welcome handshake, then an HTTP/2 client session over the link, registered in the TunnelRegistry.
 import type { IncomingMessage, Server as HttpServer } from 'node:http';
 import type { Server as HttpsServer } from 'node:https';
@@ -11,7 +11,9 @@ import {
   MAX_DATA_CONNECTIONS,
   MAX_HELLO_BYTES,
   PROTOCOL_VERSION,
+  LEGACY_AGENT_USER_AGENT,
   TUNNEL_PATH,
+  TUNNEL_SUBPROTOCOL,
   parseEdgeReply,
   parseHello,
   refusalCloseCode,
@@ -33,6 +35,7 @@ import {
 } from '../../shared/tunnel/transport.ts';
 import { RAW_UPGRADE_TOKEN, asksForRawTunnel, encodeHandshakeFrame, openRawLink, readHandshakeFrame, type TunnelTransport } from '../../shared/tunnel/raw.ts';
 import { DATA_ID_HEADER, DATA_KEY_HEADER, DATA_UPGRADE_TOKEN, asksForDataConnection } from '../../shared/tunnel/data.ts';
+import { parseAuthority } from '../http/host.ts';
 import { DataConnections } from './data-connections.ts';
 import { AgentSession, type TunnelCredential, type TunnelRegistry } from './registry.ts';
 
@@ -66,6 +69,11 @@ export interface TunnelServerOptions {
    * connections"); 0 grants none, and every request goes over HTTP/2 streams. Default 128.
    */
   maxDataConnections?: number;
+  /**
+   * Whether a host name (lower-case, no port) is an endpoint this edge serves: a plain WebSocket upgrade to the tunnel
+   * path there is the endpoint's, not an agent's (isAgentUpgrade). Omitted: no host is an endpoint's.
+   */
+  servesEndpoint?: (host: string) => boolean;
 }
 
 type Upgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
@@ -102,6 +110,7 @@ export class TunnelServer {
   /** Data connection sets of sessions this server accepted, until their last connection closed (it may outlive the tunnel). */
   private readonly dataSets = new Set<DataConnections>();
   private readonly maxDataConnections: number;
+  private readonly servesEndpoint: (host: string) => boolean;
   private closing = false;
 
   constructor(options: TunnelServerOptions) {
@@ -134,6 +143,7 @@ export class TunnelServer {
     this.maxDataConnections = maxData;
     this.keepalive = Object.freeze({ ...keepalive });
     this.tuning = Object.freeze({ ...DEFAULT_TUNING, ...options.tuning });
+    this.servesEndpoint = options.servesEndpoint ?? (() => false);
     this.wss = new WebSocketServer({
       noServer: true,
       // Compressing HTTP/2 frames costs CPU for little, and compression under attacker-chosen plaintext next to
@@ -159,9 +169,9 @@ export class TunnelServer {
     return () => void server.off('upgrade', listener);
   }
 
-  /** Takes the upgrade if it is for the tunnel path and returns true; returns false, touching nothing, otherwise. */
+  /** Takes the upgrade if it is an agent's (isAgentUpgrade) and returns true; returns false, touching nothing, otherwise. */
   handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): boolean {
-    if (!isTunnelPath(req.url)) return false;
+    if (!isAgentUpgrade(req, this.servesEndpoint)) return false;
     if (this.closing || this.handshakes.size >= this.maxPendingHandshakes) {
       rejectUpgrade(socket, 503, 'Service Unavailable');
       return true;
@@ -451,6 +461,36 @@ function isTunnelPath(url: string | undefined): boolean {
   if (!url) return false;
   const q = url.indexOf('?');
   return (q === -1 ? url : url.slice(0, q)) === TUNNEL_PATH;
+}
+
+/** Whether a WebSocket upgrade offers `protocol` in Sec-WebSocket-Protocol (a comma list, RFC 6455 §11.3.4). */
+function offersSubprotocol(req: IncomingMessage, protocol: string): boolean {
+  const offered = req.headers['sec-websocket-protocol'];
+  if (offered === undefined) return false;
+  for (const p of offered.split(',')) if (p.trim() === protocol) return true;
+  return false;
+}
+
+/**
+ * Whether an upgrade to the tunnel path is an agent's, so the edge takes it before any endpoint lookup
+ * (docs/tunnels.md "Where agents connect"). Plain requests never are: a GET or POST to /_edge/tunnel reaches the
+ * endpoint's service like any path. Upgrades are an agent's when they
+ * - ask for an agent transport by its upgrade token (`edge-tunnel/2`, a data connection), which no application
+ *   negotiates: on any host;
+ * - are a WebSocket offering the `edge-tunnel` subprotocol: on any host;
+ * - are a WebSocket on a host that is no endpoint's (the edge's own name or address, what --edge names);
+ * - are a WebSocket from an agent of the release before the subprotocol (its User-Agent), for one release.
+ * Any other upgrade (a customer application's WebSocket to its own /_edge/tunnel) goes to the endpoint.
+ */
+export function isAgentUpgrade(req: IncomingMessage, servesEndpoint: (host: string) => boolean): boolean {
+  if (!isTunnelPath(req.url)) return false;
+  const upgrade = req.headers.upgrade;
+  if (asksForRawTunnel(upgrade) || asksForDataConnection(upgrade)) return true;
+  if (upgrade === undefined || upgrade.trim().toLowerCase() !== 'websocket') return false;
+  if (offersSubprotocol(req, TUNNEL_SUBPROTOCOL)) return true;
+  const authority = req.headers.host === undefined ? null : parseAuthority(req.headers.host);
+  if (authority === null || !servesEndpoint(authority.host)) return true;
+  return req.headers['user-agent']?.startsWith(LEGACY_AGENT_USER_AGENT) === true;
 }
 
 function rejectUpgrade(socket: Duplex, status: number, text: string): void {

@@ -19,6 +19,7 @@ import { MAX_GLOB_SEGMENTS } from '../match/condition.ts';
 import { RATE_LIMIT_CONDITION_TYPES, type RateLimitConditionConfig, type RateLimitConditionType } from '../snapshot.ts';
 import { parseCidr, type IpWords } from '../match/cidr.ts';
 import { canonicalPathPattern, ConditionError, CONTROL_CHARS } from '../match/condition.ts';
+import { canonicalReadings, looseForm } from '../match/canonical-path.ts';
 import { compilePathGlob, compilePathPrefix, compileValueGlob, type StringMatcher } from '../match/glob.ts';
 
 /** Longest stored condition_value, and most entries in one list. */
@@ -27,7 +28,23 @@ export const MAX_LIST_ITEMS = 64;
 /** Most segments in a path `matches` glob: the bound routing and RBAC patterns have (src/shared/match/condition.ts). */
 export { MAX_GLOB_SEGMENTS } from '../match/condition.ts';
 
-export const RATE_LIMIT_OPERATORS = ['equals', 'in', 'not_in', 'contains', 'prefix', 'matches', 'exists', 'not_exists'] as const;
+export const RATE_LIMIT_OPERATORS = [
+  'equals',
+  'in',
+  'not_in',
+  'contains',
+  'prefix',
+  'matches',
+  'exists',
+  'not_exists',
+  // `path` only: the same tests on the normalised path as it is, instead of its canonical readings (see below).
+  'exact_equals',
+  'exact_in',
+  'exact_not_in',
+  'exact_contains',
+  'exact_prefix',
+  'exact_matches',
+] as const;
 export type RateLimitOperator = (typeof RATE_LIMIT_OPERATORS)[number];
 
 /**
@@ -41,13 +58,18 @@ export type RateLimitOperator = (typeof RATE_LIMIT_OPERATORS)[number];
  *   where `*` is any run of characters. No lists: user agents contain commas.
  * - endpoint   equals, in, not_in, contains, prefix, matches — the request's host name (lower-case, no port) or the
  *   endpoint's uuid; either matching is a match. Globs: `*` any run of characters.
- * - path       equals, in, not_in, contains, prefix, matches — the normalised path (no query), case-sensitive.
+ * - path       equals, in, not_in, contains, prefix, matches — the path's canonical readings (canonicalReadings in
+ *   src/shared/match/canonical-path.ts, the form RBAC denies use): case-folded, without a final `/`, and also with
+ *   `;` parameters stripped and `%2F` read as `/`; any reading matching is a match, so `equals /login` limits
+ *   `/LOGIN`, `/login/`, `/login/.`, `/login;jsessionid=1` and `/login%2F` too. Values are stored folded the same way.
+ *   `exact_equals`, `exact_in`, … (each operator with `exact_`) test the normalised path as is, case-sensitively:
+ *   the opt-in for a service that really serves `/Login` and `/login` apart.
  *   `prefix` is on segment boundaries (`/api` covers `/api` and `/api/x`, not `/apix`, as in routing rules);
  *   `matches` is the routing path glob (`*` within one segment, `**` any depth).
  * - method     equals, in, not_in — upper-case method tokens (`get` → `GET`).
- * - header     exists, not_exists — value `name`; equals, contains, prefix, matches — value `name=value`. Names are
+ * - header     exists, not_exists — value `name` (or none: any header field); equals, contains, prefix, matches — value `name=value`. Names are
  *   case-insensitive (stored lower-case), values case-sensitive; `matches` is a glob over the value.
- * - cookie     as header, but the cookie name is case-sensitive (RFC 6265).
+ * - cookie     as header, but the cookie name is case-sensitive (RFC 6265); exists without a name: any cookie.
  * - protocol   equals, in, not_in — `http`, `https`, `ws`, `wss` (ws/wss: WebSocket upgrades over http/https).
  * - port       equals, in, not_in — the port the request arrived on, 1-65535.
  * Globs are never regular expressions: visitors choose the input, and a regex can backtrack (src/shared/match/glob.ts).
@@ -59,7 +81,7 @@ export const OPERATORS_BY_TYPE: Readonly<Record<RateLimitConditionType, readonly
   browser: ['equals', 'in', 'not_in'],
   user_agent: ['equals', 'contains', 'prefix', 'matches'],
   endpoint: ['equals', 'in', 'not_in', 'contains', 'prefix', 'matches'],
-  path: ['equals', 'in', 'not_in', 'contains', 'prefix', 'matches'],
+  path: ['equals', 'in', 'not_in', 'contains', 'prefix', 'matches', 'exact_equals', 'exact_in', 'exact_not_in', 'exact_contains', 'exact_prefix', 'exact_matches'],
   method: ['equals', 'in', 'not_in'],
   header: ['exists', 'not_exists', 'equals', 'contains', 'prefix', 'matches'],
   cookie: ['exists', 'not_exists', 'equals', 'contains', 'prefix', 'matches'],
@@ -169,6 +191,10 @@ export interface RateLimitRequestFacts {
   /** `name` is lower-case; repeated fields come joined with ", ". */
   header(name: string): string | undefined;
   cookie(name: string): string | undefined;
+  /** Whether the request carries any header field (`header exists` without a name). */
+  anyHeader(): boolean;
+  /** Whether the request sends any cookie, a `name=value` pair in Cookie (`cookie exists` without a name). */
+  anyCookie(): boolean;
 }
 
 export type RateLimitMatcher = (facts: RateLimitRequestFacts) => boolean;
@@ -184,6 +210,8 @@ export type ParsedRateLimitCondition = {
   /** As stored. */
   operator: RateLimitOperator;
   negated: boolean;
+  /** A `path` condition with an `exact_` operator: tested on the path as is, not on its canonical readings. */
+  exact: boolean;
 } & (
   | { base: 'cidrs'; cidrs: Cidr[]; entries: string[] }
   | { base: 'in'; items: string[] }
@@ -241,12 +269,15 @@ export function parseRateLimitCondition(type: string, operator: string, value: s
   }
   const t = type as RateLimitConditionType;
   const allowed = OPERATORS_BY_TYPE[t];
-  const op = String(operator).toLowerCase() as RateLimitOperator;
-  if (!allowed.includes(op)) bad(`operator "${operator}" is not allowed for ${t}; expected one of ${allowed.join(', ')}`);
+  const stored = String(operator).toLowerCase() as RateLimitOperator;
+  if (!allowed.includes(stored)) bad(`operator "${operator}" is not allowed for ${t}; expected one of ${allowed.join(', ')}`);
+  const exact = stored.startsWith('exact_');
+  // The test itself; `exact_` only says which reading of the path it runs on.
+  const op = (exact ? stored.slice('exact_'.length) : stored) as RateLimitOperator;
   const v = value ?? '';
   if (v.length > MAX_CONDITION_VALUE_LENGTH) bad(`a condition value is at most ${MAX_CONDITION_VALUE_LENGTH} characters`);
   const negated = op === 'not_in' || op === 'not_exists';
-  const head = { type: t, operator: op, negated };
+  const head = { type: t, operator: stored, negated, exact };
 
   switch (t) {
     case 'source_ip': {
@@ -306,13 +337,16 @@ export function parseRateLimitCondition(type: string, operator: string, value: s
     case 'path':
     case 'endpoint': {
       const fold = t === 'endpoint' ? (s: string) => s.toLowerCase() : (s: string) => s;
+      // A canonical path condition compares canonical readings: its values are folded the same way (looseForm).
+      const pathForm = exact ? pathValue : (e: string) => looseForm(pathValue(e));
       if (op === 'equals' || op === 'in' || op === 'not_in') {
         const what = t === 'path' ? 'paths' : 'host names or endpoint uuids';
-        const items = listItems(t, op, v, fold, what).map((e) => (t === 'path' ? pathValue(e) : endpointItem(e)));
+        const items = listItems(t, op, v, fold, what).map((e) => (t === 'path' ? pathForm(e) : endpointItem(e)));
         return { ...head, base: 'in', items: [...new Set(items)] };
       }
       let text = plainText(t, fold(v.trim()));
-      if (t === 'path' && (op === 'prefix' || op === 'matches')) text = pathValue(text);
+      if (t === 'path' && (op === 'prefix' || op === 'matches')) text = pathForm(text);
+      else if (t === 'path' && !exact) text = text.toLowerCase();
       // A segment glob costs up to (its segments × the path's) per request, and visitors choose the path (up to the
       // head size): `/**/a/a/…/b` of 500 segments took 16 ms on a 14 kB path. Bounded like routing patterns stay.
       if (t === 'path' && op === 'matches' && text.includes('*') && text.split('/').length - 1 > MAX_GLOB_SEGMENTS) {
@@ -326,6 +360,9 @@ export function parseRateLimitCondition(type: string, operator: string, value: s
     case 'cookie': {
       if (op === 'exists' || op === 'not_exists') {
         if (v.includes('=')) bad(`${t} ${op} takes only the ${t} name as value, without "="`);
+        // No name (docs/api.md: value is optional for these operators): any field of the kind. `header exists`
+        // holds for a request with any header field at all, `cookie exists` for one sending any cookie.
+        if (v.trim() === '') return { ...head, base: 'exists', name: '' };
         return { ...head, base: 'exists', name: fieldName(t, v) };
       }
       const eq = v.indexOf('=');
@@ -398,6 +435,15 @@ function textMatcher(type: RateLimitConditionType, op: 'equals' | 'contains' | '
   }
 }
 
+/** Whether `test` holds for any canonical reading of a normalised path (one reading, the common case, is one call). */
+function anyReading(path: string, test: (p: string) => boolean): boolean {
+  // The common path (no `;`, no `%2F`) has one reading: no array made on the hot path.
+  if (path.indexOf(';') === -1 && path.indexOf('%2F') === -1) return test(looseForm(path));
+  const readings = canonicalReadings(path);
+  for (let i = 0; i < readings.length; i++) if (test(readings[i])) return true;
+  return false;
+}
+
 function positiveMatcher(c: ParsedRateLimitCondition): RateLimitMatcher {
   switch (c.base) {
     case 'cidrs': {
@@ -438,7 +484,7 @@ function positiveMatcher(c: ParsedRateLimitCondition): RateLimitMatcher {
         case 'protocol':
           return (f) => set.has(f.protocol);
         case 'path':
-          return (f) => set.has(f.path);
+          return c.exact ? (f) => set.has(f.path) : (f) => anyReading(f.path, (p) => set.has(p));
         case 'endpoint':
           return (f) => set.has(f.hostname) || set.has(f.endpointUuid);
       }
@@ -446,6 +492,7 @@ function positiveMatcher(c: ParsedRateLimitCondition): RateLimitMatcher {
     }
     case 'exists': {
       const name = c.name;
+      if (name === '') return c.type === 'header' ? (f) => f.anyHeader() : (f) => f.anyCookie();
       return c.type === 'header' ? (f) => f.header(name) !== undefined : (f) => f.cookie(name) !== undefined;
     }
     case 'text': {
@@ -455,7 +502,7 @@ function positiveMatcher(c: ParsedRateLimitCondition): RateLimitMatcher {
         case 'user_agent':
           return (f) => match(f.userAgent);
         case 'path':
-          return (f) => match(f.path);
+          return c.exact ? (f) => match(f.path) : (f) => anyReading(f.path, match);
         case 'endpoint':
           return (f) => match(f.hostname) || match(f.endpointUuid);
         case 'header':

@@ -99,6 +99,8 @@ function textCovers(a: Extract<ParsedRateLimitCondition, { base: 'text' }>, b: P
 /** Whether every request matching condition b also matches condition a. */
 export function conditionImplies(b: ParsedRateLimitCondition, a: ParsedRateLimitCondition): boolean {
   if (a.type !== b.type) return false;
+  // Canonical and exact path conditions read different strings of a request; proving across them is left out.
+  if (a.exact !== b.exact) return false;
   const fieldOf = (c: ParsedRateLimitCondition) => (c.base === 'exists' || c.base === 'text' ? c.name : null);
   if (fieldOf(a) !== fieldOf(b)) return false;
   if (a.base === 'exists') {
@@ -119,8 +121,9 @@ export function conditionImplies(b: ParsedRateLimitCondition, a: ParsedRateLimit
   if (av === null || bv === null) return false;
   if (!a.negated && !b.negated) return subset(bv, av);
   if (a.negated && b.negated) return subset(av, bv);
-  // Disjoint lists: b's value is one of its items, none of a's. Not for endpoint (host OR uuid may differ).
-  if (a.negated && !b.negated) return a.type !== 'endpoint' && !bv.some((v) => av.includes(v));
+  // Disjoint lists: b's value is one of its items, none of a's. Not for endpoint (host OR uuid may differ), nor for a
+  // canonical path (a request has several readings: `/x;y` may be in b's list while its reading `/x` is in a's).
+  if (a.negated && !b.negated) return a.type !== 'endpoint' && !(a.type === 'path' && !a.exact) && !bv.some((v) => av.includes(v));
   return false;
 }
 

@@ -5,8 +5,22 @@ import { Value, ValueErrorType } from '@sinclair/typebox/value';
 import { MAX_API_KEY_LENGTH } from '../api-keys.ts';
 import { Uuid } from '../schema.ts';
 
-/** The WebSocket path on the edge's public HTTP listener (ngrok-style: one listener, one extra path). */
+/**
+ * The upgrade path on the edge's public HTTP listener. It is not taken from endpoints: the edge claims an upgrade
+ * there only when it is an agent's (isAgentUpgrade in src/edge/tunnels/tunnel-server.ts, docs/tunnels.md "Where
+ * agents connect"); an endpoint's own requests to it reach its service.
+ */
 export const TUNNEL_PATH = '/_edge/tunnel';
+/**
+ * The WebSocket subprotocol (RFC 6455 §1.9) a WebSocket agent offers: what makes its upgrade an agent's on any host,
+ * where a plain WebSocket to TUNNEL_PATH on an endpoint's host belongs to the endpoint.
+ */
+export const TUNNEL_SUBPROTOCOL = 'edge-tunnel';
+/**
+ * User-Agent prefix of agents from before TUNNEL_SUBPROTOCOL (their default client string): their plain WebSocket
+ * upgrades are still claimed on an endpoint's host for one release. Remove with that compatibility.
+ */
+export const LEGACY_AGENT_USER_AGENT = 'edge-agent ';
 export const PROTOCOL_VERSION = 1;
 
 /** Upper bound of a hello in bytes: 16 tags of 64 characters, a 256-character key and a client string fit easily. */

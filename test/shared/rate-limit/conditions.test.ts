@@ -49,6 +49,8 @@ function facts(init: FactsInit = {}): RateLimitRequestFacts {
     port: init.port ?? 443,
     header: (name) => init.headers?.[name],
     cookie: (name) => init.cookies?.[name],
+    anyHeader: () => Object.keys(init.headers ?? { host: 'app.example.test' }).length > 0,
+    anyCookie: () => Object.keys(init.cookies ?? {}).length > 0,
   };
 }
 
@@ -152,7 +154,9 @@ describe('rate-limit conditions', () => {
     assert.equal(match('path', 'matches', '/api/*/users', { path: '/api/v1/users' }), true);
     assert.equal(match('path', 'matches', '/api/*/users', { path: '/api/v1/x/users' }), false);
     assert.equal(match('path', 'matches', '/api/**', { path: '/api/v1/x/users' }), true);
-    assert.equal(canonicalRateLimitCondition('path', 'equals', '/caf%c3%a9').value, '/caf%C3%A9');
+    assert.equal(canonicalRateLimitCondition('path', 'exact_equals', '/caf%c3%a9').value, '/caf%C3%A9');
+    // Canonical conditions are stored in the form they compare in: case-folded, without a final `/`.
+    assert.equal(canonicalRateLimitCondition('path', 'equals', '/Caf%C3%A9/').value, '/caf%c3%a9');
     refuses('path', 'equals', 'login', /must start with "\/"/);
     refuses('path', 'prefix', '/a/../b', /dot segments/);
     // A glob's per-request cost grows with its segments times the visitor's: bounded at 16 segments.
@@ -199,8 +203,6 @@ describe('rate-limit conditions', () => {
     assert.equal(match('cookie', 'matches', 'Session=id-*', { cookies }), true);
     refuses('header', 'equals', 'authorization', /takes "name=value"/);
     refuses('header', 'exists', 'a=b', /only the header name/);
-    refuses('header', 'exists', '', /needs the header name/);
-    refuses('header', 'exists', null, /needs the header name/);
     refuses('header', 'contains', 'x-a=', /non-empty value after "="/);
     refuses('cookie', 'equals', 'bad name=1', /not a valid cookie name/);
   });
@@ -263,3 +265,59 @@ describe('rate-limit conditions', () => {
     assert.equal(lookups, 0);
   });
 });
+
+describe('header or cookie exists without a value is accepted (issue 20 item 8)', () => {
+  it('header exists without a value: any header field; not_exists: none', () => {
+    for (const value of [null, undefined, '', '  ']) {
+      assert.deepEqual(canonicalRateLimitCondition('header', 'exists', value), { type: 'header', operator: 'exists', value: '' });
+    }
+    assert.equal(match('header', 'exists', '', { headers: { host: 'a.example.test' } }), true);
+    assert.equal(match('header', 'exists', '', { headers: {} }), false);
+    assert.equal(match('header', 'not_exists', '', { headers: {} }), true);
+    assert.equal(match('header', 'not_exists', '', { headers: { host: 'a.example.test' } }), false);
+  });
+
+  it('cookie exists without a value: any cookie; not_exists: a cookie-less request', () => {
+    assert.deepEqual(canonicalRateLimitCondition('cookie', 'not_exists', null), { type: 'cookie', operator: 'not_exists', value: '' });
+    assert.equal(match('cookie', 'exists', '', { cookies: { sid: '1' } }), true);
+    assert.equal(match('cookie', 'exists', '', { cookies: {} }), false);
+    assert.equal(match('cookie', 'not_exists', '', { cookies: {} }), true);
+  });
+
+  it('still refuses a missing value for the value operators', () => {
+    refuses('header', 'equals', null, /takes "name=value"/);
+    refuses('cookie', 'contains', '', /takes "name=value"/);
+  });
+});
+
+describe('rate-limit path equals /login is bypassed by other spellings (issue 20 item 12)', () => {
+  const spellings = ['/login', '/LOGIN', '/Login', '/login/', '/login;jsessionid=1', '/login%2F', '/LOGIN;x=1/', '/a/..%2Flogin'];
+  it('path equals /login matches every spelling a service serves as /login (as normalised by the edge)', () => {
+    // The stage sees the normalised path: `/login/.` arrives as `/login/`, `/a/..%2Flogin` keeps its `%2F`.
+    for (const path of spellings) assert.equal(match('path', 'equals', '/login', { path }), true, path);
+    assert.equal(match('path', 'in', '/signup,/LOGIN/', { path: '/Login;jsessionid=1' }), true);
+    assert.equal(match('path', 'prefix', '/api', { path: '/API/v1' }), true);
+    assert.equal(match('path', 'prefix', '/api', { path: '/api;x/v1' }), true);
+    assert.equal(match('path', 'matches', '/api/*/login', { path: '/Api/V1/Login/' }), true);
+    assert.equal(match('path', 'contains', 'LOGIN', { path: '/x/login' }), true);
+    assert.equal(match('path', 'equals', '/login', { path: '/loginx' }), false);
+    assert.equal(match('path', 'equals', '/login', { path: '/log/in' }), false);
+  });
+
+  it('not_in stays the exact complement of in', () => {
+    for (const path of spellings) assert.equal(match('path', 'not_in', '/login', { path }), false, path);
+    assert.equal(match('path', 'not_in', '/login', { path: '/signup' }), true);
+  });
+
+  it('exact_ operators are the opt-in for matching the normalised path as is', () => {
+    assert.equal(match('path', 'exact_equals', '/login', { path: '/login' }), true);
+    for (const path of spellings.slice(1)) assert.equal(match('path', 'exact_equals', '/login', { path }), false, path);
+    assert.equal(match('path', 'exact_in', '/Login', { path: '/Login' }), true);
+    assert.equal(match('path', 'exact_not_in', '/login', { path: '/LOGIN' }), true);
+    assert.equal(match('path', 'exact_prefix', '/api', { path: '/API/v1' }), false);
+    assert.equal(canonicalRateLimitCondition('path', 'EXACT_Equals', '/Login/').operator, 'exact_equals');
+    assert.equal(canonicalRateLimitCondition('path', 'exact_equals', '/Login/').value, '/Login/');
+    refuses('header', 'exact_equals', 'a=b', /not allowed for header/);
+  });
+});
+

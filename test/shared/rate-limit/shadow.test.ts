@@ -41,7 +41,9 @@ describe('shadowed rules', () => {
     assert.ok(implies(['path', 'equals', '/api/login'], ['path', 'prefix', '/api']));
     assert.ok(implies(['path', 'prefix', '/api/v1'], ['path', 'prefix', '/api']));
     assert.ok(!implies(['path', 'prefix', '/apix'], ['path', 'prefix', '/api']));
-    assert.ok(!implies(['path', 'prefix', '/api'], ['path', 'prefix', '/api/']));
+    assert.ok(!implies(['path', 'exact_prefix', '/api'], ['path', 'exact_prefix', '/api/']));
+    // Canonical path conditions compare without a final `/`: `/api/` is `/api`.
+    assert.ok(implies(['path', 'prefix', '/api'], ['path', 'prefix', '/API/']));
     assert.ok(implies(['path', 'in', '/api/a,/api/b'], ['path', 'matches', '/api/*']));
     assert.ok(implies(['path', 'prefix', '/login'], ['path', 'contains', 'log']));
     assert.ok(implies(['user_agent', 'prefix', 'curl/8'], ['user_agent', 'prefix', 'curl/']));
