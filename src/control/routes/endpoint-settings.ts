@@ -7,8 +7,6 @@ import { endpointSettingsService } from '../services/endpoint-settings.ts';
 
 // rbac-clients.ts (another part of the work) still imports these from here; they live in ../validation.ts and
 // ../../shared/errors.ts now, and this re-export goes once it imports them from there.
-export { invalid } from '../../shared/errors.ts';
-export { MIN_TOKEN_LENGTH } from '../validation.ts';
 
 export function endpointSettingsRoutes(app: ControlApp, deps: ControlDeps): void {
   const settings = endpointSettingsService(deps);

@@ -5,9 +5,6 @@ import type { ControlApp, ControlDeps } from '../http.ts';
 import { CreateProvider, DeleteProvider, GetProvider, ListProviders, providerView, ReplaceProvider, ToggleProvider } from '../schemas/oauth-providers.ts';
 import { oauthProviderService, type EndpointProvider } from '../services/oauth-providers.ts';
 
-// rbac-clients.ts (another part of the work) still imports allowedDomain from here; it lives in ../validation.ts.
-export { allowedDomain } from '../validation.ts';
-
 export function oauthProviderRoutes(app: ControlApp, deps: ControlDeps): void {
   const { config, publicHttpsPort = () => config.publicHttpsPort || config.httpsPort } = deps;
   const providers = oauthProviderService(deps);

@@ -24,8 +24,7 @@ import { findAuthSettings } from '../../store/visitor-auth.ts';
 import type { Caller } from '../caller.ts';
 import { endpointForCaller, readableEndpoint, requireEndpointEntitlement } from '../endpoint-access.ts';
 import { int64Param, type ControlDeps } from '../http.ts';
-import { allowedDomain } from '../routes/oauth-providers.ts';
-import { MIN_TOKEN_LENGTH } from '../routes/endpoint-settings.ts';
+import { allowedDomain, MIN_TOKEN_LENGTH } from '../validation.ts';
 import type { CreateBody, InviteBody, SettingsBody, UpdateBody } from '../schemas/rbac-clients.ts';
 
 export const FEATURE = 'rbac' as const;
