@@ -5,8 +5,6 @@ import type { ControlApp, ControlDeps } from '../http.ts';
 import { GetSettings, PutJwtSettings, PutSettings, PutWebhookSettings, settingsView } from '../schemas/endpoint-settings.ts';
 import { endpointSettingsService } from '../services/endpoint-settings.ts';
 
-// rbac-clients.ts (another part of the work) still imports these from here; they live in ../validation.ts and
-// ../../shared/errors.ts now, and this re-export goes once it imports them from there.
 
 export function endpointSettingsRoutes(app: ControlApp, deps: ControlDeps): void {
   const settings = endpointSettingsService(deps);
