@@ -5,7 +5,6 @@ import type { ControlApp, ControlDeps } from '../http.ts';
 import { GetSettings, PutJwtSettings, PutSettings, PutWebhookSettings, settingsView } from '../schemas/endpoint-settings.ts';
 import { endpointSettingsService } from '../services/endpoint-settings.ts';
 
-
 export function endpointSettingsRoutes(app: ControlApp, deps: ControlDeps): void {
   const settings = endpointSettingsService(deps);
 
