@@ -54,10 +54,11 @@ declare module 'fastify' {
     /** No API key needed (health, OpenAPI, public webhooks). */
     public?: boolean;
     /**
-     * The permission the operation needs in the active account, checked by one preHandler hook after the body and
-     * params validate (so a malformed request is a 400 before a 403) and before the handler runs.
+     * The permission the operation needs in the active account (or several, checked in the order given), checked by
+     * one preHandler hook after the body and params validate (so a malformed request is a 400 before a 403) and
+     * before the handler runs.
      */
-    permission?: Permission;
+    permission?: Permission | readonly Permission[];
   }
 }
 
@@ -230,7 +231,9 @@ export function createControlApp(deps: ControlDeps): ControlApp {
   // The declared permission of the route (`config: { permission }`): one check instead of one per handler.
   app.addHook('preHandler', async (req) => {
     const permission = req.routeOptions.config?.permission;
-    if (permission !== undefined) req.caller.requirePermission(permission);
+    if (permission === undefined) return;
+    if (typeof permission === 'string') req.caller.requirePermission(permission);
+    else for (const one of permission) req.caller.requirePermission(one);
   });
 
   app.register(swagger, {

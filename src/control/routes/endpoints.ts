@@ -60,9 +60,8 @@ export function endpointRoutes(app: ControlApp, deps: ControlDeps): void {
     return (reply as FastifyReply).status(200).send();
   });
 
-  app.post('/v1/endpoints/ephemeral', { schema: CreateEphemeral, config: { permission: 'endpoints:write' } }, async (req, reply) => {
-    // The endpoint exists to carry this key's agent, so the key must be allowed to attach one (as edges check).
-    req.caller.requirePermission('tunnels:connect');
+  // The endpoint exists to carry this key's agent, so the key must also be allowed to attach one (as edges check).
+  app.post('/v1/endpoints/ephemeral', { schema: CreateEphemeral, config: { permission: ['endpoints:write', 'tunnels:connect'] } }, async (req, reply) => {
     const endpoint = await endpoints.createEphemeral(req.caller, req.body.device_fingerprint);
     return reply.status(201).header('location', location(endpoint.uuid)).send(endpointView(endpoint));
   });

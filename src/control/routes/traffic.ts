@@ -85,7 +85,8 @@ export function trafficRoutes(app: ControlApp, deps: ControlDeps): void {
   app.post(
     '/v1/traffic/logs/:id/replay',
     {
-      config: { permission: 'traffic:read' },
+      // A replay also acts on the endpoint, so it needs endpoints:write beyond traffic:read.
+      config: { permission: ['traffic:read', 'endpoints:write'] },
       schema: {
         summary: 'Replay a captured request through the edge',
         description:

@@ -189,11 +189,9 @@ export function trafficService({ db, replayEdge }: Pick<ControlDeps, 'db' | 'rep
 
     /**
      * Sends a captured request again through an edge, as a visitor's. Only whole captures replay; a method other than
-     * GET or HEAD needs `force`. A replay also acts on the endpoint, so beyond the route's traffic:read it needs
-     * endpoints:write, checked before the path's id is read.
+     * GET or HEAD needs `force`. The route declares both permissions it needs (traffic:read, endpoints:write).
      */
     async replay(caller: Caller, logId: string, force: boolean, log: Logger): Promise<Replayed> {
-      caller.requirePermission('endpoints:write');
       const id = int64Param(logId);
       const row = await store.findTrafficLog(db, caller.account.id, id);
       if (!row) throw notFound();
