@@ -19,13 +19,10 @@ import {
   tokenSourceOf,
   visitorTokenKey,
 } from '../../shared/visitor-credentials.ts';
-import type { Queryable } from '../../store/db.ts';
 import { isUniqueViolation } from '../../store/db.ts';
-import type { EndpointRow } from '../../store/endpoints.ts';
 import { MAX_OAUTH_PROVIDERS, MAX_SCOPES, offersProvider, type OAuthProviderRow } from '../../store/oauth-providers.ts';
 import * as store from '../../store/visitor-auth.ts';
 import { MAX_BASIC_USERS, MAX_SETTINGS_TOKENS, type AuthState, type BasicUserInput, type ModeConfigs, type SettingsTokenInput } from '../../store/visitor-auth.ts';
-import type { Caller } from '../caller.ts';
 import { endpointForCaller, readableEndpoint } from '../endpoint-access.ts';
 import { parseJsonBody, type ControlApp, type ControlDeps } from '../http.ts';
 import { ErrorBody, ErrorResponses, iso } from '../views.ts';

@@ -10,7 +10,6 @@ import { isUniqueViolation, type Queryable } from '../../store/db.ts';
 import { findUsableDomain, type DomainRow } from '../../store/domains.ts';
 import * as store from '../../store/endpoints.ts';
 import { CAPTURE_LEVELS, ENDPOINT_STATUSES, type CaptureLevel, type EndpointRow } from '../../store/endpoints.ts';
-import type { Caller } from '../caller.ts';
 import { endpointAccountPlan, endpointForCaller, readableEndpoint, type PlanAccount } from '../endpoint-access.ts';
 import { requireJsonContentType, type ControlApp, type ControlDeps } from '../http.ts';
 import { canonicalSubdomain, generateSubdomain, hostnameFor, MAX_HOSTNAME_LENGTH, ROOT_SUBDOMAIN } from '../subdomains.ts';

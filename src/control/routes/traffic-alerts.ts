@@ -11,7 +11,6 @@ import {
   WebhookUrlError,
   type AlertComparison,
   type AlertMetric,
-  type AlertNotifier,
 } from '../../shared/alerts.ts';
 import { fail } from '../../shared/errors.ts';
 import { CONTROL_CHARS } from '../../shared/match/condition.ts';
