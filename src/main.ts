@@ -246,8 +246,14 @@ export async function startNode(config: Config, logger: Logger): Promise<NodeHan
       janitor.start();
       handle.janitor = janitor;
       closers.push(() => janitor.stop());
-      // Turns endpoints with dedicated ports active once edges report the ports bound; same cadence as the janitor.
-      const activator = portActivator(handle.db!, presence, { intervalMs: config.janitor.intervalMs, logger: logger.child({ component: 'port-activator' }) });
+      // Turns endpoints with dedicated ports active once edges report the ports bound: it follows the heartbeats
+      // (a read of presence every EDGE_PORT_ACTIVATION_INTERVAL_MS, or every janitor interval if that is shorter),
+      // with a full pass on the janitor's cadence.
+      const activator = portActivator(handle.db!, presence, {
+        intervalMs: Math.min(config.janitor.portActivationIntervalMs, config.janitor.intervalMs),
+        sweepMs: config.janitor.intervalMs,
+        logger: logger.child({ component: 'port-activator' }),
+      });
       activator.start();
       closers.push(() => activator.stop());
       // Writes last_used_at of visitor credentials from what edges report in their heartbeats; same cadence.

@@ -44,6 +44,7 @@ export interface ControlDeps {
   alertNotifier?: AlertNotifier;
 }
 
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- any server, request, reply and logger type: fastify's own default for plugins
 export type ControlApp = FastifyInstance<any, any, any, any, TypeBoxTypeProvider>;
 
 declare module 'fastify' {

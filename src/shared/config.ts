@@ -59,6 +59,10 @@ export const ConfigSchema = Type.Object(
     janitor: Type.Object(
       {
         intervalMs: Type.Integer({ minimum: 50 }),
+        // How often the worker reads presence for newly bound dedicated ports, to turn their endpoints active soon
+        // after the edge's heartbeat lists them (docs/dedicated-ports.md "Presence and status"); cheap: no query
+        // reaches the database unless a heartbeat shows something new.
+        portActivationIntervalMs: Type.Integer({ minimum: 50 }),
         // An ephemeral endpoint whose agents have been gone this long is removed.
         ephemeralIdleSeconds: Type.Integer({ minimum: 1 }),
       },
@@ -200,6 +204,7 @@ export const ENV_SETTINGS = {
   EDGE_PRESENCE_INTERVAL_MS: 'presence.intervalMs',
   EDGE_PRESENCE_STALE_MS: 'presence.staleMs',
   EDGE_JANITOR_INTERVAL_MS: 'janitor.intervalMs',
+  EDGE_PORT_ACTIVATION_INTERVAL_MS: 'janitor.portActivationIntervalMs',
   EDGE_EPHEMERAL_IDLE_SECONDS: 'janitor.ephemeralIdleSeconds',
   EDGE_PROBE_EDGE_URL: 'health.probeEdgeUrl',
   EDGE_HEALTH_PROBE_TIMEOUT_MS: 'health.probeTimeoutMs',

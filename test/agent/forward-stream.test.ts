@@ -1,7 +1,6 @@
 // The agent's CONNECT stream forwarding (TCP tunnels and WebSocket upgrades), driven by a stand-in for the edge's
 // stream so that frames can be ordered exactly: what the local socket does when the edge ends and then resets.
 import { describe, it } from 'node:test';
-import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { constants as h2, type IncomingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
 import net from 'node:net';

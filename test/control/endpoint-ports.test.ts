@@ -11,8 +11,8 @@ describe('PUT /v1/endpoints/{id}/ports', () => {
   let t: TestNode;
   before(async () => {
     // The worker's port activator would turn these endpoints active once the in-process edge binds the ports;
-    // this file specifies what the API writes, so the activator's sweep is pushed beyond the file's run time.
-    t = await startTestNode({ EDGE_JANITOR_INTERVAL_MS: '3600000' });
+    // this file specifies what the API writes, so the activator's reads and sweeps are pushed beyond its run time.
+    t = await startTestNode({ EDGE_JANITOR_INTERVAL_MS: '3600000', EDGE_PORT_ACTIVATION_INTERVAL_MS: '3600000' });
   });
   after(() => t.close());
 

@@ -5,7 +5,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import net, { type AddressInfo } from 'node:net';
 import tls from 'node:tls';
-import { CLIENT_HELLO_MAX_BYTES, CLIENT_HELLO_MAX_RECORDS, serverNameOf } from '../../src/edge/client-hello.ts';
+import { CLIENT_HELLO_MAX_RECORDS, serverNameOf } from '../../src/edge/client-hello.ts';
 import { random } from '../helpers/random.ts';
 
 /** A listener that keeps the first TLS record each client sends (its ClientHello) and then hangs up. */

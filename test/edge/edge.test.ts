@@ -8,7 +8,6 @@ import https from 'node:https';
 import net from 'node:net';
 import { createHash, randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
-import { WebSocket } from 'ws';
 import { startAgent, TunnelRefusedError, type Agent } from '../../src/agent/agent.ts';
 import { visit as request, wsRoundTrip } from '../helpers/http.ts';
 import { startLocalService, type LocalService } from '../helpers/local-service.ts';

@@ -126,7 +126,7 @@ class GatedConsumer implements FeedConsumer {
 
   async reset(snapshot: FeedSnapshot): Promise<void> {
     await this.gate;
-    this.mirror.reset(snapshot);
+    await this.mirror.reset(snapshot);
   }
 
   async apply(change: FeedChange): Promise<void> {

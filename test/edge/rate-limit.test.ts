@@ -4,7 +4,6 @@
 // across both edges on one Redis, trusted-proxy addresses (country, ASN, IPv6 /64) and untrusted X-Forwarded-For.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import http from 'node:http';
 import net from 'node:net';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';

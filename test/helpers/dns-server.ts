@@ -169,7 +169,7 @@ export function lookupVia(server: Pick<DnsServer, 'address'>): LookupFunction {
   resolver.setServers([server.address]);
   return (hostname, options, callback) => {
     const family = options.family === 'IPv4' ? 4 : options.family === 'IPv6' ? 6 : (options.family ?? 0);
-    Promise.all([
+    void Promise.all([
       family === 6 ? [] : resolver.resolve4(hostname).catch(() => []),
       family === 4 ? [] : resolver.resolve6(hostname).catch(() => []),
     ]).then(([v4, v6]) => {

@@ -141,7 +141,7 @@ export async function startTestProvider(clients: TestClient[], accounts: Record<
       });
       return;
     }
-    callback(req, res);
+    void callback(req, res);
   });
   return state;
 }

@@ -65,7 +65,7 @@ export function serveNode(env: NodeJS.ProcessEnv, timeoutMs = 60_000): Promise<S
     let adminKey: string | undefined;
     let stderr = '';
     child.stderr!.on('data', (d) => (stderr += d));
-    exited.then((code) => reject(new Error(`edge serve exited with ${code}: ${stderr}`)));
+    void exited.then((code) => reject(new Error(`edge serve exited with ${code}: ${stderr}`)));
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
       reject(new Error(`edge serve was not ready within ${timeoutMs} ms: ${stderr}`));

@@ -50,28 +50,40 @@ describe(`store (${process.env.DATABASE_URL ? 'PostgreSQL' : 'PGlite'})`, () => 
     assert.ok(isUniqueViolation(err), String(err));
   });
 
-  it('delivers NOTIFY after commit, and re-listens when the listening connection is cut', async () => {
+  /** Listens on `channel`; `notified(payload)` resolves once that payload has arrived. */
+  async function listener(channel: string): Promise<(payload: string) => Promise<void>> {
     const received: string[] = [];
     let wake: () => void = () => {};
-    await t.db.listen('edge_test_channel', (payload) => {
+    await t.db.listen(channel, (payload) => {
       received.push(payload);
       wake();
     });
-    const notified = (payload: string) =>
+    return (payload) =>
       new Promise<void>((resolve) => {
         const check = () => received.includes(payload) && resolve();
         wake = check;
         check();
       });
+  }
+
+  it('delivers NOTIFY after commit', async () => {
+    const notified = await listener('edge_test_channel');
     await t.db.transaction((tx) => tx.query("SELECT pg_notify('edge_test_channel', 'one')"));
     await notified('one');
-    if (t.db.engine !== 'postgres') return;
+  });
+
+  // Reported as skipped on PGlite, not as a pass: it has no server backend to terminate, so nothing here would run.
+  const pglite = process.env.DATABASE_URL ? false : 'PGlite runs in this process: there is no listening connection to cut';
+  it('re-listens when the listening connection is cut', { skip: pglite }, async () => {
+    const notified = await listener('edge_relisten_channel');
+    await t.db.transaction((tx) => tx.query("SELECT pg_notify('edge_relisten_channel', 'one')"));
+    await notified('one');
     await t.db.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'edge-listen-' || current_schema()");
     // Notify until the re-established listener hears one: messages sent while it was down are lost by design.
     let delivered = false;
     const done = notified('two').then(() => (delivered = true));
     for (let i = 0; i < 400 && !delivered; i++) {
-      await t.db.query("SELECT pg_notify('edge_test_channel', 'two')");
+      await t.db.query("SELECT pg_notify('edge_relisten_channel', 'two')");
       await Promise.race([done, new Promise((r) => setTimeout(r, 50))]);
     }
     assert.ok(delivered, 'the listener came back');

@@ -116,7 +116,7 @@ export class AgentSession extends EventEmitter<AgentSessionEvents> {
         resolve();
       });
     });
-    startKeepalive(session, link, keepalive, (message) => this.destroy({ code: 'ping_timeout', message }));
+    startKeepalive(session, link, keepalive, (message) => void this.destroy({ code: 'ping_timeout', message }));
   }
 
   /** True while new requests may be sent on this session. */
@@ -185,7 +185,7 @@ export class AgentSession extends EventEmitter<AgentSessionEvents> {
       }
       this.drain();
       this.session.close();
-      const timer = setTimeout(() => this.destroy(reason), graceMs);
+      const timer = setTimeout(() => void this.destroy(reason), graceMs);
       timer.unref();
       void this.closed.then(() => clearTimeout(timer));
     }

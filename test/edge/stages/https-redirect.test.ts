@@ -59,7 +59,7 @@ describe('https-redirect stage', () => {
     assert.equal(written.keepAlive, true);
 
     const head = ctx({ method: 'HEAD' });
-    stage.run(head.c);
+    assert.equal(stage.run(head.c), 'done');
     assert.equal(head.written.status, 301);
     assert.equal(head.written.body, '');
     assert.equal(head.written.headers!['content-length'], 0);

@@ -106,7 +106,7 @@ describe('routing stage', () => {
 
     it('leaves the selector unset when no rule matches', () => {
       const c = ctx({ path: '/web' });
-      routing.compile(endpoint([rule([cond('path', '/api')])]))!.run(c);
+      assert.equal(routing.compile(endpoint([rule([cond('path', '/api')])]))!.run(c), 'next');
       assert.equal(c.selector, undefined);
       assert.ok(!('selector' in c));
     });
@@ -122,8 +122,8 @@ describe('routing stage', () => {
       const r = rule([cond('method', 'GET')], { id: 9, name: '', target_agent_id: 'a-1', target_agent_tags: [] });
       const stage = routing.compile(endpoint([r]))!;
       const [a, b] = [ctx(), ctx()];
-      stage.run(a);
-      stage.run(b);
+      assert.equal(stage.run(a), 'next');
+      assert.equal(stage.run(b), 'next');
       assert.deepEqual(a.selector, { rule: '#9', agentId: 'a-1' });
       assert.equal(a.selector, b.selector, 'shared, not rebuilt per request');
       assert.ok(Object.isFrozen(a.selector));

@@ -443,7 +443,10 @@ describe('data connections: the agent keeps its spares', () => {
     });
     const relayPort = await listen(relay);
     t.after(async () => {
-      for (const { client, upstream } of relayed) client.destroy(), upstream.destroy();
+      for (const { client, upstream } of relayed) {
+        client.destroy();
+        upstream.destroy();
+      }
       await closeServer(relay);
     });
     const agent = await agentFor(t, { ...edge, url: `http://127.0.0.1:${relayPort}` }, local.port, { dataConnections: 2 });
