@@ -4,7 +4,7 @@ import type { Queryable } from './db.ts';
 import { touch } from './feed-changes.ts';
 import { escapeLike } from './endpoints.ts';
 import { computeShadows, type ShadowRule } from '../shared/rate-limit/shadow.ts';
-import type { RateLimitConditionConfig, RateLimitConditionType, RateLimitRuleConfig } from '../shared/snapshot.ts';
+import type { RateLimitConditionType } from '../shared/snapshot.ts';
 
 /** Bounds the API enforces (400 beyond them). */
 export const MAX_RULES_PER_ENDPOINT = 100;

@@ -55,7 +55,7 @@ describe('the agent prints raw JSON log lines (with a duplicate component key) t
     const lines = out.text().trim().split('\n');
     for (const line of lines) assert.doesNotMatch(line, /^\{/, line);
     assert.ok(lines.some((l) => /^Reconnecting in \d+\.\d s \(attempt 1\): \S/.test(l)), out.text());
-    assert.ok(lines.some((l) => /^12:34:56 INFO  reconnecting reason=/.test(l)), out.text());
+    assert.ok(lines.some((l) => /^12:34:56 INFO {2}reconnecting reason=/.test(l)), out.text());
     // At the default level a person sees the status lines only (warnings and errors would show too).
     const quiet = output(true);
     await firstReconnect(quiet);
