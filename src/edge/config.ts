@@ -287,7 +287,8 @@ export class EdgeConfig extends EventEmitter<EdgeConfigEvents> {
         config = this.standIn(config);
       }
     }
-    return Object.freeze({ config, stages: Object.freeze([]) });
+    const none = Object.freeze([]);
+    return Object.freeze({ config, stages: none, probeStages: none });
   }
 
   /** One change: O(1) index work, one compile, one event. */

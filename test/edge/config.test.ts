@@ -114,6 +114,7 @@ describe('EdgeConfig', () => {
 function countingStage(): StageFactory & { compiles: number } {
   const factory = {
     id: 'counting',
+    healthProbe: 'runs' as const,
     compiles: 0,
     compile() {
       factory.compiles++;

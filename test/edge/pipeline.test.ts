@@ -140,6 +140,7 @@ describe('pipeline guards', () => {
   /** A stage that fails on hosts named for it: throw.*, reject.*, late.* (throws after an earlier stage awaited). */
   const faulty: StageFactory = {
     id: 'faulty',
+    healthProbe: 'runs',
     compile: (config) => ({
       name: 'faulty',
       run(ctx) {

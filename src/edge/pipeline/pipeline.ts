@@ -40,26 +40,6 @@ export interface PipelineDeps {
 }
 
 /**
- * The stages a verified health probe skips (docs/health-checks.md): the probe is the platform's own GET or HEAD of the
- * configured path, so it is not counted by rate limits and passes the visitor-auth family, so that protected
- * endpoints can be monitored; it still goes through routing and forwarding, so it sees what visitors see there.
- */
-const PROBE_SKIPS: ReadonlySet<string> = new Set(['mtls', 'https-redirect', 'rate-limit', 'auth', 'jwt', 'webhook', 'rbac']);
-const probeStageLists = new WeakMap<readonly Stage[], readonly Stage[]>();
-
-/** An endpoint's stages for a verified probe, filtered once per compiled endpoint. */
-function probeStages(endpoint: CompiledEndpoint): readonly Stage[] {
-  // An endpoint compiled closed (a security stage failed) stays closed: visitors get 503, so must the probe.
-  if (endpoint.failure !== undefined) return endpoint.stages;
-  let stages = probeStageLists.get(endpoint.stages);
-  if (stages === undefined) {
-    stages = endpoint.stages.filter((s) => !PROBE_SKIPS.has(s.name));
-    probeStageLists.set(endpoint.stages, stages);
-  }
-  return stages;
-}
-
-/**
  * The one Host field of a request, or null when it has none; undefined when it has more than one line of it, which
  * RFC 9112 §3.2 makes a 400 (Node keeps the first, or joins them with joinDuplicateHeaders; rawHeaders has all).
  */
@@ -214,7 +194,7 @@ export function handleRequest(deps: PipelineDeps, req: IncomingMessage, res: Ser
   const { ctx, endpoint } = resolved;
   // Armed first, so answers from stages (redirects, refusals) are counted and captured like forwarded ones.
   captureExchange(deps.capture, ctx);
-  judge(deps, ctx, ctx.probe === true ? probeStages(endpoint) : endpoint.stages, forward);
+  judge(deps, ctx, ctx.probe === true ? endpoint.probeStages : endpoint.stages, forward);
 }
 
 function forward(deps: PipelineDeps, ctx: RequestContext): void {

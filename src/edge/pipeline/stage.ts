@@ -151,5 +151,12 @@ export interface StageFactory {
    * keeping the previous config in force, which would leave a tightening (none → basic) silently unapplied.
    */
   readonly failClosed?: boolean;
+  /**
+   * What a verified health probe (src/shared/health-probe.ts) does at this stage (docs/health-checks.md): `skips` it
+   * (the probe is the platform's own GET or HEAD of the configured path: not counted by rate limits, past the
+   * visitor-auth family, so protected endpoints can be monitored) or `runs` it (routing, and what only answers paths
+   * a probe never asks for), so it sees what visitors see there. Required: every new stage decides, in its own file.
+   */
+  readonly healthProbe: 'skips' | 'runs';
   compile(endpoint: EndpointConfig, deps?: StageDeps): Stage | null;
 }

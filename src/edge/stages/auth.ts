@@ -406,6 +406,7 @@ function compileUnavailable(endpoint: EndpointConfig, auth: VisitorAuthConfig, d
 export function authStage(options: AuthStageOptions = {}): StageFactory {
   return {
     id: 'auth',
+    healthProbe: 'skips',
     failClosed: true,
     compile(endpoint, deps = DEFAULT_STAGE_DEPS) {
       const auth = endpoint.auth;

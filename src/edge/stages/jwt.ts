@@ -342,6 +342,7 @@ function compileJwt(endpoint: EndpointConfig, jwt: JwtLayerConfig, deps: StageDe
 export function jwtStage(options: JwtStageOptions = {}): StageFactory {
   return {
     id: 'jwt',
+    healthProbe: 'skips',
     failClosed: true,
     compile(endpoint, deps = DEFAULT_STAGE_DEPS) {
       const jwt = endpoint.jwt;

@@ -414,6 +414,7 @@ function compileRule(rule: RateLimitRuleConfig, rl: RateLimitDeps, endpointId: s
 
 export const rateLimit: StageFactory = {
   id: 'rate-limit',
+  healthProbe: 'skips',
   compile(endpoint: EndpointConfig, deps: StageDeps = DEFAULT_STAGE_DEPS): Stage | null {
     const configured = endpoint.rate_limits;
     if (configured === undefined || configured.length === 0) return null;

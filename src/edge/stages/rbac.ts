@@ -97,6 +97,7 @@ function clientOf(policy: CompiledPolicy, visitor: VisitorIdentity | undefined):
 export function rbacStage(options: RbacStageOptions = {}): StageFactory {
   return {
     id: 'rbac',
+    healthProbe: 'skips',
     failClosed: true,
     compile(endpoint, deps: StageDeps = DEFAULT_STAGE_DEPS) {
       const rbac = endpoint.rbac;

@@ -453,6 +453,7 @@ function compileRegister(endpoint: EndpointConfig, rbac: RbacConfig, deps: Stage
 export function registerStage(options: RegisterStageOptions = {}): StageFactory {
   return {
     id: 'register',
+    healthProbe: 'runs',
     compile(endpoint, deps = DEFAULT_STAGE_DEPS) {
       const rbac = endpoint.rbac;
       if (rbac === undefined || rbac === null) return null;

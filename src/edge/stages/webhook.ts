@@ -119,6 +119,7 @@ function compileWebhook(endpoint: EndpointConfig, config: WebhookVerificationCon
 
 export const webhook: StageFactory = {
   id: 'webhook',
+  healthProbe: 'skips',
   failClosed: true,
   compile: (endpoint, deps = DEFAULT_STAGE_DEPS) => (endpoint.webhook ? compileWebhook(endpoint, endpoint.webhook, deps) : null),
 };
