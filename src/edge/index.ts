@@ -57,6 +57,8 @@ export interface EdgeDeps {
   rateLimitObserve?: RateLimitDeps['observe'];
   /** Redeems an invite or self-registers a visitor through the control API (StageDeps.register); absent: registration answers 503. */
   register?: StageDeps['register'];
+  /** Where stages read the time (StageDeps.clock); absent: the wall clock. */
+  clock?: StageDeps['clock'];
 }
 
 export interface EdgeNode {
@@ -111,6 +113,7 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
     // OAuth/OIDC login sessions: EDGE_SESSION_KEYS, else a key derived from EDGE_SECRET_KEY (every edge agrees).
     sessions: { keys: SessionKeys.fromSettings(settings.edge.sessionKeys, deps.secrets), ttlSeconds: settings.edge.sessionTtlSeconds },
     register: deps.register,
+    clock: deps.clock,
     rateLimits: {
       clock: deps.rateLimitClock,
       // Wired to the metrics (and a test's observer) once they exist, before any listener is bound.

@@ -1,6 +1,7 @@
 // The shape of the edge's per-request pipeline: a stage is compiled from an endpoint's config when the config
 // enters the cache (or is absent when the endpoint does not use it), then run per request with a small context.
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Clock } from '../../shared/clock.ts';
 import type { Logger } from '../../shared/log.ts';
 import type { SecretBox } from '../../shared/secrets.ts';
 import type { RegistrationRequest } from '../../shared/registration.ts';
@@ -105,6 +106,11 @@ export interface StageDeps {
    */
   secrets?: SecretBox;
   logger?: Logger;
+  /**
+   * Where stages read the time (token and session expiry, form tokens, failure budgets, caches' lifetimes). Absent:
+   * the wall clock (systemClock); a test passes a ManualClock and moves time instead of waiting for it.
+   */
+  clock?: Clock;
   /** Counts a visitor-auth stage's outcome for one request (EdgeMetrics.authOutcome); read per use. */
   authOutcome?: (endpoint: string, stage: string, outcome: AuthOutcome) => void;
   /** Where accepted visitor credentials are noted for the heartbeat's credential_use. */
@@ -159,4 +165,10 @@ export interface StageFactory {
    */
   readonly healthProbe: 'skips' | 'runs';
   compile(endpoint: EndpointConfig, deps?: StageDeps): Stage | null;
+}
+
+/** The time as a stage reads it: `deps.clock`, else the wall clock; milliseconds since the epoch. */
+export function clockOf(deps: StageDeps): () => number {
+  const clock = deps.clock;
+  return clock === undefined ? Date.now : () => clock.now();
 }

@@ -14,7 +14,7 @@ import { asHeaderValue } from '../http/credentials.ts';
 import { sendEdgeError } from '../http/pages.ts';
 import { dropAppender } from '../http/proxy-headers.ts';
 import { LazyLru } from '../pipeline/lazy-cache.ts';
-import { DEFAULT_STAGE_DEPS, type RequestContext, type StageDeps, type StageFactory, type VisitorIdentity } from '../pipeline/stage.ts';
+import { clockOf, DEFAULT_STAGE_DEPS, type RequestContext, type StageDeps, type StageFactory, type VisitorIdentity } from '../pipeline/stage.ts';
 import { compilePolicy, decide, identityKey, rbacEnabled, type CompiledClient, type CompiledPolicy } from '../rbac/policy.ts';
 
 /** The fields the agent receives naming the client and its roles (edge-owned: the X-Edge-* namespace). */
@@ -103,7 +103,7 @@ export function rbacStage(options: RbacStageOptions = {}): StageFactory {
       const rbac = endpoint.rbac;
       if (!rbacEnabled(rbac)) return null;
       const policy = compilePolicy(rbac);
-      const now = options.now ?? Date.now;
+      const now = options.now ?? clockOf(deps);
       const makeBuckets = () => new LazyLru<string, Bucket>({ max: RATE_LIMITED_CLIENTS });
       const buckets = deps.memory ? deps.memory.keep('rbac:rate', endpoint.uuid, 'v1', makeBuckets) : makeBuckets();
       const register = rbac.self_registration.enabled ? registrationHref(endpoint) : null;

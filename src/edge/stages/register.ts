@@ -19,7 +19,7 @@ import { BCRYPT_MAX_PASSWORD_BYTES, tokenDigest, visitorTokenKey } from '../../s
 import { loginHref } from '../auth/login-page.ts';
 import { sessionReader, type SessionIdentity } from '../auth/oidc-login.ts';
 import { sendEdgeError } from '../http/pages.ts';
-import { DEFAULT_STAGE_DEPS, type RequestContext, type Stage, type StageDeps, type StageFactory, type Verdict } from '../pipeline/stage.ts';
+import { clockOf, DEFAULT_STAGE_DEPS, type RequestContext, type Stage, type StageDeps, type StageFactory, type Verdict } from '../pipeline/stage.ts';
 import { donePage, formPage, REGISTER_PAGE_HEADERS, sendPage, type FormKind } from '../rbac/register-page.ts';
 
 /** The path of the registration pages (with `?endpoint=<id or uuid>`, and `&invite=<token>` for an invite). */
@@ -54,11 +54,6 @@ interface PendingInvite {
 
 /** What the visitor asked for: an invite (by its digest) or access by self-registration. */
 type Purpose = { kind: 'invite'; token: string; invite: PendingInvite } | { kind: 'self' };
-
-export interface RegisterStageOptions {
-  /** Milliseconds since the epoch; a test may move it. */
-  now?: () => number;
-}
 
 function wantsJson(accept: string | undefined): boolean {
   return accept !== undefined && /application\/json/i.test(accept) && !/text\/html/i.test(accept);
@@ -150,8 +145,8 @@ const NO_SESSION: SessionRead = () => undefined;
  * request to them (compileRegister): every RBAC endpoint has the stage, few see /register, and these held ~8 KiB an
  * endpoint (about twenty closures, each with the name tsx's keepNames gives it, and a form key derived per compile).
  */
-function registerPages(endpoint: EndpointConfig, rbac: RbacConfig, deps: StageDeps, options: RegisterStageOptions, readSession: SessionRead): RegisterPages {
-  const now = options.now ?? Date.now;
+function registerPages(endpoint: EndpointConfig, rbac: RbacConfig, deps: StageDeps, readSession: SessionRead): RegisterPages {
+  const now = clockOf(deps);
   const uuid = endpoint.uuid;
   const mode = endpoint.auth?.mode ?? 'none';
   const login = mode === 'oauth' || mode === 'oidc';
@@ -425,13 +420,13 @@ function registerPages(endpoint: EndpointConfig, rbac: RbacConfig, deps: StageDe
  * The stage: which requests are this endpoint's registration pages is decided from the id and uuid; the pages
  * themselves are built on the first such request (registerPages) and kept with the compiled endpoint.
  */
-function compileRegister(endpoint: EndpointConfig, rbac: RbacConfig, deps: StageDeps, options: RegisterStageOptions): Stage {
+function compileRegister(endpoint: EndpointConfig, rbac: RbacConfig, deps: StageDeps): Stage {
   const idText = String(endpoint.id);
   const uuid = endpoint.uuid;
   const mode = endpoint.auth?.mode;
   // Read now, not on first use: it fails to build (no session key) when the auth stage does, and keeps the auth stage's
   // logged-out list in StageMemory as that stage does.
-  const readSession = mode === 'oauth' || mode === 'oidc' ? sessionReader(endpoint, deps, options.now ?? Date.now) : NO_SESSION;
+  const readSession = mode === 'oauth' || mode === 'oidc' ? sessionReader(endpoint, deps) : NO_SESSION;
   let pages: RegisterPages | null = null;
   return {
     name: 'register',
@@ -440,17 +435,17 @@ function compileRegister(endpoint: EndpointConfig, rbac: RbacConfig, deps: Stage
       const params = new URLSearchParams(ctx.query);
       const named = params.get('endpoint');
       if (named !== idText && named !== uuid) return 'next';
-      pages ??= registerPages(endpoint, rbac, deps, options, readSession);
+      pages ??= registerPages(endpoint, rbac, deps, readSession);
       return pages(ctx, params);
     },
   };
 }
 
 /**
- * The stage with test hooks (a clock). Compiled when the endpoint has RBAC written and something to register for:
+ * The stage. Compiled when the endpoint has RBAC written and something to register for:
  * pending invites, self-registration on, or RBAC on (roles), so a used invite link still gets its page.
  */
-export function registerStage(options: RegisterStageOptions = {}): StageFactory {
+export function registerStage(): StageFactory {
   return {
     id: 'register',
     healthProbe: 'runs',
@@ -458,7 +453,7 @@ export function registerStage(options: RegisterStageOptions = {}): StageFactory 
       const rbac = endpoint.rbac;
       if (rbac === undefined || rbac === null) return null;
       if (rbac.invites.length === 0 && !rbac.self_registration.enabled && rbac.roles.length === 0) return null;
-      return compileRegister(endpoint, rbac, deps, options);
+      return compileRegister(endpoint, rbac, deps);
     },
   };
 }

@@ -53,6 +53,7 @@ describe('register stage', () => {
   const waited: number[] = [];
   const deps: StageDeps = {
     publicHttpsPort: () => 443,
+    clock: { now: () => clock },
     secrets: box,
     register: async (body) => {
       calls.push(body);
@@ -64,7 +65,7 @@ describe('register stage', () => {
       return true;
     },
   };
-  const stage = registerStage({ now: () => clock });
+  const stage = registerStage();
   const config = endpoint(rbacWith([{ token: 'evi_good', client: 7, expires: T0 + 2 * HOUR }, { token: 'evi_old', client: 8, expires: T0 + HOUR / 2 }]));
   let server: StageServer;
   let plain: StageServer;

@@ -1,0 +1,28 @@
+// Where the edge's stages and their tests read the time: one injectable clock (StageDeps.clock), the wall clock
+// unless a test moves time by hand, so expiry is tested by setting the time, never by waiting for it.
+
+/** Milliseconds since the epoch, as Date.now() counts them. */
+export interface Clock {
+  now(): number;
+}
+
+/** The wall clock. */
+export const systemClock: Clock = { now: () => Date.now() };
+
+/** A clock a test sets and moves: starts at `start` (default: the wall clock's now) and stands still between moves. */
+export class ManualClock implements Clock {
+  constructor(private t: number = Date.now()) {}
+
+  now(): number {
+    return this.t;
+  }
+
+  /** Moves time forward by `ms`. */
+  advance(ms: number): void {
+    this.t += ms;
+  }
+
+  set(t: number): void {
+    this.t = t;
+  }
+}
