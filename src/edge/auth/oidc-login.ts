@@ -12,6 +12,7 @@ import { createHash } from 'node:crypto';
 import type { ErrorCode } from '../../shared/errors.ts';
 import type { EndpointConfig, OAuthProviderConfig, VisitorAuthConfig } from '../../shared/snapshot.ts';
 import { asHeaderValue } from '../http/credentials.ts';
+import { asksForHtml } from '../http/negotiate.ts';
 import { sendEdgeError } from '../http/pages.ts';
 import { cookieValues } from '../match/cookies.ts';
 import type { AuthOutcome } from '../metrics.ts';
@@ -122,8 +123,7 @@ function isBrowserNavigation(ctx: RequestContext): boolean {
   if (ctx.method !== 'GET' && ctx.method !== 'HEAD') return false;
   const req = ctx.req;
   if (req.headers.upgrade !== undefined || (req as { upgrade?: boolean }).upgrade === true) return false;
-  const accept = req.headers.accept;
-  return accept !== undefined && accept.includes('text/html');
+  return asksForHtml(req.headers.accept);
 }
 
 function queryParam(query: string, name: string): string | null {

@@ -18,6 +18,7 @@ import type { EndpointConfig, RbacClientConfig, RbacConfig } from '../../shared/
 import { BCRYPT_MAX_PASSWORD_BYTES, tokenDigest, visitorTokenKey } from '../../shared/visitor-credentials.ts';
 import { loginHref } from '../auth/login-page.ts';
 import { sessionReader, type SessionIdentity } from '../auth/oidc-login.ts';
+import { wantsJson } from '../http/negotiate.ts';
 import { sendEdgeError } from '../http/pages.ts';
 import { clockOf, DEFAULT_STAGE_DEPS, type RequestContext, type Stage, type StageDeps, type StageFactory, type Verdict } from '../pipeline/stage.ts';
 import { donePage, formPage, REGISTER_PAGE_HEADERS, sendPage, type FormKind } from '../rbac/register-page.ts';
@@ -54,10 +55,6 @@ interface PendingInvite {
 
 /** What the visitor asked for: an invite (by its digest) or access by self-registration. */
 type Purpose = { kind: 'invite'; token: string; invite: PendingInvite } | { kind: 'self' };
-
-function wantsJson(accept: string | undefined): boolean {
-  return accept !== undefined && /application\/json/i.test(accept) && !/text\/html/i.test(accept);
-}
 
 function isUpgrade(req: IncomingMessage): boolean {
   return req.headers.upgrade !== undefined || (req as IncomingMessage & { upgrade?: boolean }).upgrade === true;
