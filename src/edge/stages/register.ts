@@ -18,6 +18,7 @@ import type { EndpointConfig, RbacClientConfig, RbacConfig } from '../../shared/
 import { BCRYPT_MAX_PASSWORD_BYTES, tokenDigest, visitorTokenKey } from '../../shared/visitor-credentials.ts';
 import { loginHref } from '../auth/login-page.ts';
 import { sessionReader, type SessionIdentity } from '../auth/oidc-login.ts';
+import { BodyTimeout, BodyTooLarge, readRequestBody } from '../http/body.ts';
 import { wantsJson } from '../http/negotiate.ts';
 import { sendEdgeError } from '../http/pages.ts';
 import { clockOf, DEFAULT_STAGE_DEPS, type RequestContext, type Stage, type StageDeps, type StageFactory, type Verdict } from '../pipeline/stage.ts';
@@ -43,8 +44,6 @@ const USERNAME = /^[^:\x00-\x1f\x7f]{1,128}$/;
 /** The SecretBox.derive purpose of the form token key. */
 const FORM_KEY_PURPOSE = 'visitor-registration-form';
 
-class FormTimeout extends Error {}
-
 /** A pending invite as the stage judges it. */
 interface PendingInvite {
   digest: string;
@@ -58,46 +57,6 @@ type Purpose = { kind: 'invite'; token: string; invite: PendingInvite } | { kind
 
 function isUpgrade(req: IncomingMessage): boolean {
   return req.headers.upgrade !== undefined || (req as IncomingMessage & { upgrade?: boolean }).upgrade === true;
-}
-
-class FormTooLarge extends Error {}
-
-/**
- * The form body, whole; a FormTooLarge rejection as soon as it passes MAX_FORM_BYTES (a declared Content-Length over
- * it before a byte is read), a FormTimeout when it has not all arrived within `ms`. Either way the rest is not read.
- */
-function readForm(req: IncomingMessage, ms: number): Promise<Buffer> {
-  const declared = req.headers['content-length'];
-  if (declared !== undefined && Number(declared) > MAX_FORM_BYTES) return Promise.reject(new FormTooLarge());
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const finish = (err: Error | null) => {
-      clearTimeout(timer);
-      req.off('data', onData);
-      req.off('end', onEnd);
-      req.off('error', finish);
-      req.off('close', onClose);
-      if (err !== null) {
-        req.pause();
-        reject(err);
-      } else resolve(Buffer.concat(chunks, size));
-    };
-    const onData = (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > MAX_FORM_BYTES) return finish(new FormTooLarge());
-      chunks.push(chunk);
-    };
-    const onEnd = () => finish(null);
-    const onClose = () => {
-      if (!req.complete) finish(new Error('the visitor closed the request before its body ended'));
-    };
-    const timer = setTimeout(() => finish(new FormTimeout()), ms);
-    req.on('data', onData);
-    req.on('end', onEnd);
-    req.on('error', finish);
-    req.on('close', onClose);
-  });
 }
 
 /** The fields of a urlencoded form, each at most once and all among `allowed`; a string saying what is wrong otherwise. */
@@ -325,10 +284,10 @@ function registerPages(endpoint: EndpointConfig, rbac: RbacConfig, deps: StageDe
     }
     let body: Buffer;
     try {
-      body = await readForm(ctx.req, FORM_READ_TIMEOUT_MS);
+      body = await readRequestBody(ctx.req, { maxBytes: MAX_FORM_BYTES, timeoutMs: FORM_READ_TIMEOUT_MS });
     } catch (err) {
-      if (err instanceof FormTimeout) return refuse(ctx, 'request_timeout', `the form did not arrive within ${FORM_READ_TIMEOUT_MS / 1000} s`);
-      if (err instanceof FormTooLarge) return refuse(ctx, 'body_too_large', `registration forms are read up to ${MAX_FORM_BYTES} bytes`);
+      if (err instanceof BodyTimeout) return refuse(ctx, 'request_timeout', `the form did not arrive within ${FORM_READ_TIMEOUT_MS / 1000} s`);
+      if (err instanceof BodyTooLarge) return refuse(ctx, 'body_too_large', `registration forms are read up to ${MAX_FORM_BYTES} bytes`);
       ctx.res.destroy();
       return 'done';
     }
