@@ -9,10 +9,11 @@
 // expiry), read bounded (8 KiB, with a timeout), validated, then handed to the control API's public registration
 // route (POST /v1/rbac/registrations, src/shared/registration.ts), which makes the change. On success the page waits
 // (bounded) until this edge has applied the feed version carrying the new client, so the next request is admitted.
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createHmac } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { ERROR_CODES, type ErrorCode } from '../../shared/errors.ts';
 import { httpsLocation } from '../../shared/public-urls.ts';
+import { openToken, signToken } from '../../shared/signed-token.ts';
 import { signVisitorIdentity, type RegistrationRequest, type RegistrationResult } from '../../shared/registration.ts';
 import type { EndpointConfig, RbacClientConfig, RbacConfig } from '../../shared/snapshot.ts';
 import { BCRYPT_MAX_PASSWORD_BYTES, tokenDigest, visitorTokenKey } from '../../shared/visitor-credentials.ts';
@@ -116,24 +117,17 @@ function registerPages(endpoint: EndpointConfig, rbac: RbacConfig, deps: StageDe
   const domains = new Set(rbac.self_registration.allowed_email_domains);
   const providerNames = new Map((endpoint.auth?.providers ?? []).map((p) => [p.id, p.name]));
 
-  /** The form token: `<exp>.<mac>`, the MAC over the endpoint (in the key), the purpose and the expiry. */
-  const formToken = (purpose: Purpose): string => {
-    const exp = Math.floor(now() / 1000) + FORM_TTL_SECONDS;
-    return `${exp}.${formMac(purpose, exp).toString('base64url')}`;
-  };
-  const formMac = (purpose: Purpose, exp: number): Buffer =>
-    createHmac('sha256', formKey!)
-      .update(`register\n${purpose.kind === 'invite' ? purpose.invite.digest : 'self'}\n${exp}`)
-      .digest();
+  /**
+   * The form token: `<exp>.<mac>` (src/shared/signed-token.ts), under the endpoint's form key, bound to what the form
+   * is for (the invite's digest, or self-registration). (Until issue 20 its MAC covered a newline-joined text of its
+   * own: forms served before an upgrade are refused after it with "reload the form", for at most FORM_TTL_SECONDS.)
+   */
+  const formToken = (purpose: Purpose): string => signToken(formKey!, FORM_KEY_PURPOSE, [String(Math.floor(now() / 1000) + FORM_TTL_SECONDS)], [formFor(purpose)]);
+  const formFor = (purpose: Purpose): string => (purpose.kind === 'invite' ? purpose.invite.digest : 'self');
   const formTokenValid = (purpose: Purpose, given: string | undefined): boolean => {
-    if (given === undefined) return false;
-    const dot = given.indexOf('.');
-    if (dot <= 0 || !/^[0-9]{1,12}$/.test(given.slice(0, dot))) return false;
-    const exp = Number(given.slice(0, dot));
-    if (exp * 1000 <= now()) return false;
-    const expected = formMac(purpose, exp).toString('base64url');
-    const mac = given.slice(dot + 1);
-    return mac.length === expected.length && timingSafeEqual(Buffer.from(mac, 'latin1'), Buffer.from(expected, 'latin1'));
+    if (given === undefined || given.length > 64) return false;
+    const fields = openToken(formKey!, FORM_KEY_PURPOSE, given, 1, [formFor(purpose)]);
+    return fields !== null && /^[0-9]{1,12}$/.test(fields[0]) && Number(fields[0]) * 1000 > now();
   };
 
   /** Same-origin checks of a posted form (the browser's own word, where it gives one): a cross-site post is refused. */
