@@ -16,7 +16,7 @@ import { TUNNEL_PATH } from '../shared/tunnel/protocol.ts';
 import { agentAuthorizer, watchStanding } from './agent-auth.ts';
 import { SessionKeys } from './auth/session.ts';
 import { OriginPools } from './forward/origin.ts';
-import { DedicatedPorts } from './ports.ts';
+import { DedicatedPorts } from './ports/manager.ts';
 import { TrafficRecorder, countRefusals, type CaptureSink } from './capture.ts';
 import { EdgeConfig } from './config.ts';
 import { CredentialUse } from './credential-use.ts';
