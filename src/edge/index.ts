@@ -18,7 +18,7 @@ import { SessionKeys } from './auth/session.ts';
 import { OriginPools } from './forward/origin.ts';
 import { DedicatedPorts } from './ports/manager.ts';
 import { TrafficRecorder, countRefusals, type CaptureSink } from './capture.ts';
-import { EdgeConfig } from './config.ts';
+import { EndpointCache } from './endpoint-cache.ts';
 import { CredentialUse } from './credential-use.ts';
 import { EdgeMetrics, FeedProgress } from './metrics.ts';
 import { OpsServer } from './ops.ts';
@@ -62,7 +62,7 @@ export interface EdgeDeps {
 }
 
 export interface EdgeNode {
-  config: EdgeConfig;
+  config: EndpointCache;
   subscriber: FeedSubscriber;
   registry: TunnelRegistry;
   /** What the capture hook recorded on this edge. */
@@ -126,7 +126,7 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
       hits: ruleHits,
     },
   };
-  const config = new EdgeConfig({
+  const config = new EndpointCache({
     logger: log,
     cacheSize: settings.edge.cacheSize,
     stateFile: join(settings.dataDir, 'edge-config.json'),

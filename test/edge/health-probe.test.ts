@@ -8,7 +8,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { TrafficRecorder } from '../../src/edge/capture.ts';
 import { compileEndpoint, STAGES } from '../../src/edge/compile.ts';
-import { EdgeConfig } from '../../src/edge/config.ts';
+import { EndpointCache } from '../../src/edge/endpoint-cache.ts';
 import type { StageFactory } from '../../src/edge/pipeline/stage.ts';
 import { PROBE_HEADER, PROBE_USER_AGENT, PROBE_VALIDITY_SECONDS, signProbe } from '../../src/shared/health-probe.ts';
 import { endpointConfig } from '../helpers/endpoint-config.ts';
@@ -46,7 +46,7 @@ describe('health probes at the edge', () => {
     await new Promise<void>((r) => origin.listen(0, '127.0.0.1', r));
     const originUrl = `http://127.0.0.1:${(origin.address() as AddressInfo).port}`;
     const { logger } = capturedLogger();
-    const config = new EdgeConfig({ logger, stages: [broken, ...STAGES] });
+    const config = new EndpointCache({ logger, stages: [broken, ...STAGES] });
     edge = await servePipeline(config, { capture, logger, probeKey: KEY });
     port = edge.port;
     // Basic auth with no users (every visitor 401) behind HTTPS enforcement (every plain-HTTP visitor 301).

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
 import { STAGES } from '../../src/edge/compile.ts';
-import { EdgeConfig } from '../../src/edge/config.ts';
+import { EndpointCache } from '../../src/edge/endpoint-cache.ts';
 import type { StageFactory } from '../../src/edge/pipeline/stage.ts';
 import type { EndpointConfig } from '../../src/shared/snapshot.ts';
 import { endpointConfig } from '../helpers/endpoint-config.ts';
@@ -151,7 +151,7 @@ describe('pipeline guards', () => {
       },
     }),
   };
-  let config: EdgeConfig;
+  let config: EndpointCache;
   let edge: PipelineEdge;
   let port: number;
   let origin: http.Server;
@@ -165,7 +165,7 @@ describe('pipeline guards', () => {
     });
     await new Promise<void>((r) => origin.listen(0, '127.0.0.1', r));
     const originUrl = `http://127.0.0.1:${(origin.address() as AddressInfo).port}`;
-    config = new EdgeConfig({ logger, stages: [faulty, ...STAGES] });
+    config = new EndpointCache({ logger, stages: [faulty, ...STAGES] });
     edge = await servePipeline(config, { logger });
     port = edge.port;
     const names = ['throw', 'reject', 'late', 'realm', 'fine'];

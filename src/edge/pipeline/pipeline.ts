@@ -6,7 +6,7 @@ import type { Duplex } from 'node:stream';
 import { PROBE_HEADER, verifyProbe } from '../../shared/health-probe.ts';
 import type { Logger } from '../../shared/log.ts';
 import { captureExchange, type CaptureSink } from '../capture.ts';
-import type { EdgeConfig } from '../config.ts';
+import type { EndpointCache } from '../endpoint-cache.ts';
 import type { CompiledEndpoint } from '../compile.ts';
 import { forwardToAgent, forwardUpgrade } from '../forward/agent.ts';
 import { responseOnSocket, upgradeRefusal } from '../forward/upgrade.ts';
@@ -20,7 +20,7 @@ import type { TunnelRegistry } from '../tunnels/registry.ts';
 import type { RequestContext, Stage, Verdict } from './stage.ts';
 
 export interface PipelineDeps {
-  config: EdgeConfig;
+  config: EndpointCache;
   registry: TunnelRegistry;
   origins: OriginPools;
   /** Receives every finished exchange of a known endpoint (counters always, details where capture is on). */

@@ -3,13 +3,13 @@
 import type { ClientHttp2Stream } from 'node:http2';
 import type { Logger } from '../../shared/log.ts';
 import type { EndpointConfig } from '../../shared/snapshot.ts';
-import type { EdgeConfig } from '../config.ts';
+import type { EndpointCache } from '../endpoint-cache.ts';
 import type { AgentSession, TunnelRegistry } from '../tunnels/registry.ts';
 
 export type PortProtocol = 'tcp' | 'udp';
 
 export interface DedicatedPortsOptions {
-  config: EdgeConfig;
+  config: EndpointCache;
   registry: TunnelRegistry;
   /** Address every dedicated listener binds (the edge's bindHost). */
   host: string;
