@@ -4,7 +4,8 @@
 // recording function here; test/edge/rbac-register.test.ts runs the whole program.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { registerStage, FORM_TTL_SECONDS, MAX_FORM_BYTES } from '../../../src/edge/stages/register.ts';
+import { FORM_TTL_SECONDS, MAX_FORM_BYTES } from '../../../src/edge/registration/form.ts';
+import { registerStage } from '../../../src/edge/stages/register.ts';
 import type { StageDeps } from '../../../src/edge/pipeline/stage.ts';
 import type { RegistrationRequest } from '../../../src/shared/registration.ts';
 import { SecretBox } from '../../../src/shared/secrets.ts';
