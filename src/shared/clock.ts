@@ -8,21 +8,3 @@ export interface Clock {
 
 /** The wall clock. */
 export const systemClock: Clock = { now: () => Date.now() };
-
-/** A clock a test sets and moves: starts at `start` (default: the wall clock's now) and stands still between moves. */
-export class ManualClock implements Clock {
-  constructor(private t: number = Date.now()) {}
-
-  now(): number {
-    return this.t;
-  }
-
-  /** Moves time forward by `ms`. */
-  advance(ms: number): void {
-    this.t += ms;
-  }
-
-  set(t: number): void {
-    this.t = t;
-  }
-}

@@ -108,7 +108,7 @@ export interface StageDeps {
   logger?: Logger;
   /**
    * Where stages read the time (token and session expiry, form tokens, failure budgets, caches' lifetimes). Absent:
-   * the wall clock (systemClock); a test passes a ManualClock and moves time instead of waiting for it.
+   * the wall clock; a test passes a clock it sets, and moves time instead of waiting for it.
    */
   clock?: Clock;
   /** Counts a visitor-auth stage's outcome for one request (EdgeMetrics.authOutcome); read per use. */
