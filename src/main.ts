@@ -6,6 +6,7 @@ import { Redis } from 'ioredis';
 import { SecretBox } from './shared/secrets.ts';
 import { REGISTRATION_PATH, type RegistrationRequest } from './shared/registration.ts';
 import { MemoryPresence, RedisPresence, type PresenceStore } from './shared/presence.ts';
+import type { Clock } from './shared/clock.ts';
 import type { Config } from './shared/config.ts';
 import type { Logger } from './shared/log.ts';
 import type { FeedMirror, FeedSubscriber } from './shared/feed/subscriber.ts';
@@ -109,7 +110,12 @@ function runs(config: Config, role: 'control' | 'edge' | 'worker'): boolean {
   return config.role === 'all' || config.role === role;
 }
 
-export async function startNode(config: Config, logger: Logger): Promise<NodeHandle> {
+export interface NodeOptions {
+  /** Where the edge's stages read the time (StageDeps.clock); absent: the wall clock. Tests move it by hand. */
+  clock?: Clock;
+}
+
+export async function startNode(config: Config, logger: Logger, options: NodeOptions = {}): Promise<NodeHandle> {
   const closers: Array<() => Promise<void>> = [];
   const handle: NodeHandle = {
     config,
@@ -231,6 +237,7 @@ export async function startNode(config: Config, logger: Logger): Promise<NodeHan
         createEphemeral: (apiKey) => createEphemeralEndpoint(controlUrl, apiKey),
         records,
         register: (request) => registerVisitor(controlUrl, request),
+        clock: options.clock,
       });
       handle.edge = edge;
       handle.edgeFeed = { subscriber: edge.subscriber, mirror: edge.config.mirror };

@@ -6,13 +6,13 @@ import type { Permission } from '../shared/permissions.ts';
 import { allowsRegion, type Plan } from '../shared/plans.ts';
 import type { EndpointConfig } from '../shared/snapshot.ts';
 import type { Hello, TunnelProtocol } from '../shared/tunnel/protocol.ts';
-import type { EdgeConfig } from './config.ts';
+import type { EndpointCache } from './endpoint-cache.ts';
 import type { AgentSession, TunnelCredential, TunnelRegistry } from './tunnels/registry.ts';
 import type { Authorize, AuthorizeResult } from './tunnels/tunnel-server.ts';
 
 /** What admission and the standing check read: the mirror, the plans, and this edge's region. */
 export interface AdmissionRules {
-  config: EdgeConfig;
+  config: EndpointCache;
   plans: Readonly<Record<string, Plan>>;
   region: string;
 }
@@ -88,7 +88,7 @@ function welcome(endpoint: EndpointConfig, credential: TunnelCredential): Author
 }
 
 /** Resolves with the endpoint once the feed has delivered it, or undefined after `ms`. */
-function awaitEndpoint(config: EdgeConfig, uuid: string, ms: number): Promise<EndpointConfig | undefined> {
+function awaitEndpoint(config: EndpointCache, uuid: string, ms: number): Promise<EndpointConfig | undefined> {
   const known = config.endpoint(uuid);
   if (known) return Promise.resolve(known);
   return new Promise((resolve) => {

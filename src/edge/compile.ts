@@ -15,7 +15,8 @@ import { webhook } from './stages/webhook.ts';
 
 /**
  * Every stage, in docs/architecture.md's pipeline order (client certificates, HTTPS enforcement, firewall rate limits,
- * visitor auth, JWT, RBAC, routing). Adding a stage is one module under stages/ and one entry here. The mTLS check
+ * visitor auth, JWT, RBAC, routing). Adding a stage is one module under stages/ and one entry here: what the pipeline
+ * needs to know of it besides (fails closed, skipped by health probes) is on its factory. The mTLS check
  * comes first, so a plain-HTTP request to an endpoint that requires a certificate is refused, not redirected.
  * Webhook verification reads the body whole, so it runs after the visitor is authenticated: an anonymous visitor
  * cannot make the edge buffer bodies (docs/visitor-auth.md). The registration pages (`register`) come before auth:
@@ -26,6 +27,11 @@ export const STAGES: readonly StageFactory[] = [mtls, httpsRedirect, rateLimit, 
 export interface CompiledEndpoint {
   readonly config: EndpointConfig;
   readonly stages: readonly Stage[];
+  /**
+   * The stages a verified health probe goes through: `stages` without those whose factory says the probe skips them
+   * (StageFactory.healthProbe). An endpoint compiled closed stays closed: visitors get 503, so does the probe.
+   */
+  readonly probeStages: readonly Stage[];
   /**
    * Set when a fail-closed stage (StageFactory.failClosed) did not compile: why, prefixed with the stage's id. The
    * stages are then one that answers every request 503 auth_unavailable; the caller reports the failure.
@@ -61,6 +67,7 @@ function closedStage(config: EndpointConfig, stageId: string, deps: StageDeps): 
  */
 export function compileEndpoint(config: EndpointConfig, deps: StageDeps = DEFAULT_STAGE_DEPS, factories: readonly StageFactory[] = STAGES): CompiledEndpoint {
   const stages: Stage[] = [];
+  const probeStages: Stage[] = [];
   let failed: unknown;
   let failedAny = false;
   for (const factory of factories) {
@@ -69,7 +76,8 @@ export function compileEndpoint(config: EndpointConfig, deps: StageDeps = DEFAUL
       stage = factory.compile(config, deps);
     } catch (err) {
       if (factory.failClosed === true) {
-        return Object.freeze({ config, stages: Object.freeze([closedStage(config, factory.id, deps)]), failure: `${factory.id}: ${errorText(err)}` });
+        const closed = Object.freeze([closedStage(config, factory.id, deps)]);
+        return Object.freeze({ config, stages: closed, probeStages: closed, failure: `${factory.id}: ${errorText(err)}` });
       }
       // Later security stages still get their say: one of them failing closes the endpoint.
       if (!failedAny) {
@@ -78,8 +86,10 @@ export function compileEndpoint(config: EndpointConfig, deps: StageDeps = DEFAUL
       }
       continue;
     }
-    if (stage !== null) stages.push(stage);
+    if (stage === null) continue;
+    stages.push(stage);
+    if (factory.healthProbe === 'runs') probeStages.push(stage);
   }
   if (failedAny) throw failed;
-  return Object.freeze({ config, stages: Object.freeze(stages) });
+  return Object.freeze({ config, stages: Object.freeze(stages), probeStages: Object.freeze(probeStages) });
 }

@@ -16,9 +16,9 @@ import { TUNNEL_PATH } from '../shared/tunnel/protocol.ts';
 import { agentAuthorizer, watchStanding } from './agent-auth.ts';
 import { SessionKeys } from './auth/session.ts';
 import { OriginPools } from './forward/origin.ts';
-import { DedicatedPorts } from './ports.ts';
+import { DedicatedPorts } from './ports/manager.ts';
 import { TrafficRecorder, countRefusals, type CaptureSink } from './capture.ts';
-import { EdgeConfig } from './config.ts';
+import { EndpointCache } from './endpoint-cache.ts';
 import { CredentialUse } from './credential-use.ts';
 import { EdgeMetrics, FeedProgress } from './metrics.ts';
 import { OpsServer } from './ops.ts';
@@ -57,10 +57,12 @@ export interface EdgeDeps {
   rateLimitObserve?: RateLimitDeps['observe'];
   /** Redeems an invite or self-registers a visitor through the control API (StageDeps.register); absent: registration answers 503. */
   register?: StageDeps['register'];
+  /** Where stages read the time (StageDeps.clock); absent: the wall clock. */
+  clock?: StageDeps['clock'];
 }
 
 export interface EdgeNode {
-  config: EdgeConfig;
+  config: EndpointCache;
   subscriber: FeedSubscriber;
   registry: TunnelRegistry;
   /** What the capture hook recorded on this edge. */
@@ -111,6 +113,7 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
     // OAuth/OIDC login sessions: EDGE_SESSION_KEYS, else a key derived from EDGE_SECRET_KEY (every edge agrees).
     sessions: { keys: SessionKeys.fromSettings(settings.edge.sessionKeys, deps.secrets), ttlSeconds: settings.edge.sessionTtlSeconds },
     register: deps.register,
+    clock: deps.clock,
     rateLimits: {
       clock: deps.rateLimitClock,
       // Wired to the metrics (and a test's observer) once they exist, before any listener is bound.
@@ -123,7 +126,7 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
       hits: ruleHits,
     },
   };
-  const config = new EdgeConfig({
+  const config = new EndpointCache({
     logger: log,
     cacheSize: settings.edge.cacheSize,
     stateFile: join(settings.dataDir, 'edge-config.json'),

@@ -15,7 +15,7 @@ import type { Logger } from '../shared/log.ts';
 import type { SecretBox } from '../shared/secrets.ts';
 import type { CertificateConfig, EndpointConfig } from '../shared/snapshot.ts';
 import { serverNameOf } from './client-hello.ts';
-import type { EdgeConfig } from './config.ts';
+import type { EndpointCache } from './endpoint-cache.ts';
 
 export interface PlatformCertificate {
   cert: string;
@@ -166,7 +166,7 @@ export class CertificateSelector {
   readonly platform: SecureContext;
 
   constructor(
-    private readonly config: EdgeConfig,
+    private readonly config: EndpointCache,
     private readonly secrets: SecretBox,
     private readonly platformCertificate: PlatformCertificate,
     private readonly logger: Logger,

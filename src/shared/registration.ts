@@ -1,7 +1,7 @@
 // The registration contract between edge and control (docs/rbac.md "Invites and self-registration"): the route and
 // bodies of POST /v1/rbac/registrations, and the signed assertion with which an edge vouches for a visitor's login.
-import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { SecretBox } from './secrets.ts';
+import { openToken, signToken } from './signed-token.ts';
 
 /** The public registration route: no API key; the invite token or the edge's identity assertion is the credential. */
 export const REGISTRATION_PATH = '/v1/rbac/registrations';
@@ -42,13 +42,14 @@ export interface RegistrationResult {
   feed_version: number;
 }
 
-function mac(box: SecretBox, payload: string): Buffer {
-  return createHmac('sha256', box.derive(VISITOR_IDENTITY_KEY_PURPOSE)).update(payload, 'utf8').digest();
-}
+/** The signed-token purpose of assertions (src/shared/signed-token.ts): what the MAC says the token is for. */
+const IDENTITY_PURPOSE = 'visitor-identity';
 
 /**
- * `<base64url(JSON claims)>.<base64url(HMAC-SHA256)>` under a key every node derives from EDGE_SECRET_KEY, so the
- * control plane trusts what any edge vouches for and nothing else can forge it.
+ * `<base64url(JSON claims)>.<mac>` (src/shared/signed-token.ts) under a key every node derives from EDGE_SECRET_KEY,
+ * so the control plane trusts what any edge vouches for and nothing else can forge it. (Until issue 20 the MAC
+ * covered the payload alone: during an upgrade, an assertion made by an edge of the other release is refused, and
+ * the visitor is asked to sign in again; assertions live minutes.)
  */
 export function signVisitorIdentity(box: SecretBox, c: VisitorIdentityClaims): string {
   const claims: VisitorIdentityClaims = {
@@ -59,7 +60,7 @@ export function signVisitorIdentity(box: SecretBox, c: VisitorIdentityClaims): s
     exp: Math.floor(c.exp),
   };
   const payload = Buffer.from(JSON.stringify(claims), 'utf8').toString('base64url');
-  return `${payload}.${mac(box, payload).toString('base64url')}`;
+  return signToken(box.derive(VISITOR_IDENTITY_KEY_PURPOSE), IDENTITY_PURPOSE, [payload]);
 }
 
 /**
@@ -73,12 +74,9 @@ export function verifyVisitorIdentity(
   nowSeconds: number,
 ): VisitorIdentityClaims | null {
   if (typeof token !== 'string' || token.length > 8192) return null;
-  const dot = token.indexOf('.');
-  if (dot <= 0 || dot !== token.lastIndexOf('.')) return null;
-  const payload = token.slice(0, dot);
-  const given = Buffer.from(token.slice(dot + 1), 'base64url');
-  const expected = mac(box, payload);
-  if (given.length !== expected.length || !timingSafeEqual(given, expected)) return null;
+  const fields = openToken(box.derive(VISITOR_IDENTITY_KEY_PURPOSE), IDENTITY_PURPOSE, token, 1);
+  if (fields === null) return null;
+  const payload = fields[0];
   let claims: unknown;
   try {
     claims = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8'));

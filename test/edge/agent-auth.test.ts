@@ -4,7 +4,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { checkStanding, type AdmissionRules, type Standing } from '../../src/edge/agent-auth.ts';
 import { isRetryableRefusal } from '../../src/shared/tunnel/protocol.ts';
-import { EdgeConfig } from '../../src/edge/config.ts';
+import { EndpointCache } from '../../src/edge/endpoint-cache.ts';
 import { createLogger } from '../../src/shared/log.ts';
 import type { Plan } from '../../src/shared/plans.ts';
 import { TOPICS, type AccountConfig, type ApiKeyConfig, type EndpointConfig } from '../../src/shared/snapshot.ts';
@@ -21,7 +21,7 @@ function endpoint(uuid: string, extra: Partial<EndpointConfig> = {}): EndpointCo
 
 /** A mirror holding the key, its account, and endpoints e1 (the account's) and e2 (another account's). */
 function rules(overrides: { key?: Partial<ApiKeyConfig> | null; account?: Partial<AccountConfig>; region?: string } = {}): AdmissionRules {
-  const config = new EdgeConfig({ logger: createLogger('silent') });
+  const config = new EndpointCache({ logger: createLogger('silent') });
   let version = 0;
   const put = (topic: string, key: string, data: unknown) => config.mirror.apply({ version: ++version, topic, key, data });
   if (overrides.key !== null) put(TOPICS.apiKey, 'k1', { ...KEY, ...overrides.key });

@@ -7,8 +7,8 @@ import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { TrafficRecorder } from '../../src/edge/capture.ts';
-import { STAGES } from '../../src/edge/compile.ts';
-import { EdgeConfig } from '../../src/edge/config.ts';
+import { compileEndpoint, STAGES } from '../../src/edge/compile.ts';
+import { EndpointCache } from '../../src/edge/endpoint-cache.ts';
 import type { StageFactory } from '../../src/edge/pipeline/stage.ts';
 import { PROBE_HEADER, PROBE_USER_AGENT, PROBE_VALIDITY_SECONDS, signProbe } from '../../src/shared/health-probe.ts';
 import { endpointConfig } from '../helpers/endpoint-config.ts';
@@ -31,6 +31,7 @@ describe('health probes at the edge', () => {
   const broken: StageFactory = {
     id: 'broken-security',
     failClosed: true,
+    healthProbe: 'skips',
     compile(endpoint) {
       if (endpoint.uuid === CLOSED.uuid) throw new Error('cannot apply');
       return null;
@@ -45,7 +46,7 @@ describe('health probes at the edge', () => {
     await new Promise<void>((r) => origin.listen(0, '127.0.0.1', r));
     const originUrl = `http://127.0.0.1:${(origin.address() as AddressInfo).port}`;
     const { logger } = capturedLogger();
-    const config = new EdgeConfig({ logger, stages: [broken, ...STAGES] });
+    const config = new EndpointCache({ logger, stages: [broken, ...STAGES] });
     edge = await servePipeline(config, { capture, logger, probeKey: KEY });
     port = edge.port;
     // Basic auth with no users (every visitor 401) behind HTTPS enforcement (every plain-HTTP visitor 301).
@@ -96,5 +97,20 @@ describe('health probes at the edge', () => {
     const reply = await visit(port, CLOSED.hostname, '/', { headers: { ...probeHeaders(CLOSED.uuid, '/'), accept: 'application/json' } });
     assert.equal(reply.status, 503);
     assert.equal(JSON.parse(reply.body).code, 'auth_unavailable');
+  });
+});
+
+describe('what a health probe skips is said by each stage', () => {
+  it('the platform stages: probes skip the security family and run registration pages and routing', () => {
+    const skipped = STAGES.filter((f) => f.healthProbe === 'skips').map((f) => f.id);
+    assert.deepEqual(skipped, ['mtls', 'https-redirect', 'rate-limit', 'auth', 'jwt', 'webhook', 'rbac']);
+    assert.deepEqual(STAGES.filter((f) => f.healthProbe === 'runs').map((f) => f.id), ['register', 'routing']);
+  });
+
+  it('a new stage is skipped or run by probes from its own factory, with no list elsewhere to update', () => {
+    const stage = (id: string, healthProbe: 'skips' | 'runs'): StageFactory => ({ id, healthProbe, compile: () => ({ name: id, run: () => 'next' }) });
+    const compiled = compileEndpoint(endpointConfig(PROTECTED), undefined, [stage('new-guard', 'skips'), stage('new-router', 'runs')]);
+    assert.deepEqual(compiled.stages.map((s) => s.name), ['new-guard', 'new-router']);
+    assert.deepEqual(compiled.probeStages.map((s) => s.name), ['new-router']);
   });
 });

@@ -7,9 +7,8 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
 import { STAGES } from '../../src/edge/compile.ts';
-import { EdgeConfig } from '../../src/edge/config.ts';
+import { EndpointCache } from '../../src/edge/endpoint-cache.ts';
 import type { StageFactory } from '../../src/edge/pipeline/stage.ts';
-import { touch } from '../../src/store/feed-changes.ts';
 import type { EndpointConfig } from '../../src/shared/snapshot.ts';
 import { endpointConfig } from '../helpers/endpoint-config.ts';
 import { visit } from '../helpers/http.ts';
@@ -52,17 +51,15 @@ describe('pipeline: HTTPS enforcement and capture', () => {
       check();
     });
 
-  /** An endpoint forwarding to the test origin. `enforce_https` is part of visitor auth settings, whose API comes with
-   *  that feature: until then it is written where that API will write it, and published the way every write is. */
+  /** An endpoint forwarding to the test origin, HTTPS enforced through the settings API when asked. */
   async function originEndpoint(enforceHttps: boolean) {
     const user = await t.createUser('pro');
     const ep = (await t.api('POST', '/v1/endpoints', { key: user.api_key, body: {} })).body;
     assert.equal((await t.api('PUT', `/v1/endpoints/${ep.uuid}/origin`, { key: user.api_key, body: { url: originUrl } })).status, 200);
     if (enforceHttps) {
-      await t.node.db!.transaction(async (tx) => {
-        await tx.query('UPDATE endpoints SET enforce_https = true WHERE uuid = $1', [ep.uuid]);
-        touch(tx, { endpoint: ep.id });
-      });
+      const set = await t.api('PUT', `/v1/endpoints/${ep.uuid}/settings`, { key: user.api_key, body: { mode: 'none', enforce_https: true } });
+      assert.equal(set.status, 200, set.text);
+      assert.equal(set.body.enforce_https, true);
     }
     await applied(ep.uuid, (c) => c.origin_url !== null && c.enforce_https === enforceHttps);
     return { user, ep };
@@ -140,6 +137,7 @@ describe('pipeline guards', () => {
   /** A stage that fails on hosts named for it: throw.*, reject.*, late.* (throws after an earlier stage awaited). */
   const faulty: StageFactory = {
     id: 'faulty',
+    healthProbe: 'runs',
     compile: (config) => ({
       name: 'faulty',
       run(ctx) {
@@ -153,7 +151,7 @@ describe('pipeline guards', () => {
       },
     }),
   };
-  let config: EdgeConfig;
+  let config: EndpointCache;
   let edge: PipelineEdge;
   let port: number;
   let origin: http.Server;
@@ -167,7 +165,7 @@ describe('pipeline guards', () => {
     });
     await new Promise<void>((r) => origin.listen(0, '127.0.0.1', r));
     const originUrl = `http://127.0.0.1:${(origin.address() as AddressInfo).port}`;
-    config = new EdgeConfig({ logger, stages: [faulty, ...STAGES] });
+    config = new EndpointCache({ logger, stages: [faulty, ...STAGES] });
     edge = await servePipeline(config, { logger });
     port = edge.port;
     const names = ['throw', 'reject', 'late', 'realm', 'fine'];
@@ -178,7 +176,7 @@ describe('pipeline guards', () => {
     await closeServer(origin);
   });
 
-  it('a stage that throws crashes the edge: a synchronous throw, a rejection, or a throw after an await answers 500 internal, logged, and the edge serves on', async () => {
+  it('a stage that throws does not crash the edge: a synchronous throw, a rejection, or a throw after an await answers 500 internal, logged, and the edge serves on', async () => {
     for (const kind of ['throw', 'reject', 'late', 'realm']) {
       logged.length = 0;
       const r = await visit(port, `${kind}.edge.localhost`, '/x', { headers: { accept: 'application/json' } });

@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import bcrypt from 'bcrypt';
 import { SessionKeys } from '../../src/edge/auth/session.ts';
 import { TrafficRecorder } from '../../src/edge/capture.ts';
-import { EdgeConfig } from '../../src/edge/config.ts';
+import { EndpointCache } from '../../src/edge/endpoint-cache.ts';
 import { OriginPools } from '../../src/edge/forward/origin.ts';
 import { handleRequest, handleUpgrade, type PipelineDeps } from '../../src/edge/pipeline/pipeline.ts';
 import { StageMemory } from '../../src/edge/pipeline/stage-memory.ts';
@@ -34,7 +34,7 @@ describe('RBAC at the edge, end to end', () => {
   const box = new SecretBox('rbac-e2e-secret');
   const { logger } = capturedLogger('error');
   let service: LocalService<Echoed>;
-  let config: EdgeConfig;
+  let config: EndpointCache;
   let origins: OriginPools;
   let edge: http.Server;
   let port: number;
@@ -57,7 +57,7 @@ describe('RBAC at the edge, end to end', () => {
       memory: new StageMemory(),
       sessions: { keys: SessionKeys.fromSettings('', box), ttlSeconds: 3600 },
     };
-    config = new EdgeConfig({ logger, stageDeps });
+    config = new EndpointCache({ logger, stageDeps });
     origins = new OriginPools({ allowPrivate: true });
     config.on('endpoint', (_uuid, next, previous) => origins.track(previous, next));
     const deps: PipelineDeps = { config, registry: new TunnelRegistry(), origins, capture: new TrafficRecorder(), logger };

@@ -8,7 +8,7 @@ import { Redis } from 'ioredis';
 import pg from 'pg';
 import { loadConfig } from '../../src/shared/config.ts';
 import { createLogger } from '../../src/shared/log.ts';
-import { startNode, type NodeHandle } from '../../src/main.ts';
+import { startNode, type NodeHandle, type NodeOptions } from '../../src/main.ts';
 import { testSchemaName } from './db.ts';
 import { copyPgliteTemplate } from './pglite-template.ts';
 
@@ -30,7 +30,7 @@ export interface TestNode {
   close(): Promise<void>;
 }
 
-export async function startTestNode(overrides: Record<string, string> = {}): Promise<TestNode> {
+export async function startTestNode(overrides: Record<string, string> = {}, options: NodeOptions = {}): Promise<TestNode> {
   const dataDir = await mkdtemp(join(tmpdir(), 'edge-test-'));
   const adminKey = `test-admin-${randomBytes(16).toString('hex')}`;
   const env: Record<string, string> = {
@@ -55,7 +55,7 @@ export async function startTestNode(overrides: Record<string, string> = {}): Pro
   Object.assign(env, overrides);
   const config = loadConfig(env);
   if (!config.databaseUrl) await copyPgliteTemplate(join(config.dataDir, 'pglite'));
-  const node = await startNode(config, createLogger(config.logLevel));
+  const node = await startNode(config, createLogger(config.logLevel), options);
   const controlUrl = `http://127.0.0.1:${node.control!.port}`;
 
   async function api<T>(method: string, path: string, opts: { key?: string | null; body?: unknown; raw?: string; headers?: Record<string, string> } = {}) {

@@ -3,7 +3,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { TrafficRecorder } from '../../src/edge/capture.ts';
-import type { EdgeConfig } from '../../src/edge/config.ts';
+import type { EndpointCache } from '../../src/edge/endpoint-cache.ts';
 import { OriginPools } from '../../src/edge/forward/origin.ts';
 import { handleRequest, handleUpgrade, type PipelineDeps } from '../../src/edge/pipeline/pipeline.ts';
 import { TunnelRegistry } from '../../src/edge/tunnels/registry.ts';
@@ -25,7 +25,7 @@ export async function closeServer(server: http.Server): Promise<void> {
  * Serves `config` through the pipeline on 127.0.0.1 with private origins allowed, a tunnel registry of its own and a
  * fresh recorder unless `over` gives deps; `secure`: the listener stands in for the HTTPS one.
  */
-export async function servePipeline(config: EdgeConfig, over: Partial<PipelineDeps> = {}, secure = false): Promise<PipelineEdge> {
+export async function servePipeline(config: EndpointCache, over: Partial<PipelineDeps> = {}, secure = false): Promise<PipelineEdge> {
   const origins = new OriginPools({ allowPrivate: true });
   config.on('endpoint', (_uuid, next, previous) => origins.track(previous, next));
   const deps: PipelineDeps = { config, registry: new TunnelRegistry(), origins, capture: new TrafficRecorder(), ...over };

@@ -12,11 +12,12 @@ import { createHash } from 'node:crypto';
 import type { ErrorCode } from '../../shared/errors.ts';
 import type { EndpointConfig, OAuthProviderConfig, VisitorAuthConfig } from '../../shared/snapshot.ts';
 import { asHeaderValue } from '../http/credentials.ts';
+import { asksForHtml } from '../http/negotiate.ts';
 import { sendEdgeError } from '../http/pages.ts';
 import { cookieValues } from '../match/cookies.ts';
 import type { AuthOutcome } from '../metrics.ts';
 import { LazyLru } from '../pipeline/lazy-cache.ts';
-import type { RequestContext, Stage, StageDeps, Verdict, VisitorIdentity } from '../pipeline/stage.ts';
+import { clockOf, type RequestContext, type Stage, type StageDeps, type Verdict, type VisitorIdentity } from '../pipeline/stage.ts';
 import { httpsLocation } from '../stages/https-redirect.ts';
 import { AUTH_PREFIX, CALLBACK_PATH, LOGIN_FLOW_HEADERS, LOGIN_PATH, LOGOUT_PATH, loginHref, loginPage, sendLoginPage } from './login-page.ts';
 import { LoginFailedError, ProviderClient, ProviderUnavailableError, refusalOf } from './oidc-client.ts';
@@ -57,8 +58,6 @@ const LOG_EVERY_MS = 60_000;
 const DROP_COOKIES: readonly string[] = [SESSION_COOKIE, LOGIN_COOKIE];
 
 export interface OAuthStageOptions {
-  /** Milliseconds since the epoch; a test may move it. */
-  now?: () => number;
   /** How provider host names are resolved (a test's resolver); still checked by the address policy. */
   lookup?: LookupFunction;
   /** Verified session cookies kept (SESSION_CACHE_SIZE); a benchmark sets 2 to measure the uncached check. */
@@ -124,8 +123,7 @@ function isBrowserNavigation(ctx: RequestContext): boolean {
   if (ctx.method !== 'GET' && ctx.method !== 'HEAD') return false;
   const req = ctx.req;
   if (req.headers.upgrade !== undefined || (req as { upgrade?: boolean }).upgrade === true) return false;
-  const accept = req.headers.accept;
-  return accept !== undefined && accept.includes('text/html');
+  return asksForHtml(req.headers.accept);
 }
 
 function queryParam(query: string, name: string): string | null {
@@ -137,7 +135,7 @@ export function compileOAuth(endpoint: EndpointConfig, auth: VisitorAuthConfig, 
   const keys = (deps.sessions?.keys ?? SessionKeys.fromSettings('', deps.secrets)).forEndpoint(uuid);
   const endpointId = endpoint.id;
   const ttlSeconds = auth.session_ttl_seconds ?? deps.sessions?.ttlSeconds ?? DEFAULT_SESSION_TTL_SECONDS;
-  const now = options.now ?? Date.now;
+  const now = clockOf(deps);
   const allowPrivate = deps.allowPrivate ?? false;
   const timeoutMs = deps.jwks?.timeoutMs ?? 5_000;
   const providers = auth.providers ?? [];
@@ -413,9 +411,10 @@ export interface SessionIdentity {
  * judges it (this endpoint's keys, a provider still offered and its allow-lists, the lifetime, logouts on this
  * edge), for stages that run before `auth`. Built once per compile; each call is one HMAC per cookie value.
  */
-export function sessionReader(endpoint: EndpointConfig, deps: StageDeps, now: () => number = Date.now): (cookie: string | string[] | undefined) => SessionIdentity | undefined {
+export function sessionReader(endpoint: EndpointConfig, deps: StageDeps): (cookie: string | string[] | undefined) => SessionIdentity | undefined {
   const auth = endpoint.auth;
   if (auth === undefined || (auth.mode !== 'oauth' && auth.mode !== 'oidc')) return () => undefined;
+  const now = clockOf(deps);
   const keys = (deps.sessions?.keys ?? SessionKeys.fromSettings('', deps.secrets)).forEndpoint(endpoint.uuid);
   const ttlSeconds = auth.session_ttl_seconds ?? deps.sessions?.ttlSeconds ?? DEFAULT_SESSION_TTL_SECONDS;
   const lists = new Map((auth.providers ?? []).map((p) => [p.id, { emails: new Set(p.allowed_emails), domains: new Set(p.allowed_domains) }]));

@@ -1,15 +1,16 @@
 // Login sessions and login attempts as signed cookies: what a visitor who logged in with an OAuth/OIDC provider
 // carries, checked by one HMAC per request and never by a database or Redis (docs/architecture.md), on any edge.
 //
-// A value is `<kid>.<payload>.<mac>`: the payload is base64url JSON, the MAC an HMAC-SHA256 over the purpose, the
-// key id and the payload, under the key the id names as derived for the endpoint (so a value made for one endpoint
+// A value is `<kid>.<payload>.<mac>` (src/shared/signed-token.ts): the payload is base64url JSON, the MAC an
+// HMAC-SHA256 over the purpose, the key id and the payload, under the key the id names as derived for the endpoint (so a value made for one endpoint
 // verifies for no other). Keys rotate: the first configured key signs, every key verifies (EDGE_SESSION_KEYS); the
 // key id picks the one key to try, so a check costs one HMAC however many keys are configured. The purpose (session
 // or login) is in the MAC, so one kind of cookie is never read as the other.
 // Values are signed, not encrypted: they hold nothing the visitor may not see (their own subject and e-mail), and
 // the cookies are HttpOnly.
-import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, randomBytes } from 'node:crypto';
 import type { SecretBox } from '../../shared/secrets.ts';
+import { openToken, signToken } from '../../shared/signed-token.ts';
 
 /** The session cookie. `__Host-`: Secure, Path=/, no Domain, so it is bound to the one host (RFC 6265bis §4.1.3.2). */
 export const SESSION_COOKIE = '__Host-edge_session';
@@ -62,46 +63,24 @@ export class SessionKeys {
     return new SessionKeys([box.derive('visitor-session')]);
   }
 
+  /** The key a value's key id names, for openToken. */
+  private readonly keyOf = (fields: readonly string[]): Buffer | undefined => this.byId.get(fields[0]);
+
   sign(purpose: Purpose, payload: unknown): string {
     const body = Buffer.from(JSON.stringify(payload)).toString('base64url');
-    const { id, key } = this.signing;
-    return `${id}.${body}.${mac(key, purpose, id, body)}`;
+    return signToken(this.signing.key, purpose, [this.signing.id, body]);
   }
 
   /** The payload of a value signed for `purpose` under one of the keys, or undefined (unknown key, tampered, malformed). */
   open(purpose: Purpose, value: string): unknown {
-    const first = value.indexOf('.');
-    const second = value.indexOf('.', first + 1);
-    if (first === -1 || second === -1) return undefined;
-    const id = value.slice(0, first);
-    const key = this.byId.get(id);
-    if (key === undefined) return undefined;
-    const body = value.slice(first + 1, second);
-    const given = value.slice(second + 1);
-    // Compared as base64url text (43 characters), in constant time: no decoding of the visitor's bytes first. Both
-    // go into two fixed buffers (this runs to its end before anything else can use them), not two new ones.
-    if (given.length !== MAC_TEXT_LENGTH) return undefined;
-    givenMac.write(given, 0, 'latin1');
-    expectedMac.write(mac(key, purpose, id, body), 0, 'latin1');
-    if (!timingSafeEqual(givenMac, expectedMac)) return undefined;
+    const fields = openToken(this.keyOf, purpose, value, 2);
+    if (fields === null) return undefined;
     try {
-      return JSON.parse(Buffer.from(body, 'base64url').toString('utf8'));
+      return JSON.parse(Buffer.from(fields[1], 'base64url').toString('utf8'));
     } catch {
       return undefined;
     }
   }
-}
-
-/** An HMAC-SHA256 as base64url text: 32 bytes, 43 characters. */
-const MAC_TEXT_LENGTH = 43;
-const givenMac = Buffer.alloc(MAC_TEXT_LENGTH);
-const expectedMac = Buffer.alloc(MAC_TEXT_LENGTH);
-
-/** The MAC of a value, as base64url text. */
-function mac(key: Buffer, purpose: Purpose, id: string, body: string): string {
-  // Every character is base64url or a dot: latin1 gives the same bytes as UTF-8 without the encoder's pass. The
-  // digest is asked for as text: a Buffer digest turned into text costs about twice as much (a new backing store).
-  return createHmac('sha256', key).update(`${purpose}.${id}.${body}`, 'latin1').digest('base64url');
 }
 
 /** EDGE_SESSION_KEYS as a list: comma-separated, spaces around commas ignored. Throws on a secret that is too short. */

@@ -2,6 +2,7 @@
 // status, as a small HTML page or the uniform JSON body, and always in the X-Edge-Error header for tooling.
 import type { ServerResponse } from 'node:http';
 import { ERROR_CODES, type ErrorCode } from '../../shared/errors.ts';
+import { wantsJson as prefersJson } from './negotiate.ts';
 
 const ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
 /** Text for HTML content or a quoted attribute value: the five characters that could end either escaped. */
@@ -29,7 +30,8 @@ export function sendEdgeError(res: ServerResponse, code: ErrorCode, accept: stri
   }
   answered.set(res, code);
   const [status, message] = ERROR_CODES[code];
-  const wantsJson = accept !== undefined && /application\/json/i.test(accept) && !/text\/html/i.test(accept);
+  // HTML unless Accept prefers JSON (./negotiate.ts): a browser, curl's */* and a client naming neither get the page.
+  const wantsJson = prefersJson(accept);
   const body = wantsJson
     ? JSON.stringify({ error: message, code, ...(detail === undefined ? {} : { detail }), ...(link === undefined ? {} : { link: link.href }) })
     : `<!doctype html><html><head><meta charset="utf-8"><title>${status} ${escapeHtml(message)}</title></head>` +

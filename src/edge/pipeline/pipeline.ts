@@ -6,7 +6,7 @@ import type { Duplex } from 'node:stream';
 import { PROBE_HEADER, verifyProbe } from '../../shared/health-probe.ts';
 import type { Logger } from '../../shared/log.ts';
 import { captureExchange, type CaptureSink } from '../capture.ts';
-import type { EdgeConfig } from '../config.ts';
+import type { EndpointCache } from '../endpoint-cache.ts';
 import type { CompiledEndpoint } from '../compile.ts';
 import { forwardToAgent, forwardUpgrade } from '../forward/agent.ts';
 import { responseOnSocket, upgradeRefusal } from '../forward/upgrade.ts';
@@ -20,7 +20,7 @@ import type { TunnelRegistry } from '../tunnels/registry.ts';
 import type { RequestContext, Stage, Verdict } from './stage.ts';
 
 export interface PipelineDeps {
-  config: EdgeConfig;
+  config: EndpointCache;
   registry: TunnelRegistry;
   origins: OriginPools;
   /** Receives every finished exchange of a known endpoint (counters always, details where capture is on). */
@@ -37,26 +37,6 @@ export interface PipelineDeps {
    * no request is taken for a probe.
    */
   probeKey?: Buffer;
-}
-
-/**
- * The stages a verified health probe skips (docs/health-checks.md): the probe is the platform's own GET or HEAD of the
- * configured path, so it is not counted by rate limits and passes the visitor-auth family, so that protected
- * endpoints can be monitored; it still goes through routing and forwarding, so it sees what visitors see there.
- */
-const PROBE_SKIPS: ReadonlySet<string> = new Set(['mtls', 'https-redirect', 'rate-limit', 'auth', 'jwt', 'webhook', 'rbac']);
-const probeStageLists = new WeakMap<readonly Stage[], readonly Stage[]>();
-
-/** An endpoint's stages for a verified probe, filtered once per compiled endpoint. */
-function probeStages(endpoint: CompiledEndpoint): readonly Stage[] {
-  // An endpoint compiled closed (a security stage failed) stays closed: visitors get 503, so must the probe.
-  if (endpoint.failure !== undefined) return endpoint.stages;
-  let stages = probeStageLists.get(endpoint.stages);
-  if (stages === undefined) {
-    stages = endpoint.stages.filter((s) => !PROBE_SKIPS.has(s.name));
-    probeStageLists.set(endpoint.stages, stages);
-  }
-  return stages;
 }
 
 /**
@@ -214,7 +194,7 @@ export function handleRequest(deps: PipelineDeps, req: IncomingMessage, res: Ser
   const { ctx, endpoint } = resolved;
   // Armed first, so answers from stages (redirects, refusals) are counted and captured like forwarded ones.
   captureExchange(deps.capture, ctx);
-  judge(deps, ctx, ctx.probe === true ? probeStages(endpoint) : endpoint.stages, forward);
+  judge(deps, ctx, ctx.probe === true ? endpoint.probeStages : endpoint.stages, forward);
 }
 
 function forward(deps: PipelineDeps, ctx: RequestContext): void {

@@ -1,6 +1,7 @@
 // The shape of the edge's per-request pipeline: a stage is compiled from an endpoint's config when the config
 // enters the cache (or is absent when the endpoint does not use it), then run per request with a small context.
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Clock } from '../../shared/clock.ts';
 import type { Logger } from '../../shared/log.ts';
 import type { SecretBox } from '../../shared/secrets.ts';
 import type { RegistrationRequest } from '../../shared/registration.ts';
@@ -105,6 +106,11 @@ export interface StageDeps {
    */
   secrets?: SecretBox;
   logger?: Logger;
+  /**
+   * Where stages read the time (token and session expiry, form tokens, failure budgets, caches' lifetimes). Absent:
+   * the wall clock; a test passes a clock it sets, and moves time instead of waiting for it.
+   */
+  clock?: Clock;
   /** Counts a visitor-auth stage's outcome for one request (EdgeMetrics.authOutcome); read per use. */
   authOutcome?: (endpoint: string, stage: string, outcome: AuthOutcome) => void;
   /** Where accepted visitor credentials are noted for the heartbeat's credential_use. */
@@ -151,5 +157,18 @@ export interface StageFactory {
    * keeping the previous config in force, which would leave a tightening (none → basic) silently unapplied.
    */
   readonly failClosed?: boolean;
+  /**
+   * What a verified health probe (src/shared/health-probe.ts) does at this stage (docs/health-checks.md): `skips` it
+   * (the probe is the platform's own GET or HEAD of the configured path: not counted by rate limits, past the
+   * visitor-auth family, so protected endpoints can be monitored) or `runs` it (routing, and what only answers paths
+   * a probe never asks for), so it sees what visitors see there. Required: every new stage decides, in its own file.
+   */
+  readonly healthProbe: 'skips' | 'runs';
   compile(endpoint: EndpointConfig, deps?: StageDeps): Stage | null;
+}
+
+/** The time as a stage reads it: `deps.clock`, else the wall clock; milliseconds since the epoch. */
+export function clockOf(deps: StageDeps): () => number {
+  const clock = deps.clock;
+  return clock === undefined ? Date.now : () => clock.now();
 }

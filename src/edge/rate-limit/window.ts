@@ -1,13 +1,13 @@
 // The sliding-window counter of firewall rate limits (docs/rate-limits.md "Enforcement at the edge"): Cloudflare's
 // approximation, the previous fixed window's count weighted by how much of it the sliding window still covers, plus the current one's.
+import type { Clock } from '../../shared/clock.ts';
 import { VisitorMap, type VisitorBudget } from './visitors.ts';
 
 /**
  * Where time comes from: the wall clock at the edge, a hand-driven one in tests and the accuracy bench (so no result
  * depends on the machine's speed). `setTimeout` is what throttled requests wait on.
  */
-export interface RateLimitClock {
-  now(): number;
+export interface RateLimitClock extends Clock {
   setTimeout(fn: () => void, ms: number): { unref?(): unknown };
 }
 

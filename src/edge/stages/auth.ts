@@ -31,7 +31,7 @@ import { sendEdgeError } from '../http/pages.ts';
 import { cookieValues } from '../match/cookies.ts';
 import type { AuthOutcome } from '../metrics.ts';
 import { LazyLru } from '../pipeline/lazy-cache.ts';
-import { DEFAULT_STAGE_DEPS, type RequestContext, type Stage, type StageDeps, type StageFactory, type Verdict, type VisitorIdentity } from '../pipeline/stage.ts';
+import { clockOf, DEFAULT_STAGE_DEPS, type RequestContext, type Stage, type StageDeps, type StageFactory, type Verdict, type VisitorIdentity } from '../pipeline/stage.ts';
 
 /** The field the agent receives naming who authenticated (edge-owned: visitor copies are stripped in every spelling). */
 export { AUTH_USER_HEADER };
@@ -74,8 +74,6 @@ export interface AuthStageOptions extends OAuthStageOptions {
   failuresPerMinute?: number;
   maxChecksInFlight?: number;
   maxChecksPerEndpoint?: number;
-  /** Milliseconds since the epoch; a test may move it. */
-  now?: () => number;
 }
 
 let checksInFlight = 0;
@@ -198,7 +196,7 @@ function usersChecksum(auth: VisitorAuthConfig): string {
 
 function compileBasic(endpoint: EndpointConfig, auth: VisitorAuthConfig, deps: StageDeps, options: AuthStageOptions): Stage {
   const compare = options.compare ?? ((password: string, hash: string) => bcrypt.compare(password, hash));
-  const now = options.now ?? Date.now;
+  const now = clockOf(deps);
   const maxInFlight = options.maxChecksInFlight ?? MAX_CHECKS_IN_FLIGHT;
   const failures = options.failuresPerMinute ?? FAILURES_PER_MINUTE;
   const users = new Map(auth.basic_users.map((u) => [u.username, compileUser(u)]));
@@ -319,7 +317,7 @@ interface LiveToken {
 function compileToken(endpoint: EndpointConfig, auth: VisitorAuthConfig, deps: StageDeps, options: AuthStageOptions): Stage {
   if (deps.secrets === undefined) throw new Error('token mode needs the edge secret key (EDGE_SECRET_KEY) to digest visitor tokens');
   const key = visitorTokenKey(deps.secrets);
-  const now = options.now ?? Date.now;
+  const now = clockOf(deps);
   const tokens = new Map<string, LiveToken>();
   for (const t of auth.tokens) {
     const expiresAt = t.expires_at === null ? Infinity : Date.parse(t.expires_at);
@@ -402,10 +400,11 @@ function compileUnavailable(endpoint: EndpointConfig, auth: VisitorAuthConfig, d
   };
 }
 
-/** The stage with test hooks (a counting bcrypt, a clock, another failure budget, a resolver for provider names). */
+/** The stage with test hooks (a counting bcrypt, another failure budget, a resolver for provider names). */
 export function authStage(options: AuthStageOptions = {}): StageFactory {
   return {
     id: 'auth',
+    healthProbe: 'skips',
     failClosed: true,
     compile(endpoint, deps = DEFAULT_STAGE_DEPS) {
       const auth = endpoint.auth;

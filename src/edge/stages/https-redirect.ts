@@ -40,5 +40,6 @@ function compileRedirect(deps: StageDeps): Stage {
 
 export const httpsRedirect: StageFactory = {
   id: 'https-redirect',
+  healthProbe: 'skips',
   compile: (endpoint, deps = DEFAULT_STAGE_DEPS) => (endpoint.enforce_https ? compileRedirect(deps) : null),
 };

@@ -30,7 +30,7 @@ import { dropAppender } from '../http/proxy-headers.ts';
 import type { AuthOutcome } from '../metrics.ts';
 import { literalRefusal, policyAgent, readBounded } from '../http/policy-fetch.ts';
 import { LazyLru } from '../pipeline/lazy-cache.ts';
-import { DEFAULT_STAGE_DEPS, type RequestContext, type Stage, type StageDeps, type StageFactory, type Verdict } from '../pipeline/stage.ts';
+import { clockOf, DEFAULT_STAGE_DEPS, type RequestContext, type Stage, type StageDeps, type StageFactory, type Verdict } from '../pipeline/stage.ts';
 import { quoted } from './auth.ts';
 
 /** RFC 7518 §3.1 and RFC 8037: the signature algorithms whose verification key is public. */
@@ -69,7 +69,6 @@ export class JwksUnavailableError extends Error {
 export interface JwtStageOptions {
   /** How JWKS host names are resolved (the system resolver unless a test points elsewhere); still checked by the policy. */
   lookup?: LookupFunction;
-  now?: () => number;
   /** jose's jwtVerify; a test passes a counting wrapper to see what the cache spares. */
   verify?: typeof jwtVerify;
 }
@@ -100,10 +99,10 @@ interface JwtState {
  * fetch and their closures built at compile held ~4.7 KiB per endpoint with a JWT layer, before any token came
  * (docs/performance.md "Memory at scale"). The URL is checked now, so a config that names no URL still fails to compile.
  */
-function keyResolver(jwt: JwtLayerConfig, timings: typeof DEFAULT_JWKS_TIMINGS, allowPrivate: boolean, options: JwtStageOptions, onChange: () => void): JwtState['getKey'] {
+function keyResolver(jwt: JwtLayerConfig, timings: typeof DEFAULT_JWKS_TIMINGS, allowPrivate: boolean, options: JwtStageOptions, now: () => number, onChange: () => void): JwtState['getKey'] {
   new URL(jwt.jwks_url);
   let resolve: JwtState['getKey'] | null = null;
-  return (header, token) => (resolve ??= remoteKeys(jwt, timings, allowPrivate, options, onChange))(header, token);
+  return (header, token) => (resolve ??= remoteKeys(jwt, timings, allowPrivate, options, now, onChange))(header, token);
 }
 
 /**
@@ -111,11 +110,10 @@ function keyResolver(jwt: JwtLayerConfig, timings: typeof DEFAULT_JWKS_TIMINGS, 
  * when the fetch fails, a key from the last set fetched may still serve (an outage of the JWKS host does not lock
  * out tokens signed by keys already known). A new set (rotation) flushes `onChange`.
  */
-function remoteKeys(jwt: JwtLayerConfig, timings: typeof DEFAULT_JWKS_TIMINGS, allowPrivate: boolean, options: JwtStageOptions, onChange: () => void): JwtState['getKey'] {
+function remoteKeys(jwt: JwtLayerConfig, timings: typeof DEFAULT_JWKS_TIMINGS, allowPrivate: boolean, options: JwtStageOptions, now: () => number, onChange: () => void): JwtState['getKey'] {
   const url = new URL(jwt.jwks_url);
   const refusedLiteral = literalRefusal(url, allowPrivate);
   const agent = policyAgent(allowPrivate, options.lookup);
-  const now = options.now ?? Date.now;
   let failedAt = -Infinity;
   let lastFailure: unknown = null;
   let fetchedDigest = '';
@@ -209,7 +207,7 @@ export function mainModeReadsAuthorization(endpoint: EndpointConfig): boolean {
 function compileJwt(endpoint: EndpointConfig, jwt: JwtLayerConfig, deps: StageDeps, options: JwtStageOptions): Stage {
   const timings = deps.jwks ?? DEFAULT_JWKS_TIMINGS;
   const allowPrivate = deps.allowPrivate ?? false;
-  const now = options.now ?? Date.now;
+  const now = clockOf(deps);
   const verifyJwt = options.verify ?? jwtVerify;
   // The API refuses such names; one stored before it did (or from a newer control plane) fails the compile rather
   // than reach the forwarders, where an invalid name throws and an edge-owned one would override the edge's own.
@@ -239,7 +237,7 @@ function compileJwt(endpoint: EndpointConfig, jwt: JwtLayerConfig, deps: StageDe
       loggedAt: -Infinity,
     };
     // A new key set (rotation, a key removed) may turn verdicts either way: both caches go.
-    state.getKey = keyResolver(jwt, timings, allowPrivate, options, () => {
+    state.getKey = keyResolver(jwt, timings, allowPrivate, options, now, () => {
       state.verified.clear();
       state.refused.clear();
     });
@@ -338,10 +336,11 @@ function compileJwt(endpoint: EndpointConfig, jwt: JwtLayerConfig, deps: StageDe
   };
 }
 
-/** The stage with test hooks (a resolver for JWKS names, a clock). */
+/** The stage with test hooks (a resolver for JWKS names, a counting verifier). */
 export function jwtStage(options: JwtStageOptions = {}): StageFactory {
   return {
     id: 'jwt',
+    healthProbe: 'skips',
     failClosed: true,
     compile(endpoint, deps = DEFAULT_STAGE_DEPS) {
       const jwt = endpoint.jwt;

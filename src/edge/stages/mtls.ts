@@ -58,6 +58,7 @@ function compileMtls(endpoint: EndpointConfig): Stage {
 
 export const mtls: StageFactory = {
   id: 'mtls',
+  healthProbe: 'skips',
   failClosed: true,
   compile: (endpoint) => (endpoint.mtls_mode === 'disabled' ? null : compileMtls(endpoint)),
 };

@@ -373,14 +373,23 @@ class RateLimitStage implements Stage {
 }
 
 /** What a rule's counts derive from: a change to any of these starts its counts afresh; name, action, priority do not. */
+/**
+ * Where windows read the time: the rate limits' own clock when given (it also drives throttle timers), else the
+ * stages' clock (StageDeps.clock) with real timers, else the wall clock.
+ */
+function rateLimitClock(rl: RateLimitDeps, deps: StageDeps): RateLimitClock {
+  if (rl.clock !== undefined) return rl.clock;
+  const stages = deps.clock;
+  return stages === undefined ? SYSTEM_CLOCK : { now: () => stages.now(), setTimeout: SYSTEM_CLOCK.setTimeout };
+}
+
 function countsVersion(rule: RateLimitRuleConfig): string {
   return JSON.stringify([rule.requests_per_window, rule.window_size_seconds, rule.scope, rule.conditions.map((c) => [c.type, c.operator, c.value, c.logical_operator])]);
 }
 
-function compileRule(rule: RateLimitRuleConfig, rl: RateLimitDeps, endpointId: string, assumeMet: ReadonlySet<RateLimitConditionType> | undefined): CompiledRule {
+function compileRule(rule: RateLimitRuleConfig, rl: RateLimitDeps, clock: RateLimitClock, endpointId: string, assumeMet: ReadonlySet<RateLimitConditionType> | undefined): CompiledRule {
   const limit = rule.requests_per_window;
   const windowMs = rule.window_size_seconds * 1000;
-  const clock = rl.clock ?? SYSTEM_CLOCK;
   // The edge's own home for counts (src/edge/rate-limit/visitors.ts), keyed by rule uuid and what it counts.
   const counters = rl.counters;
   const state = counters
@@ -420,6 +429,7 @@ function compileRule(rule: RateLimitRuleConfig, rl: RateLimitDeps, endpointId: s
 
 export const rateLimit: StageFactory = {
   id: 'rate-limit',
+  healthProbe: 'skips',
   compile(endpoint: EndpointConfig, deps: StageDeps = DEFAULT_STAGE_DEPS): Stage | null {
     const configured = endpoint.rate_limits;
     if (configured === undefined || configured.length === 0) return null;
@@ -429,7 +439,8 @@ export const rateLimit: StageFactory = {
     const assumeMet = loadGeo(geo, configured, deps);
     // The snapshot's order is the evaluation order; sorted again so a hand-built config cannot change the semantics.
     const ordered = [...configured].sort((a, b) => a.priority - b.priority || a.id - b.id);
-    const rules = ordered.map((rule) => compileRule(rule, rl, endpoint.uuid, assumeMet));
-    return new RateLimitStage(endpoint.uuid, rules, rl.clock ?? SYSTEM_CLOCK, () => geo, rl, rl.held ?? defaultHeld);
+    const clock = rateLimitClock(rl, deps);
+    const rules = ordered.map((rule) => compileRule(rule, rl, clock, endpoint.uuid, assumeMet));
+    return new RateLimitStage(endpoint.uuid, rules, clock, () => geo, rl, rl.held ?? defaultHeld);
   },
 };

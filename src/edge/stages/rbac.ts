@@ -16,7 +16,7 @@ import { formDecode } from '../match/query.ts';
 import { sendEdgeError } from '../http/pages.ts';
 import { dropAppender } from '../http/proxy-headers.ts';
 import { LazyLru } from '../pipeline/lazy-cache.ts';
-import { DEFAULT_STAGE_DEPS, type RequestContext, type StageDeps, type StageFactory, type VisitorIdentity } from '../pipeline/stage.ts';
+import { clockOf, DEFAULT_STAGE_DEPS, type RequestContext, type StageDeps, type StageFactory, type VisitorIdentity } from '../pipeline/stage.ts';
 import { compilePolicy, decide, identityKey, rbacEnabled, type CompiledClient, type CompiledPolicy } from '../rbac/policy.ts';
 
 /** The fields the agent receives naming the client and its roles (edge-owned: the X-Edge-* namespace). */
@@ -128,12 +128,13 @@ function clientOf(policy: CompiledPolicy, visitor: VisitorIdentity | undefined):
 export function rbacStage(options: RbacStageOptions = {}): StageFactory {
   return {
     id: 'rbac',
+    healthProbe: 'skips',
     failClosed: true,
     compile(endpoint, deps: StageDeps = DEFAULT_STAGE_DEPS) {
       const rbac = endpoint.rbac;
       if (!rbacEnabled(rbac)) return null;
       const policy = compilePolicy(rbac);
-      const now = options.now ?? Date.now;
+      const now = options.now ?? clockOf(deps);
       const makeBuckets = () => new LazyLru<string, Bucket>({ max: RATE_LIMITED_CLIENTS });
       const buckets = deps.memory ? deps.memory.keep('rbac:rate', endpoint.uuid, 'v1', makeBuckets) : makeBuckets();
       const register = rbac.self_registration.enabled ? registrationHref(endpoint) : null;

@@ -9,27 +9,23 @@
 // expiry), read bounded (8 KiB, with a timeout), validated, then handed to the control API's public registration
 // route (POST /v1/rbac/registrations, src/shared/registration.ts), which makes the change. On success the page waits
 // (bounded) until this edge has applied the feed version carrying the new client, so the next request is admitted.
-import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
-import { ERROR_CODES, type ErrorCode } from '../../shared/errors.ts';
+import type { ErrorCode } from '../../shared/errors.ts';
 import { httpsLocation } from '../../shared/public-urls.ts';
-import { signVisitorIdentity, type RegistrationRequest, type RegistrationResult } from '../../shared/registration.ts';
+import { signVisitorIdentity, type RegistrationRequest } from '../../shared/registration.ts';
 import type { EndpointConfig, RbacClientConfig, RbacConfig } from '../../shared/snapshot.ts';
 import { BCRYPT_MAX_PASSWORD_BYTES, tokenDigest, visitorTokenKey } from '../../shared/visitor-credentials.ts';
 import { loginHref } from '../auth/login-page.ts';
 import { sessionReader, type SessionIdentity } from '../auth/oidc-login.ts';
+import { wantsJson } from '../http/negotiate.ts';
 import { sendEdgeError } from '../http/pages.ts';
-import { DEFAULT_STAGE_DEPS, type RequestContext, type Stage, type StageDeps, type StageFactory, type Verdict } from '../pipeline/stage.ts';
+import { clockOf, DEFAULT_STAGE_DEPS, type RequestContext, type Stage, type StageDeps, type StageFactory, type Verdict } from '../pipeline/stage.ts';
 import { donePage, formPage, REGISTER_PAGE_HEADERS, sendPage, type FormKind } from '../rbac/register-page.ts';
+import { FormTokens, readPostedForm } from '../registration/form.ts';
+import { registrationOutcome } from '../registration/control-answer.ts';
 
 /** The path of the registration pages (with `?endpoint=<id or uuid>`, and `&invite=<token>` for an invite). */
 export const REGISTER_PATH = '/register';
-/** The largest form body read: a username, two passwords and a token are a few hundred bytes. */
-export const MAX_FORM_BYTES = 8 * 1024;
-/** How long a form body may take to arrive once its head has. */
-export const FORM_READ_TIMEOUT_MS = 10_000;
-/** How long a form stays good to submit after it was served. */
-export const FORM_TTL_SECONDS = 30 * 60;
 /** Lifetime of the identity assertion handed to the control API: it is used at once. */
 export const IDENTITY_TTL_SECONDS = 5 * 60;
 /** How long a successful registration waits for this edge to apply the version carrying the new client. */
@@ -38,11 +34,6 @@ export const APPLY_WAIT_MS = 5_000;
 export const MIN_PASSWORD_LENGTH = 8;
 /** A username as basic auth can carry it (RFC 7617 §2: no colon; no control characters), as the store allows. */
 const USERNAME = /^[^:\x00-\x1f\x7f]{1,128}$/;
-
-/** The SecretBox.derive purpose of the form token key. */
-const FORM_KEY_PURPOSE = 'visitor-registration-form';
-
-class FormTimeout extends Error {}
 
 /** A pending invite as the stage judges it. */
 interface PendingInvite {
@@ -55,86 +46,8 @@ interface PendingInvite {
 /** What the visitor asked for: an invite (by its digest) or access by self-registration. */
 type Purpose = { kind: 'invite'; token: string; invite: PendingInvite } | { kind: 'self' };
 
-export interface RegisterStageOptions {
-  /** Milliseconds since the epoch; a test may move it. */
-  now?: () => number;
-}
-
-function wantsJson(accept: string | undefined): boolean {
-  return accept !== undefined && /application\/json/i.test(accept) && !/text\/html/i.test(accept);
-}
-
 function isUpgrade(req: IncomingMessage): boolean {
   return req.headers.upgrade !== undefined || (req as IncomingMessage & { upgrade?: boolean }).upgrade === true;
-}
-
-class FormTooLarge extends Error {}
-
-/**
- * The form body, whole; a FormTooLarge rejection as soon as it passes MAX_FORM_BYTES (a declared Content-Length over
- * it before a byte is read), a FormTimeout when it has not all arrived within `ms`. Either way the rest is not read.
- */
-function readForm(req: IncomingMessage, ms: number): Promise<Buffer> {
-  const declared = req.headers['content-length'];
-  if (declared !== undefined && Number(declared) > MAX_FORM_BYTES) return Promise.reject(new FormTooLarge());
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const finish = (err: Error | null) => {
-      clearTimeout(timer);
-      req.off('data', onData);
-      req.off('end', onEnd);
-      req.off('error', finish);
-      req.off('close', onClose);
-      if (err !== null) {
-        req.pause();
-        reject(err);
-      } else resolve(Buffer.concat(chunks, size));
-    };
-    const onData = (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > MAX_FORM_BYTES) return finish(new FormTooLarge());
-      chunks.push(chunk);
-    };
-    const onEnd = () => finish(null);
-    const onClose = () => {
-      if (!req.complete) finish(new Error('the visitor closed the request before its body ended'));
-    };
-    const timer = setTimeout(() => finish(new FormTimeout()), ms);
-    req.on('data', onData);
-    req.on('end', onEnd);
-    req.on('error', finish);
-    req.on('close', onClose);
-  });
-}
-
-/** The fields of a urlencoded form, each at most once and all among `allowed`; a string saying what is wrong otherwise. */
-function formFields(body: Buffer, allowed: readonly string[]): Map<string, string> | string {
-  const fields = new Map<string, string>();
-  for (const [name, value] of new URLSearchParams(body.toString('utf8'))) {
-    if (!allowed.includes(name)) return `unexpected field "${name.slice(0, 40)}"`;
-    if (fields.has(name)) return `the field "${name}" is repeated`;
-    fields.set(name, value);
-  }
-  return fields;
-}
-
-/** The message of a control API error body ({error, code, detail}), its detail's reason appended. */
-function controlMessage(body: unknown): { code?: string; text: string } {
-  if (typeof body !== 'object' || body === null) return { text: typeof body === 'string' && body.length > 0 ? body.slice(0, 300) : 'the registration was refused' };
-  const b = body as { error?: unknown; code?: unknown; detail?: unknown };
-  let text = typeof b.error === 'string' ? b.error : 'the registration was refused';
-  const detail = b.detail as { reason?: unknown; field?: unknown } | undefined;
-  if (typeof detail === 'object' && detail !== null && typeof detail.reason === 'string') {
-    text += typeof detail.field === 'string' ? ` (${detail.field}: ${detail.reason})` : `: ${detail.reason}`;
-  } else if (typeof b.detail === 'string') text += `: ${b.detail}`;
-  return { code: typeof b.code === 'string' ? b.code : undefined, text };
-}
-
-function isResult(body: unknown): body is RegistrationResult {
-  if (typeof body !== 'object' || body === null) return false;
-  const b = body as Record<string, unknown>;
-  return typeof b.client_id === 'number' && typeof b.identifier === 'string' && typeof b.feed_version === 'number';
 }
 
 /** The edge's answer to one of this endpoint's registration requests (the stage has matched path, method and id). */
@@ -150,49 +63,20 @@ const NO_SESSION: SessionRead = () => undefined;
  * request to them (compileRegister): every RBAC endpoint has the stage, few see /register, and these held ~8 KiB an
  * endpoint (about twenty closures, each with the name tsx's keepNames gives it, and a form key derived per compile).
  */
-function registerPages(endpoint: EndpointConfig, rbac: RbacConfig, deps: StageDeps, options: RegisterStageOptions, readSession: SessionRead): RegisterPages {
-  const now = options.now ?? Date.now;
+function registerPages(endpoint: EndpointConfig, rbac: RbacConfig, deps: StageDeps, readSession: SessionRead): RegisterPages {
+  const now = clockOf(deps);
   const uuid = endpoint.uuid;
   const mode = endpoint.auth?.mode ?? 'none';
   const login = mode === 'oauth' || mode === 'oidc';
   const box = deps.secrets;
   // Without the edge secret key no invite can be looked up nor form signed: the pages answer 503 (never open).
   const tokenKey = box === undefined ? undefined : visitorTokenKey(box);
-  const formKey = box === undefined ? undefined : createHmac('sha256', box.derive(FORM_KEY_PURPOSE)).update(uuid).digest();
+  const formTokens = box === undefined ? undefined : new FormTokens(box, uuid, now);
   const invites = new Map<string, PendingInvite>(rbac.invites.map((i) => [i.digest, { digest: i.digest, clientId: i.client_id, expiresAt: Date.parse(i.expires_at) }]));
   const clients = new Map<number, RbacClientConfig>(rbac.clients.map((c) => [c.id, c]));
   const selfOpen = login && rbac.self_registration.enabled;
   const domains = new Set(rbac.self_registration.allowed_email_domains);
   const providerNames = new Map((endpoint.auth?.providers ?? []).map((p) => [p.id, p.name]));
-
-  /** The form token: `<exp>.<mac>`, the MAC over the endpoint (in the key), the purpose and the expiry. */
-  const formToken = (purpose: Purpose): string => {
-    const exp = Math.floor(now() / 1000) + FORM_TTL_SECONDS;
-    return `${exp}.${formMac(purpose, exp).toString('base64url')}`;
-  };
-  const formMac = (purpose: Purpose, exp: number): Buffer =>
-    createHmac('sha256', formKey!)
-      .update(`register\n${purpose.kind === 'invite' ? purpose.invite.digest : 'self'}\n${exp}`)
-      .digest();
-  const formTokenValid = (purpose: Purpose, given: string | undefined): boolean => {
-    if (given === undefined) return false;
-    const dot = given.indexOf('.');
-    if (dot <= 0 || !/^[0-9]{1,12}$/.test(given.slice(0, dot))) return false;
-    const exp = Number(given.slice(0, dot));
-    if (exp * 1000 <= now()) return false;
-    const expected = formMac(purpose, exp).toString('base64url');
-    const mac = given.slice(dot + 1);
-    return mac.length === expected.length && timingSafeEqual(Buffer.from(mac, 'latin1'), Buffer.from(expected, 'latin1'));
-  };
-
-  /** Same-origin checks of a posted form (the browser's own word, where it gives one): a cross-site post is refused. */
-  const crossSite = (ctx: RequestContext): string | null => {
-    const origin = ctx.req.headers.origin;
-    if (origin !== undefined && origin !== `https://${ctx.authority}`) return `the form was posted from another origin (${origin.slice(0, 100)})`;
-    const site = ctx.req.headers['sec-fetch-site'];
-    if (site !== undefined && site !== 'same-origin' && site !== 'none') return `the form was posted from a ${site} page`;
-    return null;
-  };
 
   /** Refuses with an edge error page (HTML or JSON by Accept); a body left unread closes the connection. */
   const refuse = (ctx: RequestContext, code: ErrorCode, detail?: string): 'done' => {
@@ -210,11 +94,13 @@ function registerPages(endpoint: EndpointConfig, rbac: RbacConfig, deps: StageDe
   };
 
   const target = (ctx: RequestContext) => `${ctx.path}?${ctx.query}`;
+  /** What a form token is bound to: the invite's digest, or self-registration. */
+  const formFor = (purpose: Purpose): string => (purpose.kind === 'invite' ? purpose.invite.digest : 'self');
 
   /** The form for `purpose` (HTML only: a client asking for JSON gets the facts it needs to post). */
   const showForm = (ctx: RequestContext, purpose: Purpose, form: FormKind, status = 200, error?: { code: ErrorCode; text: string }): 'done' => {
     const invitee = purpose.kind === 'invite' ? inviteeOf(purpose.invite) : undefined;
-    const csrf = formToken(purpose);
+    const csrf = formTokens!.issue(formFor(purpose));
     if (wantsJson(ctx.req.headers.accept)) {
       if (error !== undefined) return refuse(ctx, error.code, error.text);
       const body = JSON.stringify({ endpoint_id: uuid, form: form.kind, csrf, ...(invitee === undefined ? {} : { invitee }) });
@@ -279,8 +165,9 @@ function registerPages(endpoint: EndpointConfig, rbac: RbacConfig, deps: StageDe
     if (deps.register === undefined) return Promise.resolve(refuse(ctx, 'registration_unavailable', 'this edge has no control API to register with'));
     return deps.register(request).then(
       async (answer): Promise<Verdict> => {
-        if (answer.status === 200 && isResult(answer.body)) {
-          const result = answer.body;
+        const outcome = registrationOutcome(answer, purpose.kind);
+        if (outcome.kind === 'registered') {
+          const result = outcome.result;
           const applied = deps.applied === undefined ? false : await deps.applied(result.feed_version, APPLY_WAIT_MS);
           if (!applied) deps.logger?.info({ endpoint: uuid, version: result.feed_version }, 'registration done; this edge has not applied it yet');
           if (wantsJson(ctx.req.headers.accept)) {
@@ -294,23 +181,11 @@ function registerPages(endpoint: EndpointConfig, rbac: RbacConfig, deps: StageDe
           sendPage(ctx.res, 200, donePage(ctx.host, 'You are registered', `Sign in to ${ctx.host} with the username ${request.username ?? result.identifier} and the password you chose.`), false);
           return 'done';
         }
-        const { code, text } = controlMessage(answer.body);
-        // The control API's own code when the registry has it with this status (quota_paused, entitlement_required…).
-        const known = code !== undefined && Object.hasOwn(ERROR_CODES, code) && ERROR_CODES[code as ErrorCode][0] === answer.status ? (code as ErrorCode) : undefined;
-        switch (answer.status) {
-          case 400:
-            return showForm(ctx, purpose, again(), 400, { code: 'registration_invalid', text });
-          case 401:
-            return refuse(ctx, 'login_required', 'your login could not be vouched for; sign in again and retry');
-          case 403:
-            return refuse(ctx, known ?? 'self_registration_disabled', text);
-          case 404:
-            return refuse(ctx, purpose.kind === 'invite' ? 'invite_not_found' : 'self_registration_disabled', text);
-          case 409:
-            if (known !== undefined && known !== 'already_exists' && known !== 'conflict') return refuse(ctx, known, text);
-            return showForm(ctx, purpose, again(), 409, { code: 'already_exists', text });
-          case 410:
-            return refuse(ctx, 'invite_expired', text);
+        switch (outcome.kind) {
+          case 'form':
+            return showForm(ctx, purpose, again(), outcome.status, { code: outcome.code, text: outcome.text });
+          case 'refused':
+            return refuse(ctx, outcome.code, outcome.text);
           default:
             deps.logger?.warn({ endpoint: uuid, status: answer.status, body: answer.body }, 'the control API refused a registration unexpectedly');
             return refuse(ctx, 'registration_unavailable', `the control API answered ${answer.status}`);
@@ -323,29 +198,14 @@ function registerPages(endpoint: EndpointConfig, rbac: RbacConfig, deps: StageDe
     );
   };
 
-  /** Reads and checks a posted form: same origin, urlencoded, bounded, the right fields, a valid form token. */
+  /** Reads and checks a posted form (src/edge/registration/form.ts), refusing it as the pages refuse. */
   const postedForm = async (ctx: RequestContext, purpose: Purpose, fields: readonly string[]): Promise<Map<string, string> | 'done'> => {
-    const why = crossSite(ctx);
-    if (why !== null) return refuse(ctx, 'registration_form_invalid', why);
-    const type = ctx.req.headers['content-type'];
-    if (type === undefined || type.split(';')[0].trim().toLowerCase() !== 'application/x-www-form-urlencoded') {
-      return refuse(ctx, 'registration_invalid', 'the form must be sent as application/x-www-form-urlencoded');
-    }
-    let body: Buffer;
-    try {
-      body = await readForm(ctx.req, FORM_READ_TIMEOUT_MS);
-    } catch (err) {
-      if (err instanceof FormTimeout) return refuse(ctx, 'request_timeout', `the form did not arrive within ${FORM_READ_TIMEOUT_MS / 1000} s`);
-      if (err instanceof FormTooLarge) return refuse(ctx, 'body_too_large', `registration forms are read up to ${MAX_FORM_BYTES} bytes`);
+    const form = await readPostedForm(ctx, formTokens!, formFor(purpose), fields);
+    if (form === 'gone') {
       ctx.res.destroy();
       return 'done';
     }
-    const form = formFields(body, ['csrf', ...fields]);
-    if (typeof form === 'string') return refuse(ctx, 'registration_invalid', form);
-    if (!formTokenValid(purpose, form.get('csrf'))) {
-      return refuse(ctx, 'registration_form_invalid', form.has('csrf') ? 'the form token is not valid for this form, or it expired; reload the form' : 'the form token is missing');
-    }
-    return form;
+    return form instanceof Map ? form : refuse(ctx, form.code, form.detail);
   };
 
   /** Basic mode: a username and password chosen for the invited client. */
@@ -425,13 +285,13 @@ function registerPages(endpoint: EndpointConfig, rbac: RbacConfig, deps: StageDe
  * The stage: which requests are this endpoint's registration pages is decided from the id and uuid; the pages
  * themselves are built on the first such request (registerPages) and kept with the compiled endpoint.
  */
-function compileRegister(endpoint: EndpointConfig, rbac: RbacConfig, deps: StageDeps, options: RegisterStageOptions): Stage {
+function compileRegister(endpoint: EndpointConfig, rbac: RbacConfig, deps: StageDeps): Stage {
   const idText = String(endpoint.id);
   const uuid = endpoint.uuid;
   const mode = endpoint.auth?.mode;
   // Read now, not on first use: it fails to build (no session key) when the auth stage does, and keeps the auth stage's
   // logged-out list in StageMemory as that stage does.
-  const readSession = mode === 'oauth' || mode === 'oidc' ? sessionReader(endpoint, deps, options.now ?? Date.now) : NO_SESSION;
+  const readSession = mode === 'oauth' || mode === 'oidc' ? sessionReader(endpoint, deps) : NO_SESSION;
   let pages: RegisterPages | null = null;
   return {
     name: 'register',
@@ -440,24 +300,25 @@ function compileRegister(endpoint: EndpointConfig, rbac: RbacConfig, deps: Stage
       const params = new URLSearchParams(ctx.query);
       const named = params.get('endpoint');
       if (named !== idText && named !== uuid) return 'next';
-      pages ??= registerPages(endpoint, rbac, deps, options, readSession);
+      pages ??= registerPages(endpoint, rbac, deps, readSession);
       return pages(ctx, params);
     },
   };
 }
 
 /**
- * The stage with test hooks (a clock). Compiled when the endpoint has RBAC written and something to register for:
+ * The stage. Compiled when the endpoint has RBAC written and something to register for:
  * pending invites, self-registration on, or RBAC on (roles), so a used invite link still gets its page.
  */
-export function registerStage(options: RegisterStageOptions = {}): StageFactory {
+export function registerStage(): StageFactory {
   return {
     id: 'register',
+    healthProbe: 'runs',
     compile(endpoint, deps = DEFAULT_STAGE_DEPS) {
       const rbac = endpoint.rbac;
       if (rbac === undefined || rbac === null) return null;
       if (rbac.invites.length === 0 && !rbac.self_registration.enabled && rbac.roles.length === 0) return null;
-      return compileRegister(endpoint, rbac, deps, options);
+      return compileRegister(endpoint, rbac, deps);
     },
   };
 }

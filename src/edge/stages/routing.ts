@@ -174,6 +174,7 @@ export function selectAgents(rules: readonly CompiledRule[], ctx: RequestContext
 
 export const routing: StageFactory = {
   id: 'routing',
+  healthProbe: 'runs',
   compile(endpoint): Stage | null {
     const rules = compileRoutingRules(endpoint.routing_rules ?? []);
     // No enabled rule: the stage is absent, so an endpoint without routing pays nothing per request.

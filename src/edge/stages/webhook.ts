@@ -2,8 +2,8 @@
 // shared secret must equal the signature header's value (after its prefix), or the request is refused before anything
 // is forwarded. The body is read whole (bounded) to be checked, then forwarded from memory with its length.
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import type { IncomingMessage } from 'node:http';
 import type { EndpointConfig, WebhookVerificationConfig } from '../../shared/snapshot.ts';
+import { BodyTooLarge, isUpgradeRequest, readRequestBody } from '../http/body.ts';
 import { sendEdgeError } from '../http/pages.ts';
 import type { AuthOutcome } from '../metrics.ts';
 import { DEFAULT_STAGE_DEPS, type RequestContext, type Stage, type StageDeps, type StageFactory, type Verdict } from '../pipeline/stage.ts';
@@ -12,60 +12,6 @@ import { DEFAULT_STAGE_DEPS, type RequestContext, type Stage, type StageDeps, ty
 export const MAX_WEBHOOK_BODY_BYTES = 1024 * 1024;
 
 const DIGEST_BYTES = { sha256: 32, sha1: 20 } as const;
-
-class BodyTooLarge extends Error {}
-
-/** Node's flag on a request handed over by the 'upgrade' event (not in its type definitions). */
-function isUpgrade(req: IncomingMessage): boolean {
-  return (req as IncomingMessage & { upgrade?: boolean }).upgrade === true;
-}
-
-/**
- * The request body, whole, or a BodyTooLarge rejection as soon as it passes `limit` (a declared Content-Length over
- * it is refused before a byte is read). A visitor that goes away rejects with the stream's error.
- */
-export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
-  const declared = req.headers['content-length'];
-  if (declared !== undefined && Number(declared) > limit) return Promise.reject(new BodyTooLarge());
-  // An upgrade's bytes after its head belong to the new protocol, not to a body.
-  if (isUpgrade(req)) return Promise.resolve(Buffer.alloc(0));
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const cleanup = () => {
-      req.off('data', onData);
-      req.off('end', onEnd);
-      req.off('error', onError);
-      req.off('close', onClose);
-    };
-    const onData = (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > limit) {
-        cleanup();
-        req.pause();
-        return reject(new BodyTooLarge());
-      }
-      chunks.push(chunk);
-    };
-    const onEnd = () => {
-      cleanup();
-      resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size));
-    };
-    const onError = (err: Error) => {
-      cleanup();
-      reject(err);
-    };
-    const onClose = () => {
-      if (req.complete) return;
-      cleanup();
-      reject(new Error('the visitor closed the request before its body ended'));
-    };
-    req.on('data', onData);
-    req.on('end', onEnd);
-    req.on('error', onError);
-    req.on('close', onClose);
-  });
-}
 
 function compileWebhook(endpoint: EndpointConfig, config: WebhookVerificationConfig, deps: StageDeps): Stage {
   if (deps.secrets === undefined) throw new Error('webhook verification needs the edge secret key (EDGE_SECRET_KEY) to open its secret');
@@ -95,13 +41,13 @@ function compileWebhook(endpoint: EndpointConfig, config: WebhookVerificationCon
         return refuse(ctx, 'invalid', `the ${config.header} header is not ${prefix ? `"${prefix}" and ` : ''}a hex ${algo} HMAC`);
       }
       const given = Buffer.from(hex, 'hex');
-      return readBody(ctx.req, MAX_WEBHOOK_BODY_BYTES).then(
+      return readRequestBody(ctx.req, { maxBytes: MAX_WEBHOOK_BODY_BYTES }).then(
         (body) => {
           const mac = createHmac(algo, secret).update(body).digest();
           if (!timingSafeEqual(mac, given)) return refuse(ctx, 'invalid', `the ${config.header} signature does not match the body`);
           count('ok');
           // An upgrade has no body to forward (its bytes after the head are the new protocol's).
-          if (!isUpgrade(ctx.req)) ctx.body = body;
+          if (!isUpgradeRequest(ctx.req)) ctx.body = body;
           return 'next';
         },
         (err: unknown) => {
@@ -119,6 +65,7 @@ function compileWebhook(endpoint: EndpointConfig, config: WebhookVerificationCon
 
 export const webhook: StageFactory = {
   id: 'webhook',
+  healthProbe: 'skips',
   failClosed: true,
   compile: (endpoint, deps = DEFAULT_STAGE_DEPS) => (endpoint.webhook ? compileWebhook(endpoint, endpoint.webhook, deps) : null),
 };

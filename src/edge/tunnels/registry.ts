@@ -221,6 +221,8 @@ export interface PickOptions {
   agentId?: string;
   /** Only agents carrying every one of these tags (compared case-insensitively). */
   tags?: readonly string[];
+  /** Only agents speaking this protocol (dedicated ports: an http agent never receives raw TCP). */
+  protocol?: TunnelProtocol;
 }
 
 export interface TunnelRegistryEvents {
@@ -279,12 +281,14 @@ export class TunnelRegistry extends EventEmitter<TunnelRegistryEvents> {
     const { sessions } = entry;
     const tags = options?.tags && options.tags.length > 0 ? normalizeTags(options.tags) : null;
     const agentId = options?.agentId;
+    const protocol = options?.protocol;
     const n = sessions.length;
     for (let i = 0; i < n; i++) {
       const index = (entry.cursor + i) % n;
       const s = sessions[index];
       if (!s.available) continue;
       if (agentId !== undefined && s.agentId !== agentId) continue;
+      if (protocol !== undefined && s.protocol !== protocol) continue;
       if (tags && !tags.every((t) => s.tags.includes(t))) continue;
       entry.cursor = (index + 1) % n;
       return s;

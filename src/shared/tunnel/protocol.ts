@@ -74,6 +74,10 @@ export const TunnelEndpointSchema = Type.Object(
   {
     uuid: Uuid(),
     hostname: Type.String({ minLength: 1, maxLength: 253 }),
+    /**
+     * The endpoint's public host name, a bare FQDN with no scheme (as the API's `public_url`, docs/api.md), not a URL:
+     * an agent shows `https://<public_url>` for an HTTP endpoint. Named so on the wire since the first release.
+     */
     public_url: Type.String({ minLength: 1, maxLength: 2048 }),
   },
   { additionalProperties: false },

@@ -312,9 +312,9 @@ describe('OAuth/OIDC login at the edge (auth stage)', () => {
 
   it('ends a session at its expiry, and sooner when session_ttl_seconds is shortened', async () => {
     let clock = Date.now();
-    const { deps } = recordingDeps();
+    const deps: StageDeps = { ...recordingDeps().deps, clock: { now: () => clock } };
     const endpoint = endpointFor(APP, [provider()], { session_ttl_seconds: 600 });
-    const stage = (e: EndpointConfig) => authStage({ now: () => clock }).compile(e, deps)!;
+    const stage = (e: EndpointConfig) => authStage().compile(e, deps)!;
     const s = await serve(endpoint, deps, { stage: stage(endpoint) });
     const b = browserFor(s);
     passed(await b.load(`https://${APP}/`));

@@ -66,6 +66,21 @@ describe('rate-limit stage', () => {
     }
   });
 
+  it('windows follow the stages\' clock (StageDeps.clock) when the rate limits are given none of their own', async () => {
+    let now = 1_800_000_000_000;
+    const deps: StageDeps = { publicHttpsPort: () => 443, clock: { now: () => now } };
+    const endpoint = endpointConfig({ rate_limits: [rule(1, 1)] });
+    const srv = await serveStage(rateLimit.compile(endpoint, deps)!, endpoint);
+    try {
+      assert.equal((await srv.request({ clientIp: '192.0.2.5' })).status, 200);
+      assert.equal((await srv.request({ clientIp: '192.0.2.5' })).status, 429);
+      now += 120_000; // two windows on: the count is gone, with no waiting
+      assert.equal((await srv.request({ clientIp: '192.0.2.5' })).status, 200);
+    } finally {
+      await srv.close();
+    }
+  });
+
   it('keeps counts across recompiles while the rule counts the same, and starts afresh when its limit changes', async () => {
     const counters = new RateLimitCounters({ maxKeysPerRule: 1000 });
     const deps: StageDeps = { publicHttpsPort: () => 443, rateLimits: { clock, counters } };

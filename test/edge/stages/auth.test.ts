@@ -172,7 +172,7 @@ describe('auth stage', () => {
       let now = 1_000_000;
       const counted = countingCompare();
       const { deps, outcomes } = recordingDeps();
-      const stage = authStage({ compare: counted.compare, failuresPerMinute: 3, now: () => now }).compile(basicEndpoint(), deps)!;
+      const stage = authStage({ compare: counted.compare, failuresPerMinute: 3 }).compile(basicEndpoint(), { ...deps, clock: { now: () => now } })!;
       const s = await serve(stage, basicEndpoint());
       const attempt = (password: string, clientIp: string) => s.request({ headers: { authorization: basicHeader('alice', password) }, clientIp });
       for (const p of ['guess1', 'guess2', 'guess3']) assert.equal((await attempt(p, '198.51.100.7')).status, 401);
@@ -320,7 +320,7 @@ describe('auth stage', () => {
       let now = Date.parse('2030-01-01T00:00:00Z');
       const endpoint = tokenEndpoint({ kind: 'bearer' }, [token(), token({ id: '8', digest: tokenDigest(key, OTHER), expires_at: '2030-01-01T00:01:00.000Z' })]);
       const { deps: d, outcomes } = deps();
-      const s = await serve(authStage({ now: () => now }).compile(endpoint, d)!, endpoint);
+      const s = await serve(authStage().compile(endpoint, { ...d, clock: { now: () => now } })!, endpoint);
       const missing = await s.request();
       assert.equal(missing.status, 401);
       assert.equal(missing.headers['www-authenticate'], 'Bearer realm="app.edge.test"');

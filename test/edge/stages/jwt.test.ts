@@ -198,7 +198,7 @@ describe('jwt stage', () => {
 
   it('drops a cached verification at the token exp', async () => {
     let now = Date.now();
-    const { s, verifications } = await setup(layer(), { options: { now: () => now } });
+    const { s, verifications } = await setup(layer(), { deps: { clock: { now: () => now } } });
     const token = await sign(key1, { exp: Math.floor(now / 1000) + 60 });
     assert.equal((await s.request({ headers: bearer(token) })).status, 200);
     now += 61_000;

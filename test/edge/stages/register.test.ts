@@ -4,7 +4,8 @@
 // recording function here; test/edge/rbac-register.test.ts runs the whole program.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { registerStage, FORM_TTL_SECONDS, MAX_FORM_BYTES } from '../../../src/edge/stages/register.ts';
+import { FORM_TTL_SECONDS, MAX_FORM_BYTES } from '../../../src/edge/registration/form.ts';
+import { registerStage } from '../../../src/edge/stages/register.ts';
 import type { StageDeps } from '../../../src/edge/pipeline/stage.ts';
 import type { RegistrationRequest } from '../../../src/shared/registration.ts';
 import { SecretBox } from '../../../src/shared/secrets.ts';
@@ -53,6 +54,7 @@ describe('register stage', () => {
   const waited: number[] = [];
   const deps: StageDeps = {
     publicHttpsPort: () => 443,
+    clock: { now: () => clock },
     secrets: box,
     register: async (body) => {
       calls.push(body);
@@ -64,7 +66,7 @@ describe('register stage', () => {
       return true;
     },
   };
-  const stage = registerStage({ now: () => clock });
+  const stage = registerStage();
   const config = endpoint(rbacWith([{ token: 'evi_good', client: 7, expires: T0 + 2 * HOUR }, { token: 'evi_old', client: 8, expires: T0 + HOUR / 2 }]));
   let server: StageServer;
   let plain: StageServer;

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { TrafficRecorder } from '../../src/edge/capture.ts';
 import { STAGES } from '../../src/edge/compile.ts';
-import { EdgeConfig } from '../../src/edge/config.ts';
+import { EndpointCache } from '../../src/edge/endpoint-cache.ts';
 import { OriginPools } from '../../src/edge/forward/origin.ts';
 import { handleRequest } from '../../src/edge/pipeline/pipeline.ts';
 import type { StageFactory } from '../../src/edge/pipeline/stage.ts';
@@ -44,7 +44,7 @@ async function startOrigin(t: TestContext): Promise<string> {
  * The pipeline in front of `config` on a listener of its own, with origin pools that follow its endpoints as the edge
  * wires them (pools and listener closed when the test ends): its port, and the pools to inspect.
  */
-async function startPipeline(t: TestContext, config: EdgeConfig): Promise<{ port: number; origins: OriginPools }> {
+async function startPipeline(t: TestContext, config: EndpointCache): Promise<{ port: number; origins: OriginPools }> {
   const origins = new OriginPools({ allowPrivate: true });
   t.after(() => origins.close());
   config.on('endpoint', (_uuid, next, previous) => origins.track(previous, next));
@@ -58,14 +58,14 @@ async function startPipeline(t: TestContext, config: EdgeConfig): Promise<{ port
   return { port: (edge.address() as AddressInfo).port, origins };
 }
 
-describe('EdgeConfig', () => {
+describe('EndpointCache', () => {
   const dirs: string[] = [];
   after(async () => {
     for (const d of dirs) await rm(d, { recursive: true, force: true });
   });
 
   it('finds endpoints by hostname and follows renames and deletions', () => {
-    const config = new EdgeConfig({ logger });
+    const config = new EndpointCache({ logger });
     config.mirror.apply({ version: 1, topic: 'endpoint', key: 'u1', data: endpoint('u1', 'a.edge.localhost') });
     assert.equal(config.lookup('a.edge.localhost')?.config.uuid, 'u1');
     config.mirror.apply({ version: 2, topic: 'endpoint', key: 'u1', data: endpoint('u1', 'b.edge.localhost') });
@@ -76,14 +76,14 @@ describe('EdgeConfig', () => {
   });
 
   it('serves a name that appears after a cached miss', () => {
-    const config = new EdgeConfig({ logger });
+    const config = new EndpointCache({ logger });
     assert.equal(config.lookup('late.edge.localhost'), null);
     config.mirror.apply({ version: 1, topic: 'endpoint', key: 'u2', data: endpoint('u2', 'late.edge.localhost') });
     assert.equal(config.lookup('late.edge.localhost')?.config.uuid, 'u2');
   });
 
   it('recompiles on change: a new config version is what the next lookup sees', () => {
-    const config = new EdgeConfig({ logger });
+    const config = new EndpointCache({ logger });
     config.mirror.apply({ version: 1, topic: 'endpoint', key: 'u3', data: endpoint('u3', 'c.edge.localhost') });
     assert.equal(config.lookup('c.edge.localhost')?.config.status, 'active');
     config.mirror.apply({ version: 2, topic: 'endpoint', key: 'u3', data: endpoint('u3', 'c.edge.localhost', { status: 'disabled' }) });
@@ -94,10 +94,10 @@ describe('EdgeConfig', () => {
     const dir = await mkdtemp(join(tmpdir(), 'edge-config-'));
     dirs.push(dir);
     const stateFile = join(dir, 'edge-config.json');
-    const first = new EdgeConfig({ logger, stateFile });
+    const first = new EndpointCache({ logger, stateFile });
     await first.mirror.reset({ version: 7, entries: [{ topic: 'endpoint', key: 'u4', version: 7, data: endpoint('u4', 'd.edge.localhost') }] });
     await first.flush();
-    const second = new EdgeConfig({ logger, stateFile });
+    const second = new EndpointCache({ logger, stateFile });
     assert.equal(await second.load(), 7);
     assert.equal(second.lookup('d.edge.localhost')?.config.uuid, 'u4');
   });
@@ -105,7 +105,7 @@ describe('EdgeConfig', () => {
   it('starts empty when the saved file is missing or unreadable', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'edge-config-'));
     dirs.push(dir);
-    const config = new EdgeConfig({ logger, stateFile: join(dir, 'absent.json') });
+    const config = new EndpointCache({ logger, stateFile: join(dir, 'absent.json') });
     assert.equal(await config.load(), 0);
   });
 });
@@ -114,6 +114,7 @@ describe('EdgeConfig', () => {
 function countingStage(): StageFactory & { compiles: number } {
   const factory = {
     id: 'counting',
+    healthProbe: 'runs' as const,
     compiles: 0,
     compile() {
       factory.compiles++;
@@ -145,10 +146,10 @@ const BAD_RULE: RoutingRuleConfig = {
   conditions: [{ condition_type: 'source_ip', condition_key: '', pattern: 'not-an-ip' }],
 };
 
-describe('EdgeConfig at scale', () => {
+describe('EndpointCache at scale', () => {
   it('a reset of n endpoints compiles each once and emits one event each; a later reset only what differs', async () => {
     const counting = countingStage();
-    const config = new EdgeConfig({ logger, stages: [counting, ...STAGES] });
+    const config = new EndpointCache({ logger, stages: [counting, ...STAGES] });
     let events = 0;
     config.on('endpoint', () => events++);
     const n = 5_000;
@@ -175,7 +176,7 @@ describe('EdgeConfig at scale', () => {
 
   it('applies one change at n endpoints with one compile and one event, and compiles nothing per lookup after', async () => {
     const counting = countingStage();
-    const config = new EdgeConfig({ logger, stages: [counting, ...STAGES], cacheSize: 100 });
+    const config = new EndpointCache({ logger, stages: [counting, ...STAGES], cacheSize: 100 });
     const n = 5_000;
     await config.mirror.reset({ version: n, entries: endpointEntries(n) });
     let events = 0;
@@ -190,7 +191,7 @@ describe('EdgeConfig at scale', () => {
   });
 
   it('Regression: a reset of 20k entries yields to the event loop, serving the previous state whole until the swap', async () => {
-    const config = new EdgeConfig({ logger });
+    const config = new EndpointCache({ logger });
     config.mirror.apply({ version: 1, topic: 'endpoint', key: 'old', data: endpoint('old', 'old.edge.localhost') });
     assert.equal(config.lookup('old.edge.localhost')?.config.uuid, 'old');
     const n = 20_000;
@@ -220,7 +221,7 @@ describe('EdgeConfig at scale', () => {
   });
 
   it('refuses an apply while a reset is in progress rather than losing it at the swap', async () => {
-    const config = new EdgeConfig({ logger });
+    const config = new EndpointCache({ logger });
     const reset = config.mirror.reset({ version: 20_000, entries: endpointEntries(20_000) });
     await new Promise((r) => setImmediate(r));
     assert.throws(() => config.mirror.apply({ version: 20_001, topic: 'endpoint', key: 'x', data: endpoint('x', 'x.edge.localhost') }), /reset is in progress/);
@@ -233,7 +234,7 @@ describe('EdgeConfig at scale', () => {
     t.after(() => feed.close());
     const n = 20_000;
     await feed.reset({ version: n, entries: endpointEntries(n) });
-    const config = new EdgeConfig({ logger });
+    const config = new EndpointCache({ logger });
     const subscriber = new FeedSubscriber(feed, config.mirror, { checkIntervalMs: 600_000 });
     t.after(() => subscriber.stop());
     const applied: number[] = [];
@@ -262,11 +263,11 @@ describe('EdgeConfig at scale', () => {
   });
 });
 
-describe('EdgeConfig compile failures', () => {
+describe('EndpointCache compile failures', () => {
   it('Regression: a config that fails to compile is compiled and logged once, and the previous one keeps serving', () => {
     const { logger: log, lines } = capturedLogger();
     const counting = countingStage();
-    const config = new EdgeConfig({ logger: log, stages: [counting, ...STAGES] });
+    const config = new EndpointCache({ logger: log, stages: [counting, ...STAGES] });
     config.mirror.apply({ version: 1, topic: 'endpoint', key: 'u1', data: endpoint('u1', 'a.edge.localhost') });
     const good = config.lookup('a.edge.localhost');
     assert.equal(good?.config.status, 'active');
@@ -293,7 +294,7 @@ describe('EdgeConfig compile failures', () => {
 
   it('serves a new endpoint whose config fails as a 503 stand-in, compiled once, until a good version arrives', () => {
     const counting = countingStage();
-    const config = new EdgeConfig({ logger, stages: [counting, ...STAGES] });
+    const config = new EndpointCache({ logger, stages: [counting, ...STAGES] });
     config.mirror.apply({ version: 1, topic: 'endpoint', key: 'u2', data: endpoint('u2', 'b.edge.localhost', { routing_rules: [BAD_RULE] }) });
     for (let i = 0; i < 20; i++) {
       const served = config.lookup('b.edge.localhost');
@@ -314,7 +315,7 @@ describe('EdgeConfig compile failures', () => {
 
   it('keeps the previous config when a reset brings one that fails, and is not retried by the next reset', async () => {
     const counting = countingStage();
-    const config = new EdgeConfig({ logger, stages: [counting, ...STAGES] });
+    const config = new EndpointCache({ logger, stages: [counting, ...STAGES] });
     await config.mirror.reset({ version: 1, entries: [{ topic: 'endpoint', key: 'u3', version: 1, data: endpoint('u3', 'c.edge.localhost') }] });
     const bad = { topic: 'endpoint', key: 'u3', version: 2, data: endpoint('u3', 'c-renamed.edge.localhost', { routing_rules: [BAD_RULE] }) };
     await config.mirror.reset({ version: 2, entries: [bad] });
@@ -333,7 +334,7 @@ describe('EdgeConfig compile failures', () => {
     const { logger: log, lines } = capturedLogger();
     const outcomes: string[] = [];
     // No EDGE_SECRET_KEY in these deps: token mode and webhook verification cannot compile, as on an edge that lacks it.
-    const config = new EdgeConfig({ logger: log, stageDeps: { publicHttpsPort: () => 443, authOutcome: (_e, stage, o) => void outcomes.push(`${stage}:${o}`) } });
+    const config = new EndpointCache({ logger: log, stageDeps: { publicHttpsPort: () => 443, authOutcome: (_e, stage, o) => void outcomes.push(`${stage}:${o}`) } });
     const { port: edgePort } = await startPipeline(t, config);
     const host = 's.edge.localhost';
     const open = endpoint('s1', host, { origin_url: originUrl });
@@ -392,7 +393,7 @@ describe('EdgeConfig compile failures', () => {
   });
 
   it('reports at most 20 compile errors, newest first, with the total', async () => {
-    const config = new EdgeConfig({ logger });
+    const config = new EndpointCache({ logger });
     const entries = Array.from({ length: 25 }, (_, i) => ({ topic: 'endpoint', key: `f${i}`, version: i + 1, data: endpoint(`f${i}`, `f${i}.edge.localhost`, { routing_rules: [BAD_RULE] }) }));
     await config.mirror.reset({ version: 25, entries });
     const { compile_errors, compile_error_count } = config.compileErrors();
@@ -404,9 +405,9 @@ describe('EdgeConfig compile failures', () => {
   });
 });
 
-describe('EdgeConfig events for keys and accounts', () => {
+describe('EndpointCache events for keys and accounts', () => {
   it('tells listeners of API key and account changes, by apply and by reset, with the previous value', async () => {
-    const config = new EdgeConfig({ logger });
+    const config = new EndpointCache({ logger });
     const told: unknown[] = [];
     config.on('apiKey', (id, next, previous) => told.push(['apiKey', id, next, previous]));
     config.on('account', (id, next, previous) => told.push(['account', id, next, previous]));
@@ -423,7 +424,7 @@ describe('EdgeConfig events for keys and accounts', () => {
   });
 });
 
-describe('EdgeConfig state file', () => {
+describe('EndpointCache state file', () => {
   const dirs: string[] = [];
   after(async () => {
     for (const d of dirs) await rm(d, { recursive: true, force: true });
@@ -436,14 +437,14 @@ describe('EdgeConfig state file', () => {
 
   it('writes one entry per line and restores 20k entries at the same version', async () => {
     const stateFile = join(await tempDir(), 'edge-config.json');
-    const first = new EdgeConfig({ logger, stateFile });
+    const first = new EndpointCache({ logger, stateFile });
     await first.mirror.reset({ version: 20_000, entries: endpointEntries(20_000) });
     await first.flush();
     const lines = (await readFile(stateFile, 'utf8')).trimEnd().split('\n');
     assert.equal(lines.length, 20_001);
     assert.deepEqual(JSON.parse(lines[0]), { version: 20_000, entries: 20_000 });
     const written = await stat(stateFile);
-    const second = new EdgeConfig({ logger, stateFile });
+    const second = new EndpointCache({ logger, stateFile });
     assert.equal(await second.load(), 20_000);
     assert.equal(second.lookup('e19999.edge.localhost')?.config.uuid, uuidOf(19_999));
     // What was just read is not written back (a rewrite replaces the file: a new inode).
@@ -454,7 +455,7 @@ describe('EdgeConfig state file', () => {
   it('reads a file saved in the earlier single-document form', async () => {
     const stateFile = join(await tempDir(), 'edge-config.json');
     await writeFile(stateFile, JSON.stringify({ version: 4, entries: [{ topic: 'endpoint', key: 'u5', version: 4, data: endpoint('u5', 'old-form.edge.localhost') }] }));
-    const config = new EdgeConfig({ logger, stateFile });
+    const config = new EndpointCache({ logger, stateFile });
     assert.equal(await config.load(), 4);
     assert.equal(config.lookup('old-form.edge.localhost')?.config.uuid, 'u5');
   });
@@ -473,7 +474,7 @@ describe('EdgeConfig state file', () => {
     ]) {
       const stateFile = join(dir, `${name}.json`);
       await writeFile(stateFile, text);
-      const config = new EdgeConfig({ logger, stateFile });
+      const config = new EndpointCache({ logger, stateFile });
       assert.equal(await config.load(), 0, name);
       assert.equal(config.mirror.size, 0, name);
     }
@@ -485,7 +486,7 @@ describe('origin pools follow endpoint changes', () => {
     const shared = await startOrigin(t);
     const own = `${shared}/own`;
 
-    const config = new EdgeConfig({ logger });
+    const config = new EndpointCache({ logger });
     const { port: edgePort, origins } = await startPipeline(t, config);
 
     await config.mirror.reset({

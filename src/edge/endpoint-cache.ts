@@ -1,5 +1,6 @@
-// The edge's view of configuration: a mirror of the change feed, indexed for the data plane (host → endpoint,
-// API keys, accounts, certificates), with compiled endpoints in an LRU cache and misses negative-cached.
+// The edge's endpoint cache (the node's own settings are src/shared/config.ts): a mirror of the change feed, indexed
+// for the data plane (host → endpoint, API keys, accounts, certificates), with compiled endpoints in an LRU cache and
+// misses negative-cached.
 //
 // Work is proportional to what changed: a change compiles and re-indexes one endpoint and emits one event; a reset
 // (start, resync) builds the new indexes in slices beside the ones serving and swaps them in whole, so requests
@@ -27,7 +28,7 @@ const MISSING = Symbol('missing');
 /** Compile failures logged one by one in a reset; the rest are counted in one line (a bad release can break thousands). */
 const FAILURES_LOGGED_PER_RESET = 10;
 
-export interface EdgeConfigEvents {
+export interface EndpointCacheEvents {
   /**
    * An endpoint's config in force was added, changed or removed (null), after the indexes hold the new state. A
    * change that failed to compile changes nothing in force, so it emits nothing.
@@ -40,7 +41,7 @@ export interface EdgeConfigEvents {
   account: [id: number, config: AccountConfig | null, previous: AccountConfig | null];
 }
 
-export interface EdgeConfigOptions {
+export interface EndpointCacheOptions {
   logger: Logger;
   /** Compiled endpoints (and negative entries) kept at most. */
   cacheSize?: number;
@@ -90,7 +91,7 @@ function errorText(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
-export class EdgeConfig extends EventEmitter<EdgeConfigEvents> {
+export class EndpointCache extends EventEmitter<EndpointCacheEvents> {
   readonly mirror: FeedMirror;
   private state: Served = { endpoints: new Map(), byHost: new Map(), errors: new Map() };
   private readonly compiled: LRUCache<string, CompiledEndpoint | typeof MISSING>;
@@ -104,7 +105,7 @@ export class EdgeConfig extends EventEmitter<EdgeConfigEvents> {
   /** Set while the saved state is being restored: writing back what was just read would be wasted work. */
   private loading = false;
 
-  constructor(private readonly options: EdgeConfigOptions) {
+  constructor(private readonly options: EndpointCacheOptions) {
     super();
     this.compiled = new LRUCache({ max: options.cacheSize ?? 10_000 });
     this.stageDeps = options.stageDeps ?? DEFAULT_STAGE_DEPS;
@@ -287,7 +288,8 @@ export class EdgeConfig extends EventEmitter<EdgeConfigEvents> {
         config = this.standIn(config);
       }
     }
-    return Object.freeze({ config, stages: Object.freeze([]) });
+    const none = Object.freeze([]);
+    return Object.freeze({ config, stages: none, probeStages: none });
   }
 
   /** One change: O(1) index work, one compile, one event. */
