@@ -314,7 +314,7 @@ interface LiveToken {
   expiresAt: number;
 }
 
-function compileToken(endpoint: EndpointConfig, auth: VisitorAuthConfig, deps: StageDeps, options: AuthStageOptions): Stage {
+function compileToken(endpoint: EndpointConfig, auth: VisitorAuthConfig, deps: StageDeps): Stage {
   if (deps.secrets === undefined) throw new Error('token mode needs the edge secret key (EDGE_SECRET_KEY) to digest visitor tokens');
   const key = visitorTokenKey(deps.secrets);
   const now = clockOf(deps);
@@ -413,7 +413,7 @@ export function authStage(options: AuthStageOptions = {}): StageFactory {
         case 'basic':
           return compileBasic(endpoint, auth, deps, options);
         case 'token':
-          return compileToken(endpoint, auth, deps, options);
+          return compileToken(endpoint, auth, deps);
         case 'oauth':
         case 'oidc':
           return compileOAuth(endpoint, auth, deps, options);
