@@ -1,7 +1,6 @@
 // Health checks in the control API (SPEC.md "Health"): the check's effective configuration, and what the prober found
 // (verdicts, uptime, latency). The worker's prober does the probing (src/worker/health-prober.ts, docs/health-checks.md).
 import { Type } from '@sinclair/typebox';
-import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { fail } from '../../shared/errors.ts';
 import { tunnelsOf, type AgentPresence, type PresenceStore } from '../../shared/presence.ts';
 import { isUuid, Nullable, Strict, Timestamp } from '../../shared/schema.ts';
@@ -21,7 +20,7 @@ import {
 } from '../../store/health.ts';
 import type { Caller } from '../caller.ts';
 import { canSee } from '../endpoint-access.ts';
-import { toEdgeError, type ControlApp, type ControlDeps } from '../http.ts';
+import { errorStringOn400, type ControlApp, type ControlDeps } from '../http.ts';
 import { ErrorBody, ErrorResponses, iso } from '../views.ts';
 
 const HealthCheckView = Type.Object({
@@ -126,15 +125,9 @@ function validatePatch(body: { enabled?: boolean; path?: string | null; interval
 
 /**
  * SPEC.md gives the health-check operations' 400 its own body, an object with one `error` string; every other status
- * keeps the uniform body. The one string carries the registry's message and, when there is one, what was wrong.
+ * keeps the uniform body. Both come from the registry's error (src/control/http.ts, errorStringOn400).
  */
-function healthCheckErrors(this: unknown, err: FastifyError, req: FastifyRequest, reply: FastifyReply): FastifyReply {
-  const error = toEdgeError(err);
-  if (error.status !== 400) throw err; // the application's error handler answers with the uniform body
-  const detail = typeof error.detail === 'string' && error.detail !== '' ? `: ${error.detail}` : '';
-  req.log.debug({ code: error.code }, 'health-check request refused');
-  return reply.status(400).send({ error: `${error.message}${detail}` });
-}
+const healthCheckErrors = errorStringOn400;
 
 /**
  * Uptime aggregates per endpoint, kept `ttlMs` in this control process (SPEC.md: cached about 5 minutes), since
