@@ -18,6 +18,7 @@ import type { PresenceStore } from '../shared/presence.ts';
 import type { SecretBox } from '../shared/secrets.ts';
 import type { Database } from '../store/db.ts';
 import { Caller, resolveCaller } from './caller.ts';
+import { lingerBeforeClose } from './lingering-close.ts';
 
 export interface ControlDeps {
   config: Config;
@@ -226,6 +227,12 @@ export function createControlApp(deps: ControlDeps): ControlApp {
     reply.status(error.status);
     if (typeof body === 'string') reply.type('text/plain; charset=utf-8');
     return reply.send(body);
+  });
+  // A response sent before the body was read (413 over the body limit, a parse error) closes the connection; the
+  // rest of the body is read and discarded first, so the client reads the status rather than a reset.
+  app.addHook('onSend', async (req, _reply, payload) => {
+    if (!req.raw.complete) lingerBeforeClose(req.raw);
+    return payload;
   });
   app.setNotFoundHandler((req, reply) => {
     const error = fail.route_not_found(`No route ${req.method} ${req.url.split('?')[0]}`);
