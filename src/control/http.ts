@@ -161,8 +161,9 @@ function invalidJson(err: Error): EdgeError {
 }
 
 /**
- * The one error string of an operation whose 400 body SPEC.md fixes as `{error: "<string>"}` (the health-check
- * operations): the message, then the field and reason when the message does not already say them.
+ * The one error string of an operation whose 400 body the API contract fixes as `{error: "<string>"}` (the
+ * health-check operations, docs/errors.md): the message, then the field and reason when the message does not
+ * already say them.
  */
 function oneErrorString(error: EdgeError): string {
   const detail = error.detail as { field?: unknown; reason?: unknown } | string | undefined;
@@ -173,7 +174,7 @@ function oneErrorString(error: EdgeError): string {
 }
 
 /**
- * The error handler of an operation whose 400 body SPEC.md fixes as an object with one error string (the health-check
+ * The error handler of an operation whose 400 body the API contract fixes as an object with one error string (the health-check
  * operations, docs/errors.md): it rethrows the registry's error with that body (EdgeError.withBody, dropping `code`
  * and `detail`), and the application's handler answers it like any other. Other statuses keep the uniform body.
  */

@@ -16,7 +16,7 @@ export class EdgeError extends Error {
     message: string,
     readonly detail?: unknown,
     /**
-     * Where SPEC.md fixes a different body for this error: a string is sent as plain text; an object is laid over the
+     * Where the API contract fixes another body for this error (docs/errors.md): a string is sent as plain text; an object is laid over the
      * uniform body as a JSON merge patch (RFC 7396), so a key set to null removes that key. Set through `withBody`.
      */
     readonly body?: string | Record<string, unknown>,
@@ -24,12 +24,12 @@ export class EdgeError extends Error {
     super(message);
   }
 
-  /** The same error answered with the body SPEC.md fixes for it (see `body`); status and code are unchanged. */
+  /** The same error answered with the body the API contract fixes for it (see `body`); status and code are unchanged. */
   withBody(body: string | Record<string, unknown>): EdgeError {
     return new EdgeError(this.status, this.code, this.message, this.detail, body);
   }
 
-  /** The uniform `{error, code, detail?}` body, or the one SPEC.md fixes (plain text, or the uniform one patched). */
+  /** The uniform `{error, code, detail?}` body, or the one the API contract fixes (plain text, or the uniform one patched). */
   toBody(): ErrorBody | Record<string, unknown> | string {
     if (typeof this.body === 'string') return this.body;
     const out: ErrorBody = { error: this.message, code: this.code };
@@ -53,7 +53,7 @@ export const ERROR_CODES = {
   invalid_query: [400, 'Invalid query parameter'],
   pagination_too_deep: [400, 'Pagination offset too large'],
   integer_id_unsupported: [400, 'Integer ids are no longer accepted here; use the uuid'],
-  // Also rate-limit condition validation, whose body SPEC.md fixes: `{error: "Bad request", code, detail: "<reason>"}`,
+  // Also rate-limit condition validation, whose body the API contract fixes (docs/errors.md): `{error: "Bad request", code, detail: "<reason>"}`,
   // the one 400 whose detail is a string rather than `{field, reason}`.
   bad_request: [400, 'Bad request'],
   unauthorized: [401, 'Missing or invalid API key'],
@@ -142,7 +142,7 @@ export function invalid(field: string, reason: string, extra: Record<string, unk
 }
 
 /**
- * The 403 SPEC.md fixes for an unmet verification gate (dedicated ports): `error` is the code itself, and the body
+ * The 403 the API contract fixes for an unmet verification gate (dedicated ports): `error` is the code itself, and the body
  * names the gate, the feature it guards and a sentence for the user. `code` stays, as on every error.
  */
 export function verificationRequired(gateType: string, feature: string, message: string): EdgeError {
@@ -150,7 +150,7 @@ export function verificationRequired(gateType: string, feature: string, message:
 }
 
 /**
- * The 403 SPEC.md fixes for promoting past the permanent-endpoint quota: a plain-text body naming the limit. The
+ * The 403 the API contract fixes for promoting past the permanent-endpoint quota: a plain-text body naming the limit. The
  * detail (quota, limit, used) is kept on the error for logs; clients get the text only.
  */
 export function quotaExceededAsText(message: string, detail?: Record<string, unknown>): EdgeError {

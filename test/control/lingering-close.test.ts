@@ -75,6 +75,14 @@ describe('a body over the limit (issue 20 item 9)', () => {
     }
   });
 
+  it('a body over the limit behind a served request on the same connection: both answers are read', async () => {
+    const first = `${head(t.adminKey, 'content-length: 2\r\n')}{}`;
+    const res = await exchange(port, first + head(t.adminKey, `content-length: ${fiveMegabytes.length}\r\n`), fiveMegabytes);
+    assert.equal(res.error, null, res.answer.slice(0, 80));
+    assert.ok(res.sentAll);
+    assert.match(res.answer, /^HTTP\/1\.1 201 [^]*\r\n\r\n[^]*HTTP\/1\.1 413 /);
+  });
+
   it('a client that stops sending half way is answered and closed, and the server serves on', async () => {
     const answer = await new Promise<string>((resolve) => {
       const socket = connect({ port, host: '127.0.0.1', allowHalfOpen: true });

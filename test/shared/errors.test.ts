@@ -1,5 +1,5 @@
 // The error registry: docs/errors.md and the registry list the same codes with the same statuses, errors are built only
-// through the registry's helpers, and the bodies SPEC-fixed errors carry instead of the uniform one.
+// through the registry's helpers, and the bodies the API contract fixes for some errors instead of the uniform one.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -69,7 +69,7 @@ describe('EdgeError is constructed only through the registry', () => {
 
   it('has no `new EdgeError(` outside src/shared/errors.ts', () => {
     const offenders = [...constructions].filter(([file, count]) => count > (PENDING_CONVERSION.get(file) ?? 0)).map(([file, count]) => `${file} (${count})`);
-    assert.deepEqual(offenders, [], 'use fail.<code>(message, detail), invalid(field, reason) or a registry helper (withBody for SPEC-fixed bodies)');
+    assert.deepEqual(offenders, [], 'use fail.<code>(message, detail), invalid(field, reason) or a registry helper (withBody for the bodies docs/errors.md lists as fixed differently)');
   });
 
   it('lists no file as pending conversion once its sites are gone', () => {
@@ -96,7 +96,7 @@ describe('registry helpers', () => {
     assert.deepEqual(invalid('ports', 'too many', { limit: 3 }).detail, { field: 'ports', reason: 'too many', limit: 3 });
   });
 
-  it('answers the verification_required body SPEC.md fixes: error, gate_type, feature, message (and code)', () => {
+  it('answers the verification_required body the API contract fixes: error, gate_type, feature, message (and code)', () => {
     const err = verificationRequired('email_verified', 'dedicated_ports', 'Verify your e-mail first');
     assert.equal(err.status, 403);
     assert.deepEqual(err.toBody(), {

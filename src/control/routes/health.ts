@@ -124,7 +124,7 @@ function validatePatch(body: { enabled?: boolean; path?: string | null; interval
 }
 
 /**
- * SPEC.md gives the health-check operations' 400 its own body, an object with one `error` string; every other status
+ * The API contract gives the health-check operations' 400 its own body (docs/errors.md), an object with one `error` string; every other status
  * keeps the uniform body. Both come from the registry's error (src/control/http.ts, errorStringOn400).
  */
 const healthCheckErrors = errorStringOn400;
