@@ -76,7 +76,7 @@ export async function resolveCaller(req: FastifyRequest, db: Database, config: C
   const requested = req.headers[ACCOUNT_HEADER];
   if (typeof requested === 'string' && requested !== '') {
     const id = parseInt64(requested);
-    if (id === null) throw fail.invalid_id(`${ACCOUNT_HEADER} must be a positive integer account id`);
+    if (id === null) throw fail.invalid_id(`${ACCOUNT_HEADER} must be a positive integer account id`, { field: ACCOUNT_HEADER, reason: 'must be a positive integer account id' });
     accountId = id;
   }
   const [account, membership] = await Promise.all([findAccountById(db, accountId), findMembership(db, accountId, user.id)]);

@@ -18,7 +18,7 @@ export function canSee(caller: Caller, endpoint: Pick<EndpointRow, 'account_id'>
  * limits, read-only) is 409 quota_paused.
  */
 export async function endpointForCaller(db: Queryable, caller: Caller, uuid: string, opts: { forUpdate?: boolean; writable?: boolean } = {}): Promise<EndpointRow> {
-  if (!isUuid(uuid)) throw fail.invalid_id('Invalid endpoint id', 'the endpoint id must be a UUID');
+  if (!isUuid(uuid)) throw fail.invalid_id('Invalid endpoint id', { field: 'id', reason: 'the endpoint id must be a UUID' });
   const endpoint = await findEndpointByUuid(db, uuid.toLowerCase(), { forUpdate: opts.forUpdate || opts.writable });
   if (!endpoint || !canSee(caller, endpoint)) throw fail.not_found('Endpoint not found');
   if (opts.writable && endpoint.paused_at) throw fail.quota_paused();

@@ -18,6 +18,7 @@ import type { PresenceStore } from '../shared/presence.ts';
 import type { SecretBox } from '../shared/secrets.ts';
 import type { Database } from '../store/db.ts';
 import { Caller, resolveCaller } from './caller.ts';
+import { lingerBeforeClose } from './lingering-close.ts';
 
 export interface ControlDeps {
   config: Config;
@@ -68,7 +69,7 @@ const FORBIDDEN_KEYS = new Set(['__proto__', 'constructor', 'prototype']);
 /** JSON.parse that refuses prototype-pollution keys anywhere in the document (docs/api.md: rejected, 400). */
 export function parseJsonBody(text: string): unknown {
   return JSON.parse(text, (key, value) => {
-    if (FORBIDDEN_KEYS.has(key)) throw fail.invalid_request('Invalid request body', `forbidden key "${key}"`);
+    if (FORBIDDEN_KEYS.has(key)) throw fail.invalid_request('Invalid request body', { field: key, reason: 'forbidden key' });
     return value;
   });
 }
@@ -107,28 +108,42 @@ function validatorCompiler({ schema, httpPart }: { schema: TSchema; httpPart?: s
   };
 }
 
-function fieldName(path: string): string {
-  return path.replace(/^\//, '').replace(/\//g, '.') || '(body)';
+/**
+ * The field a validator error names, as a dotted path (`conditions.0.value`); an error about the whole part names the
+ * part in parentheses (`(body)`, `(querystring)`).
+ */
+function fieldName(path: string, part: string): string {
+  return path.replace(/^\//, '').replace(/\//g, '.') || `(${part})`;
 }
 
-/** Maps fastify's and the validator's errors onto the registry, so every response has a stable code. */
+/** The validator's reason, in the words docs/errors.md uses for the two cases clients handle most. */
+function reasonOf(issue: ValidationIssue | undefined): string {
+  if (issue?.type === ValueErrorType.ObjectAdditionalProperties) return 'unknown field';
+  if (issue?.type === ValueErrorType.ObjectRequiredProperty) return 'missing required field';
+  return issue?.message ?? 'invalid value';
+}
+
+/**
+ * Maps fastify's and the validator's errors onto the registry, so every response has a stable code. Every validation
+ * error, whichever part of the request failed, has the detail `{field, reason}` (docs/errors.md).
+ */
 export function toEdgeError(err: unknown): EdgeError {
   if (err instanceof EdgeError) return err;
   const e = err as FastifyError & { validation?: ValidationIssue[]; validationContext?: string };
   if (e.validation) {
     const first = e.validation[0];
-    const field = fieldName(first?.instancePath ?? '');
-    switch (e.validationContext) {
+    const part = e.validationContext ?? 'body';
+    const detail = { field: fieldName(first?.instancePath ?? '', part), reason: reasonOf(first) };
+    switch (part) {
       case 'params':
-        return fail.invalid_id(`Invalid ${field}`, `${field}: ${first?.message}`);
+        return fail.invalid_id(`Invalid ${detail.field}`, detail);
       case 'querystring':
-        return fail.invalid_query(`Invalid query parameter ${field}`, `${field}: ${first?.message}`);
+        return fail.invalid_query(`Invalid query parameter ${detail.field}`, detail);
       case 'headers':
-        return fail.bad_request(`Invalid header ${field}`, first?.message);
+        return fail.bad_request(`Invalid header ${detail.field}`, detail);
     }
-    if (first?.type === ValueErrorType.ObjectAdditionalProperties) return fail.unknown_field('Invalid request body', `unknown field "${field}"`);
-    if (first?.type === ValueErrorType.ObjectRequiredProperty) return fail.invalid_request('Invalid request body', `missing required field "${field}"`);
-    return fail.invalid_request('Invalid request body', `${field}: ${first?.message}`);
+    if (first?.type === ValueErrorType.ObjectAdditionalProperties) return fail.unknown_field('Invalid request body', detail);
+    return fail.invalid_request('Invalid request body', detail);
   }
   switch (e.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
@@ -136,17 +151,45 @@ export function toEdgeError(err: unknown): EdgeError {
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
       return fail.unsupported_media_type();
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
-      return fail.bad_request('Content-Length does not match the body');
+      return fail.bad_request('Content-Length does not match the body', { field: 'content-length', reason: 'does not match the length of the body' });
   }
-  if (err instanceof SyntaxError) return fail.invalid_json('Invalid JSON body', err.message);
+  if (err instanceof SyntaxError) return invalidJson(err);
   if (typeof e.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500) return fail.bad_request(e.message);
   return fail.internal();
+}
+
+function invalidJson(err: Error): EdgeError {
+  return fail.invalid_json('Invalid JSON body', { field: '(body)', reason: err.message });
+}
+
+/**
+ * The one error string of an operation whose 400 body the API contract fixes as `{error: "<string>"}` (the
+ * health-check operations, docs/errors.md): the message, then the field and reason when the message does not
+ * already say them.
+ */
+function oneErrorString(error: EdgeError): string {
+  const detail = error.detail as { field?: unknown; reason?: unknown } | string | undefined;
+  if (typeof detail === 'string') return detail === '' ? error.message : `${error.message}: ${detail}`;
+  if (typeof detail?.reason !== 'string' || error.message.includes(detail.reason)) return error.message;
+  const field = typeof detail.field === 'string' && !detail.field.startsWith('(') ? `${detail.field}: ` : '';
+  return `${error.message}: ${field}${detail.reason}`;
+}
+
+/**
+ * The error handler of an operation whose 400 body the API contract fixes as an object with one error string (the health-check
+ * operations, docs/errors.md): it rethrows the registry's error with that body (EdgeError.withBody, dropping `code`
+ * and `detail`), and the application's handler answers it like any other. Other statuses keep the uniform body.
+ */
+export function errorStringOn400(err: unknown): never {
+  const error = toEdgeError(err);
+  if (error.status !== 400) throw error;
+  throw error.withBody({ error: oneErrorString(error), code: null, detail: null });
 }
 
 /** Reads an int64 path segment; 400 when it is not one (docs/api.md: non-numeric id in path). */
 export function int64Param(value: string, name = 'id'): number {
   const id = parseInt64(value);
-  if (id === null) throw fail.invalid_id(`Invalid ${name}`, `${name} must be a positive int64`);
+  if (id === null) throw fail.invalid_id(`Invalid ${name}`, { field: name, reason: 'must be a positive int64' });
   return id;
 }
 
@@ -176,7 +219,7 @@ export function createControlApp(deps: ControlDeps): ControlApp {
     try {
       done(null, parseJsonBody(body as string));
     } catch (err) {
-      done(err instanceof EdgeError ? err : fail.invalid_json('Invalid JSON body', (err as Error).message), undefined);
+      done(err instanceof EdgeError ? err : invalidJson(err as Error), undefined);
     }
   });
 
@@ -187,6 +230,12 @@ export function createControlApp(deps: ControlDeps): ControlApp {
     reply.status(error.status);
     if (typeof body === 'string') reply.type('text/plain; charset=utf-8');
     return reply.send(body);
+  });
+  // A response sent before the body was read (413 over the body limit, a parse error) closes the connection; the
+  // rest of the body is read and discarded first, so the client reads the status rather than a reset.
+  app.addHook('onSend', async (req, _reply, payload) => {
+    if (!req.raw.complete) lingerBeforeClose(req.raw);
+    return payload;
   });
   app.setNotFoundHandler((req, reply) => {
     const error = fail.route_not_found(`No route ${req.method} ${req.url.split('?')[0]}`);

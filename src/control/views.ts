@@ -13,7 +13,13 @@ export function iso(value: Date | string | null | undefined): string | null {
 }
 
 export const ErrorBody = Type.Object(
-  { error: Type.String(), code: Type.String(), detail: Type.Optional(Type.Unknown()) },
+  {
+    error: Type.String(),
+    code: Type.String(),
+    detail: Type.Optional(
+      Type.Unknown({ description: 'Specifics. A validation error (400) has `{field, reason}`; rate-limit condition validation alone a reason string (docs/errors.md)' }),
+    ),
+  },
   { additionalProperties: true, description: 'The uniform error body' },
 );
 

@@ -15,17 +15,32 @@ export class EdgeError extends Error {
     readonly code: string,
     message: string,
     readonly detail?: unknown,
-    /** Where docs/api.md fixes a different body for this error (plain text or extra fields). */
+    /**
+     * Where the API contract fixes another body for this error (docs/errors.md): a string is sent as plain text; an object is laid over the
+     * uniform body as a JSON merge patch (RFC 7396), so a key set to null removes that key. Set through `withBody`.
+     */
     readonly body?: string | Record<string, unknown>,
   ) {
     super(message);
   }
 
-  toBody(): ErrorBody | string {
+  /** The same error answered with the body the API contract fixes for it (see `body`); status and code are unchanged. */
+  withBody(body: string | Record<string, unknown>): EdgeError {
+    return new EdgeError(this.status, this.code, this.message, this.detail, body);
+  }
+
+  /** The uniform `{error, code, detail?}` body, or the one the API contract fixes (plain text, or the uniform one patched). */
+  toBody(): ErrorBody | Record<string, unknown> | string {
     if (typeof this.body === 'string') return this.body;
     const out: ErrorBody = { error: this.message, code: this.code };
     if (this.detail !== undefined) out.detail = this.detail;
-    return this.body ? { ...out, ...this.body } : out;
+    if (!this.body) return out;
+    const patched: Record<string, unknown> = { ...out };
+    for (const [key, value] of Object.entries(this.body)) {
+      if (value === null) delete patched[key];
+      else patched[key] = value;
+    }
+    return patched;
   }
 }
 
@@ -38,6 +53,8 @@ export const ERROR_CODES = {
   invalid_query: [400, 'Invalid query parameter'],
   pagination_too_deep: [400, 'Pagination offset too large'],
   integer_id_unsupported: [400, 'Integer ids are no longer accepted here; use the uuid'],
+  // Also rate-limit condition validation, whose body the API contract fixes (docs/errors.md): `{error: "Bad request", code, detail: "<reason>"}`,
+  // the one 400 whose detail is a string rather than `{field, reason}`.
   bad_request: [400, 'Bad request'],
   unauthorized: [401, 'Missing or invalid API key'],
   forbidden: [403, 'Forbidden'],
@@ -122,6 +139,22 @@ export const fail = Object.fromEntries(
  */
 export function invalid(field: string, reason: string, extra: Record<string, unknown> = {}): EdgeError {
   return fail.invalid_request(`Invalid ${field}: ${reason}`, { field, reason, ...extra });
+}
+
+/**
+ * The 403 the API contract fixes for an unmet verification gate (dedicated ports): `error` is the code itself, and the body
+ * names the gate, the feature it guards and a sentence for the user. `code` stays, as on every error.
+ */
+export function verificationRequired(gateType: string, feature: string, message: string): EdgeError {
+  return fail.verification_required(message).withBody({ error: 'verification_required', gate_type: gateType, feature, message });
+}
+
+/**
+ * The 403 the API contract fixes for promoting past the permanent-endpoint quota: a plain-text body naming the limit. The
+ * detail (quota, limit, used) is kept on the error for logs; clients get the text only.
+ */
+export function quotaExceededAsText(message: string, detail?: Record<string, unknown>): EdgeError {
+  return fail.quota_exceeded(message, detail).withBody(message);
 }
 
 export function isEdgeError(err: unknown): err is EdgeError {

@@ -168,7 +168,7 @@ describe('certificates', () => {
       assert.equal(unknown.body.code, 'unknown_field');
       const missing = await t.api('POST', '/v1/certificates', { key: owner.api_key, body: { certificate_pem: good.chainPem } });
       assert.equal(missing.status, 400);
-      assert.match(missing.body.detail, /private_key_pem/);
+      assert.deepEqual(missing.body.detail, { field: 'private_key_pem', reason: 'missing required field' });
       const json = await t.api('POST', '/v1/certificates', { key: owner.api_key, raw: '{"certificate_pem": "', headers: { 'content-type': 'application/json' } });
       assert.equal(json.status, 400);
       assert.equal(json.body.code, 'invalid_json');
@@ -362,7 +362,7 @@ describe('certificates', () => {
         const unknown = await refused({ certificate_id: current.id, force: true });
         assert.equal(unknown.status, 400);
         assert.equal(unknown.body.code, 'unknown_field');
-        assert.match(unknown.body.detail, /force/);
+        assert.deepEqual(unknown.body.detail, { field: 'force', reason: 'unknown field' });
         assert.equal((await refused(null, { raw: '{"certificate_id": ' })).body.code, 'invalid_json');
         for (const body of [{ certificate_id: String(current.id) }, { certificate_id: -1 }, { certificate_id: 1.5 }, { use_default: 'yes' }]) {
           const res = await refused(body);

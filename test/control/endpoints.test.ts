@@ -172,7 +172,7 @@ describe('endpoint lifecycle', () => {
       const unknown = await create(user.api_key, { subdomain: 'x', surprise: true });
       assert.equal(unknown.status, 400);
       assert.equal(unknown.body.code, 'unknown_field');
-      assert.match(unknown.body.detail, /surprise/);
+      assert.deepEqual(unknown.body.detail, { field: 'surprise', reason: 'unknown field' });
       for (const body of [{ is_custom: 'yes' }, { domain_id: 'one' }, { domain_id: 0 }, { subdomain: 7 }]) {
         const res = await create(user.api_key, body);
         assert.equal(res.status, 400, JSON.stringify(body));

@@ -151,7 +151,7 @@ describe('firewall rate limits API', () => {
       [rule(endpoint.uuid, { conditions: [{ type: 'constructor', operator: 'in', value: 'x' }] }), 400, 'Bad request', /unknown condition type "constructor"/],
       [rule(endpoint.uuid, { conditions: [{ type: 'country', operator: 'in', value: 'US', logical_operator: 'XOR' }] }), 400, 'Bad request', /logical_operator must be AND or OR/],
       [rule(endpoint.uuid, { conditions: [{ type: 7, operator: 'in', value: 'US' }] }), 400, 'Bad request', /type must be a string/],
-      [rule(endpoint.uuid, { conditions: [{ type: 'country', operator: 'in', value: 'US', extra: 1 }] }), 400, 'Invalid request body', /unknown field/],
+      [rule(endpoint.uuid, { conditions: [{ type: 'country', operator: 'in', value: 'US', extra: 1 }] }), 400, 'Invalid request body', /"field":"conditions.0.extra","reason":"unknown field"/],
       [rule(endpoint.uuid, { window_size_seconds: 86401 }), 400, 'Invalid request body', /window_size_seconds/],
       [rule(endpoint.uuid, { requests_per_window: 0 }), 400, 'Invalid request body', /requests_per_window/],
       [rule(endpoint.uuid, { action: 'drop' }), 400, 'Invalid request body', /action/],
@@ -159,7 +159,7 @@ describe('firewall rate limits API', () => {
       [rule(endpoint.uuid, { scope: 'global' }), 400, 'Invalid request body', /scope/],
       [rule(endpoint.uuid, { name: '' }), 400, 'Invalid request body', /name/],
       [rule(endpoint.uuid, { name: 'a\u0000b' }), 400, 'Invalid name: control characters are not allowed', /"field":"name","reason":"control characters are not allowed"/],
-      [rule(endpoint.uuid, { unknown: true }), 400, 'Invalid request body', /unknown field "unknown"/],
+      [rule(endpoint.uuid, { unknown: true }), 400, 'Invalid request body', /"field":"unknown","reason":"unknown field"/],
       [{ ...rule(endpoint.uuid), endpoint_id: undefined }, 400, 'Invalid request body', /endpoint_id/],
       [rule('not-an-id'), 400, 'Invalid endpoint_id: an endpoint uuid or a positive integer id', /"field":"endpoint_id"/],
       [rule('00000000-0000-4000-8000-000000000000'), 404, 'Endpoint not found', ''],
@@ -169,7 +169,7 @@ describe('firewall rate limits API', () => {
       const res = await create(body);
       assert.equal(res.status, status, `${JSON.stringify(body)}: ${res.text}`);
       assert.equal(res.body.error, error, res.text);
-      // Condition refusals keep SPEC's string detail; other validation errors name the field: {field, reason}.
+      // Condition refusals keep the contract's string detail; other validation errors name the field: {field, reason}.
       if (detail instanceof RegExp) assert.match(typeof res.body.detail === 'string' ? res.body.detail : JSON.stringify(res.body.detail), detail, res.text);
     }
     const tooMany = await create(rule(endpoint.uuid, { conditions: Array.from({ length: 21 }, () => ({ type: 'method', operator: 'equals', value: 'GET' })) }));

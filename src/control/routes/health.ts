@@ -1,10 +1,9 @@
 // Health checks in the control API (docs/api.md "Health checks"): the check's effective configuration, and what the prober found
 // (verdicts, uptime, latency). The worker's prober does the probing (src/worker/health-prober.ts, docs/health-checks.md).
 import { Type } from '@sinclair/typebox';
-import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { Nullable, Strict, Timestamp } from '../../shared/schema.ts';
 import { HEALTH_LIMITS, HEALTH_STATUSES, type ProbeRow } from '../../store/health.ts';
-import { toEdgeError, type ControlApp, type ControlDeps } from '../http.ts';
+import { errorStringOn400, type ControlApp, type ControlDeps } from '../http.ts';
 import { healthService, type CheckState } from '../services/health.ts';
 import { ErrorBody, ErrorResponses, iso } from '../views.ts';
 
@@ -59,23 +58,11 @@ function probeView(p: ProbeRow) {
   return { id: p.id, status: p.status, status_code: p.status_code, latency_ms: p.latency_ms, error_message: p.error_message, checked_at: iso(p.checked_at) };
 }
 
-/** A `{field, reason}` detail (the shape of validation errors) in the one string: ": field: reason". */
-function fieldReason(detail: unknown): string {
-  const d = detail as { field?: unknown; reason?: unknown } | null | undefined;
-  return typeof d?.field === 'string' && typeof d.reason === 'string' ? `: ${d.field}: ${d.reason}` : '';
-}
-
 /**
  * docs/api.md gives the health-check operations' 400 its own body, an object with one `error` string; every other status
- * keeps the uniform body. The one string carries the registry's message and, when there is one, what was wrong.
+ * keeps the uniform body. Both come from the registry's error (src/control/http.ts, errorStringOn400).
  */
-function healthCheckErrors(this: unknown, err: FastifyError, req: FastifyRequest, reply: FastifyReply): FastifyReply {
-  const error = toEdgeError(err);
-  if (error.status !== 400) throw err; // the application's error handler answers with the uniform body
-  const detail = typeof error.detail === 'string' && error.detail !== '' ? `: ${error.detail}` : fieldReason(error.detail);
-  req.log.debug({ code: error.code }, 'health-check request refused');
-  return reply.status(400).send({ error: `${error.message}${detail}` });
-}
+const healthCheckErrors = errorStringOn400;
 
 export function healthRoutes(app: ControlApp, deps: ControlDeps): void {
   const health = healthService(deps);

@@ -1,6 +1,5 @@
 // The endpoint lifecycle as domain operations: create (quota, domain, custom name), list, delete, promote, dedicated
 // ports, capture, ephemeral creation and the admin pause. Each runs its own transaction; the store writes publish.
-import { fail } from '../../shared/errors.ts';
 import type { Plan } from '../../shared/plans.ts';
 import { parseInt64 } from '../../shared/schema.ts';
 import { findUserById } from '../../store/accounts.ts';
@@ -10,7 +9,7 @@ import * as store from '../../store/endpoints.ts';
 import { CAPTURE_LEVELS, type CaptureLevel, type EndpointRow, type EndpointStatus } from '../../store/endpoints.ts';
 import type { Caller } from '../caller.ts';
 import { endpointAccountPlan, endpointForCaller, type PlanAccount } from '../endpoint-access.ts';
-import { quotaExceededAsText, verificationRequired } from '../fixed-body.ts';
+import { fail, quotaExceededAsText, verificationRequired } from '../../shared/errors.ts';
 import type { ControlDeps } from '../http.ts';
 import { canonicalSubdomain, generateSubdomain, hostnameFor, MAX_HOSTNAME_LENGTH, ROOT_SUBDOMAIN } from '../subdomains.ts';
 
