@@ -127,7 +127,7 @@ export function parseOriginUrl(raw: string, allowPrivate: boolean): string {
     return canonicalOriginUrl(raw, allowPrivate);
   } catch (err) {
     if (!(err instanceof OriginUrlError)) throw err;
-    throw fail.invalid_request('Invalid request body', `url: ${err.message}`);
+    throw fail.invalid_request('Invalid request body', { field: 'url', reason: err.message });
   }
 }
 

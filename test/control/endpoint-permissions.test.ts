@@ -87,7 +87,7 @@ describe('declared permissions of the endpoint routes', () => {
     const res = await call(reader, 'PUT', `/v1/endpoints/${uuid}/settings/capture`, { capture_level: 'everything' });
     assert.equal(res.status, 400, res.text);
     assert.equal(res.body.code, 'invalid_request');
-    assert.deepEqual(res.body.detail, { capture_level: 'everything' });
+    assert.deepEqual(res.body.detail, { field: 'capture_level', reason: 'supported: full, metadata, off', capture_level: 'everything' });
   });
 
   it('needs tunnels:connect besides endpoints:write for the one-shot flow’s ephemeral endpoint', async () => {

@@ -42,9 +42,12 @@ function checked<T>(field: string, fn: () => T): T {
   }
 }
 
-/** 400 with a stable detail.reason, for assignment refusals a client may want to tell apart. */
-function refuse(reason: string, message: string, extra: Record<string, unknown> = {}) {
-  return fail.invalid_request(message, { reason, ...extra });
+/**
+ * 400 with a stable detail.reason, for assignment refusals a client may want to tell apart. The field is the one the
+ * refusal is about: the certificate chosen, or the endpoint it was asked for.
+ */
+function refuse(field: 'certificate_id' | 'endpoint', reason: string, message: string, extra: Record<string, unknown> = {}) {
+  return fail.invalid_request(message, { field, reason, ...extra });
 }
 
 /** The operations on the account's certificates and endpoints' TLS. The route has checked the caller's permission. */
@@ -123,7 +126,7 @@ export function certificateService({ db, secrets, config }: Pick<ControlDeps, 'd
       const { certificate_id: certificateId, use_default: useDefault } = body;
       const revert = useDefault === true || certificateId === null || certificateId === 0;
       if (useDefault === true && certificateId) {
-        throw fail.invalid_request('use_default: true cannot be combined with a certificate_id', { reason: 'conflicting_fields' });
+        throw fail.invalid_request('use_default: true cannot be combined with a certificate_id', { field: 'use_default', reason: 'conflicting_fields' });
       }
       if (!revert && certificateId === undefined) {
         throw fail.invalid_request('Give certificate_id, or use_default: true to revert to the platform certificate', { field: 'certificate_id', reason: 'missing_field' });
@@ -134,12 +137,12 @@ export function certificateService({ db, secrets, config }: Pick<ControlDeps, 'd
         const endpoint = await endpointForCaller(tx, caller, endpointUuid, { forUpdate: true });
         await requireEndpointEntitlement(tx, caller, config.plans, endpoint, 'custom_ssl');
         if (endpoint.domain_id === null) {
-          throw refuse('not_custom_domain', 'Custom certificates are only for endpoints on a custom domain; this one uses the platform domain');
+          throw refuse('endpoint', 'not_custom_domain', 'Custom certificates are only for endpoints on a custom domain; this one uses the platform domain');
         }
         const domain = await findDomainById(tx, endpoint.domain_id);
         // The endpoint's own account must hold its domain verified (admins act on behalf of that account).
         if (!domain || domain.account_id !== endpoint.account_id || domain.verified_at === null) {
-          throw refuse('domain_not_owned', "The endpoint's domain is not a verified custom domain of this account");
+          throw refuse('endpoint', 'domain_not_owned', "The endpoint's domain is not a verified custom domain of this account");
         }
 
         if (revert) {
@@ -152,18 +155,18 @@ export function certificateService({ db, secrets, config }: Pick<ControlDeps, 'd
         const cert = Number.isSafeInteger(id) ? await store.findCertificate(tx, endpoint.account_id, id, { lock: 'share' }) : null;
         if (!cert) throw fail.not_found('Certificate not found');
         const now = Date.now();
-        if (cert.status !== 'active') throw refuse('certificate_not_active', `Certificate ${cert.id} is ${cert.status}`, { status: cert.status });
+        if (cert.status !== 'active') throw refuse('certificate_id', 'certificate_not_active', `Certificate ${cert.id} is ${cert.status}`, { status: cert.status });
         if (cert.not_after.getTime() <= now) {
-          throw refuse('certificate_expired', `Certificate ${cert.id} expired at ${iso(cert.not_after)}`, { not_after: iso(cert.not_after) });
+          throw refuse('certificate_id', 'certificate_expired', `Certificate ${cert.id} expired at ${iso(cert.not_after)}`, { not_after: iso(cert.not_after) });
         }
         if (cert.not_before.getTime() > now) {
-          throw refuse('certificate_not_yet_valid', `Certificate ${cert.id} is not valid before ${iso(cert.not_before)}`, { not_before: iso(cert.not_before) });
+          throw refuse('certificate_id', 'certificate_not_yet_valid', `Certificate ${cert.id} is not valid before ${iso(cert.not_before)}`, { not_before: iso(cert.not_before) });
         }
         if (!sansMatchDomain(cert.sans, domain.name)) {
-          throw refuse('domain_mismatch', `Certificate ${cert.id} names nothing in ${domain.name}`, { domain: domain.name, sans: cert.sans });
+          throw refuse('certificate_id', 'domain_mismatch', `Certificate ${cert.id} names nothing in ${domain.name}`, { domain: domain.name, sans: cert.sans });
         }
         if (!certificateCoversHost(new X509Certificate(cert.certificate_pem), endpoint.hostname)) {
-          throw refuse('hostname_not_covered', `Certificate ${cert.id} does not cover ${endpoint.hostname}`, { hostname: endpoint.hostname, sans: cert.sans });
+          throw refuse('certificate_id', 'hostname_not_covered', `Certificate ${cert.id} does not cover ${endpoint.hostname}`, { hostname: endpoint.hostname, sans: cert.sans });
         }
         await store.setEndpointCertificate(tx, endpoint.id, cert.id);
         return { certificate_id: cert.id, certificate_name: cert.name };

@@ -102,7 +102,7 @@ export function endpointService({ db, config }: Pick<ControlDeps, 'db' | 'config
       let requested: string | null = null;
       if (input.subdomain !== undefined && input.subdomain !== '') {
         const check = canonicalSubdomain(input.subdomain);
-        if (!check.ok) throw fail.invalid_request('Invalid subdomain format', check.reason);
+        if (!check.ok) throw fail.invalid_request('Invalid subdomain format', { field: 'subdomain', reason: check.reason });
         requested = check.subdomain;
       }
       const wantsCustom = input.is_custom === true && requested !== null;
@@ -131,7 +131,7 @@ export function endpointService({ db, config }: Pick<ControlDeps, 'db' | 'config
         // everyone's to put custom names under); what remains is the entitlement, which downgrades silently.
         if (wantsCustom && caller.entitled('custom_subdomains')) {
           const hostname = hostnameFor(requested!, domainName);
-          if (hostname.length > MAX_HOSTNAME_LENGTH) throw fail.invalid_request('Invalid subdomain format', `the hostname ${hostname} is longer than ${MAX_HOSTNAME_LENGTH} characters`);
+          if (hostname.length > MAX_HOSTNAME_LENGTH) throw fail.invalid_request('Invalid subdomain format', { field: 'subdomain', reason: `the hostname ${hostname} is longer than ${MAX_HOSTNAME_LENGTH} characters` });
           const row = await store.insertEndpoint(tx, { ...base, subdomain: requested!, hostname, isCustom: true });
           if (!row) throw fail.already_exists(`The hostname ${hostname} is already taken`, { hostname });
           return row;
@@ -150,7 +150,7 @@ export function endpointService({ db, config }: Pick<ControlDeps, 'db' | 'config
       let userId: number | undefined;
       if (caller.isAdmin && q.user_id !== undefined && q.user_id !== '') {
         userId = parseInt64(q.user_id) ?? undefined;
-        if (userId === undefined) throw fail.invalid_query('Invalid query parameter user_id', 'user_id must be a positive int64');
+        if (userId === undefined) throw fail.invalid_query('Invalid query parameter user_id', { field: 'user_id', reason: 'must be a positive int64' });
       }
       const { rows, total } = await store.listEndpoints(
         db,
@@ -260,7 +260,7 @@ export function endpointService({ db, config }: Pick<ControlDeps, 'db' | 'config
     async setCapture(caller: Caller, uuid: string, body: CaptureInput): Promise<void> {
       const level = body.capture_level ?? '';
       if (level !== '' && !(CAPTURE_LEVELS as readonly string[]).includes(level)) {
-        throw fail.invalid_request('Invalid capture_level. Supported: full, metadata, off', { capture_level: level });
+        throw fail.invalid_request('Invalid capture_level. Supported: full, metadata, off', { field: 'capture_level', reason: 'supported: full, metadata, off', capture_level: level });
       }
       caller.requirePermission('endpoints:update');
       const capture = { enabled: level === 'off' ? false : (body.capture_enabled ?? false), level: level === '' ? null : (level as CaptureLevel) };

@@ -25,7 +25,7 @@ import type { ControlDeps } from '../http.ts';
  * missing one; admins see every endpoint.
  */
 async function endpointForHealth(db: Queryable, caller: Caller, uuid: string, opts: { forUpdate?: boolean } = {}): Promise<EndpointRow> {
-  if (!isUuid(uuid)) throw fail.invalid_id('Invalid endpoint id', 'the endpoint id must be a UUID');
+  if (!isUuid(uuid)) throw fail.invalid_id('Invalid endpoint id', { field: 'id', reason: 'the endpoint id must be a UUID' });
   const endpoint = await findEndpointByUuid(db, uuid.toLowerCase(), opts);
   if (!endpoint) throw fail.not_found('Endpoint not found');
   if (!canSee(caller, endpoint)) throw fail.forbidden('The endpoint belongs to another user');
@@ -61,20 +61,20 @@ export interface CheckPatch {
  */
 function validatePatch(body: CheckPatch): void {
   if (body.enabled === undefined && body.path === undefined && body.interval_seconds === undefined) {
-    throw fail.invalid_request('No fields to update: send at least one of enabled, path, interval_seconds');
+    throw fail.invalid_request('No fields to update: send at least one of enabled, path, interval_seconds', { field: '(body)', reason: 'send at least one of enabled, path, interval_seconds' });
   }
   const interval = body.interval_seconds;
   if (interval !== undefined && (interval < HEALTH_LIMITS.minIntervalSeconds || interval > HEALTH_LIMITS.maxIntervalSeconds)) {
-    throw fail.invalid_request(`interval_seconds must be between ${HEALTH_LIMITS.minIntervalSeconds} and ${HEALTH_LIMITS.maxIntervalSeconds}, got ${interval}`);
+    throw fail.invalid_request(`interval_seconds must be between ${HEALTH_LIMITS.minIntervalSeconds} and ${HEALTH_LIMITS.maxIntervalSeconds}, got ${interval}`, { field: 'interval_seconds', reason: `must be between ${HEALTH_LIMITS.minIntervalSeconds} and ${HEALTH_LIMITS.maxIntervalSeconds}` });
   }
   const path = body.path;
   if (typeof path === 'string' && path !== '') {
-    if (!path.startsWith('/')) throw fail.invalid_request('path must start with "/"');
-    if (path.length > HEALTH_LIMITS.maxPathLength) throw fail.invalid_request(`path must be at most ${HEALTH_LIMITS.maxPathLength} characters, got ${path.length}`);
+    if (!path.startsWith('/')) throw fail.invalid_request('path must start with "/"', { field: 'path', reason: 'must start with "/"' });
+    if (path.length > HEALTH_LIMITS.maxPathLength) throw fail.invalid_request(`path must be at most ${HEALTH_LIMITS.maxPathLength} characters, got ${path.length}`, { field: 'path', reason: `must be at most ${HEALTH_LIMITS.maxPathLength} characters` });
     // Probes send the path as a request target: no fragment, and nothing a request line cannot carry. Characters
     // beyond ASCII are refused too (an HTTP client throws on them; the prober would have nothing to send).
-    if (/[\s#\x00-\x1f\x7f]/.test(path)) throw fail.invalid_request('path must not contain spaces, control characters or "#"');
-    if (/[^\x21-\x7e]/.test(path)) throw fail.invalid_request('path must be ASCII: percent-encode other characters (/caf%C3%A9, not /café)');
+    if (/[\s#\x00-\x1f\x7f]/.test(path)) throw fail.invalid_request('path must not contain spaces, control characters or "#"', { field: 'path', reason: 'must not contain spaces, control characters or "#"' });
+    if (/[^\x21-\x7e]/.test(path)) throw fail.invalid_request('path must be ASCII: percent-encode other characters (/caf%C3%A9, not /café)', { field: 'path', reason: 'must be ASCII: percent-encode other characters' });
   }
 }
 
@@ -145,7 +145,7 @@ export function healthService({ db, presence, config }: Pick<ControlDeps, 'db' |
         };
         const rawOnly = rawOnlyProtocol(locked, agents);
         if (body.enabled === true && rawOnly !== null) {
-          throw fail.invalid_request(`Health checks are supported for HTTP endpoints only; this endpoint serves ${rawOnly}`);
+          throw fail.invalid_request(`Health checks are supported for HTTP endpoints only; this endpoint serves ${rawOnly}`, { field: 'id', reason: 'health checks are supported for HTTP endpoints only' });
         }
         const saved = await saveHealthCheck(tx, locked.id, next);
         return { endpoint: locked, check: saved, rawOnly };

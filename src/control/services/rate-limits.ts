@@ -67,11 +67,11 @@ function pathRef(value: string, what: 'rule' | 'condition', legacy: LegacyIds, n
       });
     }
     const id = parseInt64(value);
-    if (id === null) throw fail.invalid_id(`Invalid ${what} id`, `the ${what} id must be a UUID (or, until the sunset, a positive integer)`);
+    if (id === null) throw fail.invalid_id(`Invalid ${what} id`, { field: 'id', reason: `the ${what} id must be a UUID (or, until the sunset, a positive integer)` });
     notice({ deprecation: `@${Math.floor(LEGACY_IDS_DEPRECATED_AT / 1000)}`, sunset: sunsetAt.toUTCString() });
     return { id };
   }
-  throw fail.invalid_id(`Invalid ${what} id`, `the ${what} id must be a UUID`);
+  throw fail.invalid_id(`Invalid ${what} id`, { field: 'id', reason: `the ${what} id must be a UUID` });
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -336,7 +336,7 @@ export function rateLimitService({ db, config }: { db: Database; config: Config 
         const endpoint = await writableEndpoint(tx, caller, plans, ref);
         const count = await store.countRules(tx, endpoint.id);
         if (count >= MAX_RULES_PER_ENDPOINT) {
-          throw fail.invalid_request(`An endpoint has at most ${MAX_RULES_PER_ENDPOINT} rate-limit rules`, { limit: MAX_RULES_PER_ENDPOINT, count });
+          throw fail.invalid_request(`An endpoint has at most ${MAX_RULES_PER_ENDPOINT} rate-limit rules`, { field: 'endpoint_id', reason: `at most ${MAX_RULES_PER_ENDPOINT} rules per endpoint`, limit: MAX_RULES_PER_ENDPOINT, count });
         }
         return store.insertRule(tx, endpoint.id, caller.user.id, input);
       });

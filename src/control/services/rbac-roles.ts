@@ -99,7 +99,7 @@ export function rbacRoleService({ db, config }: Pick<ControlDeps, 'db' | 'config
         const endpoint = await writable(tx, caller, uuid);
         const count = await store.countRoles(tx, endpoint.id);
         if (count >= MAX_ROLES_PER_ENDPOINT) {
-          throw fail.invalid_request(`An endpoint has at most ${MAX_ROLES_PER_ENDPOINT} RBAC roles`, { limit: MAX_ROLES_PER_ENDPOINT, count });
+          throw fail.invalid_request(`An endpoint has at most ${MAX_ROLES_PER_ENDPOINT} RBAC roles`, { field: 'roles', reason: `at most ${MAX_ROLES_PER_ENDPOINT} per endpoint`, limit: MAX_ROLES_PER_ENDPOINT, count });
         }
         try {
           return { endpoint, created: await store.insertRole(tx, endpoint.id, role) };

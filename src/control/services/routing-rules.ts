@@ -185,7 +185,7 @@ export function routingRuleService({ db, config }: Pick<ControlDeps, 'db' | 'con
         const endpoint = await writableEndpoint(tx, caller, endpointUuid, plans);
         const count = await store.countRoutingRules(tx, endpoint.id);
         if (count >= MAX_RULES_PER_ENDPOINT) {
-          throw fail.invalid_request(`An endpoint has at most ${MAX_RULES_PER_ENDPOINT} routing rules`, { limit: MAX_RULES_PER_ENDPOINT, count });
+          throw fail.invalid_request(`An endpoint has at most ${MAX_RULES_PER_ENDPOINT} routing rules`, { field: 'rules', reason: `at most ${MAX_RULES_PER_ENDPOINT} per endpoint`, limit: MAX_RULES_PER_ENDPOINT, count });
         }
         return { endpoint, rule: await store.insertRoutingRule(tx, endpoint.id, input) };
       });

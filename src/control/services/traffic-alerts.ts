@@ -118,7 +118,7 @@ const ruleNotFound = () => fail.not_found('Alert rule not found');
 
 /** A rule the caller may see; another account's reads as missing (docs/api.md: same status on purpose). */
 async function visibleRule(q: Queryable, caller: Caller, uuid: string): Promise<AlertRuleRow> {
-  if (!isUuid(uuid)) throw fail.invalid_id('Invalid alert rule id', 'the alert rule id must be a UUID');
+  if (!isUuid(uuid)) throw fail.invalid_id('Invalid alert rule id', { field: 'id', reason: 'the alert rule id must be a UUID' });
   const rule = await store.findAlertRule(q, uuid.toLowerCase());
   if (!rule || !canSee(caller, rule)) throw ruleNotFound();
   return rule;
@@ -179,7 +179,7 @@ export function trafficAlertService({ db, config, secrets, alertNotifier }: Pick
         const input = ruleInput(body, endpoint?.id ?? null, { allowPrivate, secrets });
         const count = await store.countAlertRulesLocked(tx, caller.account.id);
         if (count >= MAX_ALERT_RULES_PER_ACCOUNT) {
-          throw fail.invalid_request(`An account has at most ${MAX_ALERT_RULES_PER_ACCOUNT} alert rules`, { limit: MAX_ALERT_RULES_PER_ACCOUNT, count });
+          throw fail.invalid_request(`An account has at most ${MAX_ALERT_RULES_PER_ACCOUNT} alert rules`, { field: 'alert_rules', reason: `at most ${MAX_ALERT_RULES_PER_ACCOUNT} per account`, limit: MAX_ALERT_RULES_PER_ACCOUNT, count });
         }
         return store.insertAlertRule(tx, caller.account.id, caller.user.id, input);
       });
