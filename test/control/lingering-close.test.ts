@@ -17,8 +17,12 @@ interface Exchange {
   sentAll: boolean;
 }
 
-/** Sends a request head and body over a raw socket, writing all of it before reading, as a simple client does. */
-function exchange(port: number, head: string, body: Buffer, chunks = 1): Promise<Exchange> {
+/**
+ * Sends a request head and body over a raw socket, writing all of it before reading, as a simple client does. With
+ * `halfClose` the client then ends its side; without, it waits for the server to close (a client's FIN before the
+ * answer makes Node's server abort a request still in progress, which is not what a small-body test is about).
+ */
+function exchange(port: number, head: string, body: Buffer, chunks = 1, halfClose = true): Promise<Exchange> {
   return new Promise((resolve) => {
     const socket = connect({ port, host: '127.0.0.1', allowHalfOpen: true });
     let answer = '';
@@ -27,6 +31,8 @@ function exchange(port: number, head: string, body: Buffer, chunks = 1): Promise
     socket.on('data', (d) => (answer += d.toString('latin1')));
     socket.on('error', (err: NodeJS.ErrnoException) => (error ??= err.code ?? err.message));
     socket.on('close', () => resolve({ answer, error, sentAll }));
+    // The server's FIN ends the exchange: the client closes its side too (allowHalfOpen would otherwise keep it).
+    socket.on('end', () => socket.end());
     socket.write(head);
     const size = Math.ceil(body.length / chunks);
     for (let i = 0; i < chunks; i++) {
@@ -35,7 +41,7 @@ function exchange(port: number, head: string, body: Buffer, chunks = 1): Promise
     }
     socket.write(chunks === 1 ? '' : '0\r\n\r\n', () => {
       sentAll = true;
-      socket.end();
+      if (halfClose) socket.end();
     });
   });
 }
@@ -100,7 +106,7 @@ describe('a body over the limit (issue 20 item 9)', () => {
 
   it('a body within the limit is still read and served', async () => {
     const body = Buffer.from(JSON.stringify({}));
-    const res = await exchange(port, head(t.adminKey, `content-length: ${body.length}\r\nconnection: close\r\n`), body);
+    const res = await exchange(port, head(t.adminKey, `content-length: ${body.length}\r\nconnection: close\r\n`), body, 1, false);
     assert.equal(res.error, null);
     assert.match(res.answer, /^HTTP\/1\.1 201 /);
   });
