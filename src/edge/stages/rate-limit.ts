@@ -372,7 +372,6 @@ class RateLimitStage implements Stage {
   }
 }
 
-/** What a rule's counts derive from: a change to any of these starts its counts afresh; name, action, priority do not. */
 /**
  * Where windows read the time: the rate limits' own clock when given (it also drives throttle timers), else the
  * stages' clock (StageDeps.clock) with real timers, else the wall clock.
@@ -383,6 +382,7 @@ function rateLimitClock(rl: RateLimitDeps, deps: StageDeps): RateLimitClock {
   return stages === undefined ? SYSTEM_CLOCK : { now: () => stages.now(), setTimeout: SYSTEM_CLOCK.setTimeout };
 }
 
+/** What a rule's counts derive from: a change to any of these starts its counts afresh; name, action, priority do not. */
 function countsVersion(rule: RateLimitRuleConfig): string {
   return JSON.stringify([rule.requests_per_window, rule.window_size_seconds, rule.scope, rule.conditions.map((c) => [c.type, c.operator, c.value, c.logical_operator])]);
 }
