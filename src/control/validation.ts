@@ -5,6 +5,7 @@ import { Type } from '@sinclair/typebox';
 import { hostRefusal } from '../shared/address-policy.ts';
 import { fail, invalid } from '../shared/errors.ts';
 import { canonicalOriginUrl, OriginUrlError } from '../shared/origin-url.ts';
+import { isUuid, parseInt64 } from '../shared/schema.ts';
 import { claimHeaderRefusal } from '../shared/visitor-credentials.ts';
 import { isDnsName } from '../shared/x509.ts';
 import { MAX_SCOPES } from '../store/oauth-providers.ts';
@@ -167,4 +168,15 @@ export function parseClaimHeaders(raw: string): Record<string, string> {
     out[claim] = lower;
   }
   return out;
+}
+
+/** A resource named by its uuid or by its numeric id (endpoints in filters and bodies accept both). */
+export type UuidOrId = { uuid: string } | { id: number };
+
+/** A uuid (lower-cased) or a positive int64 id, as sent in a body (a number) or a query or path (a string); null when neither. */
+export function uuidOrId(value: string | number): UuidOrId | null {
+  if (typeof value === 'number') return Number.isSafeInteger(value) && value > 0 ? { id: value } : null;
+  if (isUuid(value)) return { uuid: value.toLowerCase() };
+  const id = parseInt64(value);
+  return id === null ? null : { id };
 }

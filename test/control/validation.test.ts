@@ -2,7 +2,7 @@
 // or a 400 invalid_request whose detail names the field and the reason.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { futureInstant, parseOriginUrl, SCOPE_TOKEN_PATTERN, TOKEN_PATTERN } from '../../src/control/validation.ts';
+import { futureInstant, parseOriginUrl, SCOPE_TOKEN_PATTERN, TOKEN_PATTERN, uuidOrId } from '../../src/control/validation.ts';
 
 const refusedAt = (field: string) => (err: any) => err.code === 'invalid_request' && err.status === 400 && err.detail?.field === field && typeof err.detail?.reason === 'string';
 
@@ -31,5 +31,13 @@ describe('shared field validation', () => {
     const scope = new RegExp(SCOPE_TOKEN_PATTERN);
     for (const ok of ['openid', 'https://graph.example/read', 'user:email']) assert.ok(scope.test(ok), ok);
     for (const bad of ['two words', 'back\\slash', 'quo"te', '']) assert.ok(!scope.test(bad), bad);
+  });
+
+  it('reads a resource named by uuid (lower-cased) or positive int64 id, and nothing else', () => {
+    assert.deepEqual(uuidOrId('6F1C3C52-2B5E-4D2A-9D3B-0A1B2C3D4E5F'), { uuid: '6f1c3c52-2b5e-4d2a-9d3b-0a1b2c3d4e5f' });
+    assert.deepEqual(uuidOrId('42'), { id: 42 });
+    assert.deepEqual(uuidOrId(42), { id: 42 });
+    for (const bad of ['', 'x', '-1', '0', '1.5', '9223372036854775808', '6f1c3c52-2b5e-4d2a-9d3b'] as const) assert.equal(uuidOrId(bad), null, bad);
+    for (const bad of [0, -1, 1.5, 2 ** 53]) assert.equal(uuidOrId(bad), null, String(bad));
   });
 });

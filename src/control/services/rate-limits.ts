@@ -22,6 +22,7 @@ import {
 } from '../../store/rate-limit-rules.ts';
 import type { Caller } from '../caller.ts';
 import { canSee, requireEndpointEntitlement } from '../endpoint-access.ts';
+import { uuidOrId, type UuidOrId } from '../validation.ts';
 
 export const RATE_LIMIT_FEATURE: Entitlement = 'custom_rate_limits';
 export const PAGE_SIZE_DEFAULT = 20;
@@ -36,7 +37,7 @@ const LEGACY_IDS_DEPRECATED_AT = Date.parse('2026-01-01T00:00:00Z');
 // Legacy integer ids
 // ---------------------------------------------------------------------------------------------------------------
 
-type Ref = { uuid: string } | { id: number };
+type Ref = UuidOrId;
 
 export interface LegacyIds {
   sunset: number;
@@ -184,12 +185,7 @@ function lenientPositiveInt(value: string | undefined, fallback: number): number
 }
 
 /** An endpoint_id of a body or query: a uuid or a positive integer; null when it is neither. */
-function endpointRef(value: string | number): Ref | null {
-  if (typeof value === 'number') return Number.isSafeInteger(value) && value > 0 ? { id: value } : null;
-  if (isUuid(value)) return { uuid: value.toLowerCase() };
-  const id = parseInt64(value);
-  return id === null ? null : { id };
-}
+const endpointRef = uuidOrId;
 
 // ---------------------------------------------------------------------------------------------------------------
 // Access

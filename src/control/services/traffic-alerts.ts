@@ -3,7 +3,7 @@
 import { canonicalWebhookUrl, WebhookUrlError, type AlertComparison, type AlertMetric, type AlertNotifier } from '../../shared/alerts.ts';
 import { fail, invalid } from '../../shared/errors.ts';
 import { CONTROL_CHARS } from '../../shared/match/condition.ts';
-import { isUuid, parseInt64 } from '../../shared/schema.ts';
+import { isUuid } from '../../shared/schema.ts';
 import type { SecretBox } from '../../shared/secrets.ts';
 import * as store from '../../store/alerts.ts';
 import { ALERT_EVENTS_CAP, MAX_ALERT_RULES_PER_ACCOUNT, type AlertEventRow, type AlertRuleInput, type AlertRuleRow, type StoredChannel } from '../../store/alerts.ts';
@@ -13,6 +13,7 @@ import type { Caller } from '../caller.ts';
 import { canSee } from '../endpoint-access.ts';
 import type { ControlDeps } from '../http.ts';
 import { iso } from '../views.ts';
+import { uuidOrId } from '../validation.ts';
 
 export const ALERT_LIMITS = {
   maxNameLength: 100,
@@ -130,16 +131,11 @@ async function visibleRule(q: Queryable, caller: Caller, uuid: string): Promise<
  */
 async function ruleEndpoint(q: Queryable, accountId: number, ref: string | number | null | undefined): Promise<EndpointRow | null> {
   if (ref === undefined || ref === null || ref === '') return null;
-  let where: string;
-  let value: string | number;
-  if (typeof ref === 'number') [where, value] = ['id = $1', ref];
-  else if (isUuid(ref)) [where, value] = ['uuid = $1', ref.toLowerCase()];
-  else {
-    const id = parseInt64(ref);
-    if (id === null) throw invalid('endpoint_id', 'an endpoint uuid or a positive integer id');
-    [where, value] = ['id = $1', id];
-  }
-  if (typeof value === 'number' && !Number.isSafeInteger(value)) throw fail.not_found('Endpoint not found');
+  // A number beyond 2^53 cannot be an id this API handed out: not found, as before, rather than a 400.
+  if (typeof ref === 'number' && !Number.isSafeInteger(ref)) throw fail.not_found('Endpoint not found');
+  const named = uuidOrId(ref);
+  if (named === null) throw invalid('endpoint_id', 'an endpoint uuid or a positive integer id');
+  const [where, value] = 'uuid' in named ? ['uuid = $1', named.uuid] : ['id = $1', named.id];
   const { rows } = await q.query<EndpointRow>(`SELECT ${ENDPOINT_COLUMNS} FROM endpoints WHERE ${where}`, [value]);
   const endpoint = rows[0];
   if (!endpoint || endpoint.account_id !== accountId) throw fail.not_found('Endpoint not found');

@@ -2,13 +2,13 @@
 // by one, their replay through an edge (services/traffic-replay.ts), and metrics windows over the minute rollup.
 import type { Logger } from '../../shared/log.ts';
 import { fail } from '../../shared/errors.ts';
-import { isUuid, parseInt64 } from '../../shared/schema.ts';
 import type { Database } from '../../store/db.ts';
 import * as store from '../../store/traffic-queries.ts';
 import type { MetricsBucket, MetricsRow, RecentErrorRow, TrafficLogDetail, TrafficLogSummary } from '../../store/traffic-queries.ts';
 import type { Caller } from '../caller.ts';
 import { int64Param, type ControlDeps } from '../http.ts';
 import { REPLAY_LIMITS, REPLAY_TIMEOUT_MS, replayHeaders, ReplaySlots, sendReplay, type ReplayAnswer } from './traffic-replay.ts';
+import { uuidOrId } from '../validation.ts';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Recent errors (docs/api.md "Recent errors"): forgiving parameters, each falling back to its default
@@ -83,10 +83,10 @@ function statusRange(value: string): { min: number; max: number } {
  */
 async function endpointFilter(db: Database, caller: Caller, value: string | undefined): Promise<string | undefined> {
   if (value === undefined || value === '') return undefined;
-  if (isUuid(value)) return value.toLowerCase();
-  const id = parseInt64(value);
-  if (id === null) throw fail.invalid_query('Invalid query parameter endpoint', { field: 'endpoint', reason: 'an endpoint uuid or a positive integer id' });
-  const uuid = await store.findAccountEndpointUuid(db, caller.account.id, id);
+  const named = uuidOrId(value);
+  if (named === null) throw fail.invalid_query('Invalid query parameter endpoint', { field: 'endpoint', reason: 'an endpoint uuid or a positive integer id' });
+  if ('uuid' in named) return named.uuid;
+  const uuid = await store.findAccountEndpointUuid(db, caller.account.id, named.id);
   if (uuid === null) throw fail.not_found('Endpoint not found');
   return uuid;
 }
