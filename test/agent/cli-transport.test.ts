@@ -105,4 +105,10 @@ describe('edge agent --data-connections', () => {
       assert.match(result.stderr, /--data-connections must be a whole number from 0 to 1024, got "/);
     }
   });
+
+  it('refuses an EDGE_LOG_FORMAT other than auto, text or json with a usage error (exit 2)', LIMIT, async () => {
+    const result = await run(['agent', 'http', '3000', '--edge', 'http://127.0.0.1:1'], { ...cleanEnv({}), EDGE_API_KEY: 'k', EDGE_LOG_FORMAT: 'yaml' });
+    assert.equal(result.code, 2, result.stderr);
+    assert.match(result.stderr, /EDGE_LOG_FORMAT must be auto, text or json, got "yaml"/);
+  });
 });

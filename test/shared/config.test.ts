@@ -26,6 +26,11 @@ describe('loadConfig', () => {
     assert.equal(loadConfig({ EDGE_TUNNEL_DATA_CONNECTIONS: '16' }).edge.tunnelDataConnections, 16);
   });
 
+  it('follows heartbeats for dedicated-port activation every second by default; EDGE_PORT_ACTIVATION_INTERVAL_MS sets it', () => {
+    assert.equal(loadConfig({}).janitor.portActivationIntervalMs, 1000);
+    assert.equal(loadConfig({ EDGE_PORT_ACTIVATION_INTERVAL_MS: '250' }).janitor.portActivationIntervalMs, 250);
+  });
+
   it('reads the JWT layer fetch settings from the environment, defaulting to 5 s, 30 s and 10 min', () => {
     const d = loadConfig({}).edge;
     assert.deepEqual([d.jwksTimeoutMs, d.jwksCooldownMs, d.jwksCacheMaxAgeMs], [5000, 30000, 600000]);
@@ -66,6 +71,8 @@ describe('loadConfig', () => {
       [{ EDGE_REGION: 'EU WEST' }, /"region" \(from EDGE_REGION\)/],
       [{ EDGE_DATABASE_SCHEMA: 'x; drop' }, /"databaseSchema"/],
       [{ EDGE_JWKS_TIMEOUT_MS: '0' }, /"edge.jwksTimeoutMs" \(from EDGE_JWKS_TIMEOUT_MS\)/],
+      [{ EDGE_PORT_ACTIVATION_INTERVAL_MS: '10' }, /"janitor.portActivationIntervalMs" \(from EDGE_PORT_ACTIVATION_INTERVAL_MS\)/],
+      [{ EDGE_PORT_ACTIVATION_INTERVAL_MS: 'soon' }, /EDGE_PORT_ACTIVATION_INTERVAL_MS must be an integer/],
       [{ EDGE_JWKS_COOLDOWN_MS: '-1' }, /"edge.jwksCooldownMs" \(from EDGE_JWKS_COOLDOWN_MS\)/],
       [{ EDGE_JWKS_CACHE_MAX_AGE_MS: '10' }, /"edge.jwksCacheMaxAgeMs" \(from EDGE_JWKS_CACHE_MAX_AGE_MS\)/],
       [{ EDGE_TUNNEL_DATA_CONNECTIONS: '-1' }, /"edge.tunnelDataConnections" \(from EDGE_TUNNEL_DATA_CONNECTIONS\)/],
