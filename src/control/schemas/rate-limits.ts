@@ -25,7 +25,7 @@ export const ConditionView = Type.Object(
     rule_id: Type.Optional(Type.Integer({ deprecated: true, description: 'Legacy integer id of the rule; present until the sunset' })),
     condition_type: literals(RATE_LIMIT_CONDITION_TYPES),
     operator: Type.String(),
-    condition_value: Type.String({ description: 'Canonical form; for header/cookie `name=value`, or `name` with exists/not_exists' }),
+    condition_value: Type.String({ description: 'Canonical form; for header/cookie `name=value`, or `name` (empty: any) with exists/not_exists' }),
     logical_operator: literals(['AND', 'OR'] as const),
     created_at: Timestamp(),
   },
@@ -64,8 +64,15 @@ export const RuleView = Type.Object(
 export const ConditionBody = Strict(
   {
     type: Type.Optional(Type.Unknown({ description: `Required: ${RATE_LIMIT_CONDITION_TYPES.join(', ')}` })),
-    operator: Type.Optional(Type.Unknown({ description: 'Required: one the type allows (docs/rate-limits.md "Rules and conditions")' })),
-    value: Type.Optional(Type.Unknown({ description: 'String; required except for exists / not_exists, which take the header or cookie name' })),
+    operator: Type.Optional(
+      Type.Unknown({
+        description:
+          'Required: one the type allows (docs/rate-limits.md "Rules and conditions"). `path` matches canonical readings ' +
+          '(case-folded, no final /, ; parameters stripped, %2F as /); its exact_equals, exact_in, exact_not_in, exact_contains, ' +
+          'exact_prefix and exact_matches test the normalised path as it is',
+      }),
+    ),
+    value: Type.Optional(Type.Unknown({ description: 'String; required except for exists / not_exists, which take the header or cookie name (none: any header, any cookie)' })),
     logical_operator: Type.Optional(Type.Unknown({ description: '`AND` (default) or `OR`: joins this condition to the next; AND binds tighter' })),
   },
   { description: 'A rate-limit condition' },
