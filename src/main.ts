@@ -33,6 +33,7 @@ import { createNotifier, type Notifier } from './worker/notify.ts';
 import { HealthProber } from './worker/health-prober.ts';
 import { PROBE_KEY_PURPOSE } from './shared/health-probe.ts';
 import { RecordWorker } from './worker/records.ts';
+import { startStoreThread, type StoreThread } from './worker/store-thread/host.ts';
 
 export interface NodeHandle {
   config: Config;
@@ -130,12 +131,34 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
     }
     const secrets = new SecretBox(secretKey(config, logger));
     const needsDb = runs(config, 'control') || runs(config, 'worker');
-    if (needsDb) {
-      const db = await openDatabase({ url: config.databaseUrl, dataDir: `${config.dataDir}/pglite`, schema: config.databaseSchema });
+    const dbOptions = { url: config.databaseUrl, dataDir: `${config.dataDir}/pglite`, schema: config.databaseSchema };
+    // One process with every role: the worker's record writer gets a thread of its own, and with embedded PGlite that
+    // thread owns the store too, so no SQL runs on the edge's event loop (docs/architecture.md "What runs where").
+    let storeThread: StoreThread | undefined;
+    if (config.role === 'all') {
+      if (dbOptions.url) {
+        const db = await openDatabase(dbOptions);
+        handle.db = db;
+        closers.push(() => db.close());
+      }
+      const thread = await startStoreThread({
+        // With PostgreSQL the thread only writes records (one transaction at a time, plus the liveness check).
+        database: dbOptions.url ? { ...dbOptions, maxConnections: 2 } : dbOptions,
+        ownsDatabase: !dbOptions.url,
+        records: config.redisUrl ? { kind: 'redis', url: config.redisUrl, prefix: config.redisPrefix, consumer: config.nodeId } : { kind: 'port' },
+        logger,
+        logLevel: config.logLevel,
+        logBindings: { role: config.role, node: config.nodeId, region: config.region },
+      });
+      storeThread = thread;
+      handle.db ??= thread.db;
+      closers.push(() => thread.close());
+    } else if (needsDb) {
+      const db = await openDatabase(dbOptions);
       handle.db = db;
       closers.push(() => db.close());
-      logger.info({ engine: db.engine, schema: db.schema }, 'store ready');
     }
+    if (handle.db) logger.info({ engine: handle.db.engine, schema: handle.db.schema, thread: storeThread?.db !== undefined }, 'store ready');
 
     // The feed: Redis between nodes, or one in-process map shared by the roles of this process.
     let sink: FeedSink & FeedSource;
@@ -159,19 +182,25 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
 
     // Traffic records (rate-limit hit statistics) from edges to the worker: a Redis Stream between nodes, or one
     // in-process stream shared by the roles of this process (docs/traffic-records.md).
-    let records: (RecordSink & RecordSource) | undefined;
-    if (runs(config, 'edge') || runs(config, 'worker')) {
-      const transport = config.redisUrl
+    // With every role in one process the store thread reads them (above): the edge posts to it, or appends to Redis.
+    let records: RecordSink | undefined;
+    if (storeThread) {
+      const sink = storeThread.records ?? new RedisRecords({ url: config.redisUrl, prefix: config.redisPrefix, consumer: config.nodeId, logger });
+      records = sink;
+      // Closed after the edge's shutdown flush and before the thread's last drain.
+      closers.push(() => sink.close());
+    } else if (runs(config, 'edge') || runs(config, 'worker')) {
+      const transport: RecordSink & RecordSource = config.redisUrl
         ? new RedisRecords({ url: config.redisUrl, prefix: config.redisPrefix, consumer: config.nodeId, logger })
         : new MemoryRecords();
       records = transport;
       closers.push(() => transport.close());
-    }
-    if (runs(config, 'worker')) {
-      // Started before the edge so that it stops after it: what the edge flushes at shutdown is still written.
-      const recordWorker = new RecordWorker(handle.db!, records!, { rate_limit_hits: writeRuleHits, traffic_exchange: writeTrafficExchanges, traffic_usage: writeTrafficUsage }, { logger: logger.child({ component: 'traffic-records' }) });
-      recordWorker.start();
-      closers.push(() => recordWorker.stop());
+      if (runs(config, 'worker')) {
+        // Started before the edge so that it stops after it: what the edge flushes at shutdown is still written.
+        const recordWorker = new RecordWorker(handle.db!, transport, { rate_limit_hits: writeRuleHits, traffic_exchange: writeTrafficExchanges, traffic_usage: writeTrafficUsage }, { logger: logger.child({ component: 'traffic-records' }) });
+        recordWorker.start();
+        closers.push(() => recordWorker.stop());
+      }
     }
 
     // Alert notifications (docs/traffic.md "Alerts"): the worker's evaluator and the control API's test operation send

@@ -53,6 +53,8 @@ export interface DatabaseOptions {
   dataDir: string;
   /** PostgreSQL schema holding every table, so several instances can share one database. */
   schema: string;
+  /** PostgreSQL connections kept at most (default 10); the store thread's record writer needs two. */
+  maxConnections?: number;
 }
 
 /** Postgres reports int8 as text to stay exact; our ids stay far below 2^53, so numbers are safe and simpler. */
@@ -210,7 +212,7 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
   let db: Database;
   if (options.url) {
     // The server applies search_path at connection start, so no query can run before it takes effect.
-    const pool = new pg.Pool({ connectionString: options.url, max: 10, options: `-c search_path=${options.schema}` });
+    const pool = new pg.Pool({ connectionString: options.url, max: options.maxConnections ?? 10, options: `-c search_path=${options.schema}` });
     pool.on('error', () => {}); // idle-client errors surface on the next query instead
     pool.on('connect', (client) => client.setTypeParser(20, parseInt8));
     db = new PostgresDatabase(pool, options);

@@ -47,10 +47,30 @@ export class MemoryRecords implements RecordSink, RecordSource {
     if (this.closed || records.length === 0) return;
     for (let i = 0; i < records.length; i += RECORD_LIMITS.recordsPerBatch) {
       const part = records.slice(i, i + RECORD_LIMITS.recordsPerBatch);
-      this.queue.push({ id: this.nextId(), json: JSON.stringify(part), size: part.length });
-      this.queuedRecords += part.length;
-      this.sent += part.length;
+      this.push(JSON.stringify(part), part.length);
     }
+    this.trim();
+    this.wake?.();
+  }
+
+  /**
+   * Queues one batch already serialised by the sender (src/shared/records/port.ts: an edge in another thread), as
+   * Redis would receive it. `size` is only for the counts: the worker parses and bounds what the JSON holds.
+   */
+  appendSerialized(json: string, size: number): void {
+    if (this.closed) return;
+    this.push(json, size);
+    this.trim();
+    this.wake?.();
+  }
+
+  private push(json: string, size: number): void {
+    this.queue.push({ id: this.nextId(), json, size });
+    this.queuedRecords += size;
+    this.sent += size;
+  }
+
+  private trim(): void {
     // Trimmed in steps, like Redis's approximate MAXLEN, rather than one shift per append.
     if (this.queue.length > this.maxLen + Math.ceil(this.maxLen / 10)) {
       const cut = this.queue.length - this.maxLen;
@@ -60,7 +80,6 @@ export class MemoryRecords implements RecordSink, RecordSource {
       }
       this.queue = this.queue.slice(cut);
     }
-    this.wake?.();
   }
 
   async flush(): Promise<void> {}
