@@ -1,6 +1,8 @@
 // wrk as the proxy benchmark's load generator (BENCH_LOAD=wrk), the outside check's method: one thread, N connections,
 // `--latency`; its report is parsed into the same LoadResult as bench/lib/load.ts gives, CPU read from /proc around it.
+import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
 import type { LoadOptions, LoadResult } from './load.ts';
 import { cpuTimeMs, spawnProgram, systemCpuTimeMs } from './procs.ts';
 
@@ -105,4 +107,27 @@ export async function runWrk(o: LoadOptions, cpu: number | null): Promise<LoadRe
     selfCpuMs,
     systemCpuMs,
   };
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href && process.argv[2] === '--self-test') {
+  // wrk 4.1's report, as it prints it with --latency (one non-2xx answer, no socket errors).
+  const sample = [
+    'Running 2s test @ http://127.0.0.1:8080/small',
+    '  1 threads and 16 connections',
+    '  Thread Stats   Avg      Stdev     Max   +/- Stdev',
+    '    Latency     1.61ms  710.35us  14.21ms   89.12%',
+    '    Req/Sec    10.12k     1.01k   11.20k    85.00%',
+    '  Latency Distribution',
+    '     50%  850.00us',
+    '     75%    1.80ms',
+    '     90%    2.20ms',
+    '     99%    4.10ms',
+    '  20150 requests in 2.00s, 3.42MB read',
+    '  Non-2xx or 3xx responses: 1',
+    'Requests/sec:  10074.55',
+    'Transfer/sec:      1.71MB',
+  ].join('\n');
+  assert.deepEqual(parseWrk(sample), { requests: 20150, seconds: 2, p50Ms: 0.85, p99Ms: 4.1, maxMs: 14.21, errors: 1, firstError: 'Non-2xx or 3xx responses: 1' });
+  assert.throws(() => parseWrk('unable to connect to 127.0.0.1:1 Connection refused'), /no "N requests in T" line/);
+  process.stdout.write('wrk report parsing: ok\n');
 }
