@@ -1,7 +1,10 @@
-// Whole-path load run: an upstream hit directly, through a bare http-proxy-3 proxy (the baseline), through the edge to
-// an origin URL (bare, and with every visitor policy on) and through the edge and an agent tunnel, each party in its
-// own pinned process. Every saturation case runs several rounds, interleaved with the baseline, so each ratio is
-// taken against the baseline of its own round; the table gives the median and the spread (`tsx bench/proxy.ts`).
+// Whole-path load run, headline = what a user runs: `edge serve` (all roles, embedded PGlite, default settings) with
+// endpoints made through its control API, against a bare http-proxy-3 proxy (the baseline) and nginx, each pinned alone.
+//
+// Cases: origin endpoints at the default capture (on, metadata), capture full, capture off and with every policy on;
+// agent tunnels (raw transport) at the default capture and capture off, WebSocket as a secondary case; and, when asked
+// for, the edge alone (bench/lib/edge-process.ts). Every saturation case runs several rounds interleaved with the
+// baseline, so each ratio is taken against the baseline of its own round; the table gives the median and the spread.
 import { randomBytes } from 'node:crypto';
 import { rmSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -10,14 +13,15 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import bcrypt from 'bcrypt';
 import { request } from 'undici';
 import { makeKey, sign } from '../test/helpers/jwks-server.ts';
 import { copyPgliteTemplate } from '../test/helpers/pglite-template.ts';
 import { BIN, cleanEnv } from '../test/helpers/serve-process.ts';
 import { endpointConfig } from '../test/helpers/endpoint-config.ts';
-import { runLoadInChild, type LoadResult } from './lib/load.ts';
-import { POLICY_USER, policyEndpoint } from './lib/policy-endpoint.ts';
+import { runLoadInChild, type LoadOptions, type LoadResult } from './lib/load.ts';
+import { NGINX_BIN, startNginx } from './lib/nginx.ts';
+import { applyPolicies } from './lib/policy-endpoint.ts';
+import { WRK_BIN, runWrk, type LoadKind } from './lib/wrk.ts';
 import { TSX, benchFile, choosePinning, cpuTimeMs, jsonLine, spawnNode, type Child } from './lib/procs.ts';
 import { BODY_BYTES } from './upstream.ts';
 
@@ -28,7 +32,18 @@ export interface Row {
 }
 
 export type Size = 'small' | 'large';
-export type PathId = 'direct' | 'baseline' | 'origin' | 'origin-policies' | 'tunnel' | 'tunnel-ws';
+export type PathId =
+  | 'direct'
+  | 'baseline'
+  | 'nginx'
+  | 'origin'
+  | 'origin-full'
+  | 'origin-off'
+  | 'origin-policies'
+  | 'tunnel'
+  | 'tunnel-off'
+  | 'tunnel-ws'
+  | 'origin-alone';
 
 export interface ProxyBenchOptions {
   /** Keep-alive connections from the load generator, one request in flight on each. */
@@ -43,6 +58,10 @@ export interface ProxyBenchOptions {
   fixedRate?: number;
   fixedWarmupMs?: number;
   fixedMeasureMs?: number;
+  /** Longest wait after a window for the processes to go quiet (the in-process worker catching up on records). */
+  settleMs?: number;
+  /** The load generator: this folder's raw-socket one (default) or wrk, as the outside check ran it. */
+  load?: LoadKind;
   sizes?: Size[];
   paths?: PathId[];
   /** Extra node flags for the edge and agent processes, e.g. ['--cpu-prof', '--cpu-prof-dir=/tmp/prof']. */
@@ -57,35 +76,51 @@ const SIZE_LABEL: Record<Size, string> = { small: '100 B', large: '64 KiB' };
 const PATH_LABEL: Record<PathId, string> = {
   direct: 'upstream direct',
   baseline: 'bare http-proxy-3 (baseline)',
-  origin: 'edge → origin URL',
-  'origin-policies': 'edge → origin, every policy on',
-  tunnel: 'edge + agent tunnel (raw transport)',
-  'tunnel-ws': 'edge + agent tunnel (WebSocket transport)',
+  nginx: 'nginx (reference)',
+  origin: 'edge serve → origin, defaults (capture on, metadata)',
+  'origin-full': 'edge serve → origin, capture full',
+  'origin-off': 'edge serve → origin, capture off',
+  'origin-policies': 'edge serve → origin, every policy on (capture default)',
+  tunnel: 'edge serve + agent tunnel (raw), defaults',
+  'tunnel-off': 'edge serve + agent tunnel (raw), capture off',
+  'tunnel-ws': 'edge serve + agent tunnel (WebSocket), defaults',
+  'origin-alone': 'secondary: the edge alone → origin (records dropped)',
 };
+/** Cases whose figures are also read against the same round's capture-off case of their kind. */
+const CAPTURE_OFF_OF: Partial<Record<PathId, PathId>> = { origin: 'origin-off', 'origin-full': 'origin-off', 'origin-policies': 'origin-off', tunnel: 'tunnel-off' };
+/** The cases `edge serve` serves. */
+const SERVE_PATHS: PathId[] = ['origin', 'origin-full', 'origin-off', 'origin-policies', 'tunnel', 'tunnel-off', 'tunnel-ws'];
+const DEFAULT_PATHS: PathId[] = ['direct', 'nginx', 'origin', 'origin-full', 'origin-off', 'origin-policies', 'tunnel', 'tunnel-off', 'tunnel-ws'];
+
+/** Where a case's load goes, and which processes do its work. */
+interface Target {
+  port: number;
+  host?: string;
+  headers?: Record<string, string>;
+  /** The process under test (the proxy whose CPU per request is reported); none for the upstream direct. */
+  proxy?: Child;
+  /** The agent serving a tunnel case. */
+  agent?: Child;
+}
 
 interface Procs {
   upstream: Child;
   upstreamPort: number;
   baseline?: Child;
-  baselinePort?: number;
-  /** The edge alone (bench/lib/edge-process.ts) serving the origin cases. */
-  originEdge?: Child;
-  originEdgePort?: number;
-  /** `edge serve` (every role) and its agent, for the tunnel case. */
+  nginx?: Child;
+  /** `edge serve`: every role in one process, as `npm start` runs it. */
   edge?: Child;
-  edgeHttpPort?: number;
-  agent?: Child;
-  /** The endpoint served by the agent tunnel. */
-  hostname?: string;
-  /** A second agent, on the WebSocket transport (`--transport ws`), and its own endpoint. */
-  agentWs?: Child;
-  hostnameWs?: string;
-  /** The credentials every request of the policy path sends: Basic in Authorization, a JWT in X-JWT-Assertion. */
-  policyHeaders?: Record<string, string>;
+  /** The edge alone (bench/lib/edge-process.ts), for the secondary origin case. */
+  originEdge?: Child;
+  agents: Child[];
+  targets: Partial<Record<PathId, Target>>;
+  /** What the created endpoints read back as, to show the capture defaults were not set by the bench. */
+  defaults?: string;
+  /** Why a case asked for was left out (nginx not installed). */
+  skipped: string[];
 }
 
 const ORIGIN_HOST = 'origin.bench.localhost';
-const POLICY_HOST = 'policies.bench.localhost';
 
 interface Case {
   path: PathId;
@@ -94,20 +129,22 @@ interface Case {
   rounds: LoadResult[];
   /** The baseline's window of the same round and size (ratios are taken against it). */
   baseRounds: LoadResult[];
+  /** The proxy's CPU (ms) and the time (ms) it took to go quiet after each window: work the window left behind. */
+  after: Array<{ cpuMs: number; ms: number }>;
   fixed?: LoadResult;
 }
 
 const STARTUP_MS = 60_000;
 
-async function api(base: string, key: string, method: string, path: string, body: unknown): Promise<Record<string, unknown>> {
+async function api(base: string, key: string, method: string, path: string, body?: unknown): Promise<Record<string, unknown>> {
   const res = await request(`${base}${path}`, {
     method: method as 'POST',
-    headers: { 'x-api-key': key, 'content-type': 'application/json' },
-    body: JSON.stringify(body),
+    headers: { 'x-api-key': key, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    body: body === undefined ? undefined : JSON.stringify(body),
   });
   const text = await res.body.text();
   if (res.statusCode >= 300) throw new Error(`${method} ${path}: ${res.statusCode} ${text}`);
-  // PUT …/settings/jwt answers 200 with an empty body (docs/api.md).
+  // PUT …/settings/capture and …/settings/jwt answer 200 with an empty body (docs/api.md).
   return (text ? JSON.parse(text) : {}) as Record<string, unknown>;
 }
 
@@ -134,23 +171,29 @@ const portLine = (line: string) => {
   return typeof port === 'number' ? port : undefined;
 };
 
+/** A JWKS on loopback for the JWT layer (fetched once by the edge, then cached) and a token it verifies. */
+async function startJwks(cleanup: Array<() => Promise<unknown>>): Promise<{ url: string; jwt: string; key: Awaited<ReturnType<typeof makeKey>> }> {
+  const key = await makeKey('bench-rs256');
+  const jwks = http.createServer((_req, res) => res.end(JSON.stringify({ keys: [key.jwk] })));
+  await new Promise<void>((r) => jwks.listen(0, '127.0.0.1', r));
+  cleanup.push(() => new Promise<void>((r) => (jwks.closeAllConnections(), jwks.close(() => r()))));
+  const jwt = await sign(key, { sub: 'bench-user', exp: Math.floor(Date.now() / 1000) + 24 * 3600 });
+  return { url: `http://127.0.0.1:${(jwks.address() as AddressInfo).port}/jwks.json`, jwt, key };
+}
+
 /**
- * `edge serve` with every role in one process (what `npm start` runs) on PGlite and the in-process feed, then a
- * pro user, an endpoint and an agent serving it from another process: the tunnel case. Nothing on the request
- * path logs at info, so the level costs nothing per request.
+ * The headline: `edge serve` as `npm start` runs it (every role in one process, PGlite in a fresh data dir, no
+ * REDIS_URL, default settings but one), a pro user, and the endpoints each case needs made through the control API
+ * with only what the case is about: an origin URL for the origin cases, nothing for the tunnels; capture is changed
+ * only for the capture-full and capture-off cases (PUT …/settings/capture). The one setting:
+ * EDGE_ORIGIN_ALLOW_PRIVATE=true, since the upstream and the JWKS are on loopback (a user's public origin needs none).
  */
-async function startTunnelPath(
-  procs: Procs,
-  dataDir: string,
-  options: ProxyBenchOptions,
-  cleanup: Array<() => Promise<unknown>>,
-  transports: Array<'raw' | 'ws'>,
-): Promise<void> {
+async function startServe(procs: Procs, dataDir: string, paths: PathId[], options: ProxyBenchOptions, cleanup: Array<() => Promise<unknown>>): Promise<void> {
   const { proxyCpu, restCpu } = choosePinning();
   await copyPgliteTemplate(join(dataDir, 'pglite'));
   const adminKey = `bench-admin-${randomBytes(16).toString('hex')}`;
-  const env = cleanEnv({ EDGE_DATA_DIR: dataDir, EDGE_ADMIN_API_KEY: adminKey, EDGE_LOG_LEVEL: 'info' });
-  const edge = spawnNode('edge', BIN, ['serve'], { cpu: proxyCpu, env, nodeArgs: options.edgeNodeArgs });
+  const env = cleanEnv({ EDGE_DATA_DIR: dataDir, EDGE_ADMIN_API_KEY: adminKey, EDGE_ORIGIN_ALLOW_PRIVATE: 'true' });
+  const edge = spawnNode('edge serve', BIN, ['serve'], { cpu: proxyCpu, env, nodeArgs: options.edgeNodeArgs });
   cleanup.push(() => edge.stop(10_000));
   procs.edge = edge;
   const ready = await edge.waitForLine((l) => {
@@ -158,68 +201,70 @@ async function startTunnelPath(
     return entry?.msg === 'node ready' ? entry : undefined;
   }, STARTUP_MS);
   const control = `http://127.0.0.1:${ready.control as number}`;
-  procs.edgeHttpPort = ready.http as number;
+  const httpPort = ready.http as number;
   const user = await api(control, adminKey, 'POST', '/v1/admin/users', { email: `bench-${randomBytes(4).toString('hex')}@example.test`, plan: 'pro' });
-  const apiKey = user.api_key as string;
-  // One endpoint and agent per transport asked for: raw (the default) and WebSocket, on the same edge.
-  for (const transport of transports) {
-    const endpoint = await api(control, apiKey, 'POST', '/v1/endpoints', {});
-    const hostname = endpoint.hostname as string;
-    // Capture off, as the origin cases drop their records: with it on (the default), the in-process worker of `edge
-    // serve` writes every exchange into PGlite on the edge's own CPU, which measures the embedded store, not the
-    // tunnel. Usage is still counted (per-minute aggregates).
-    await api(control, apiKey, 'PUT', `/v1/endpoints/${endpoint.uuid as string}/settings/capture`, { capture_enabled: false });
-    // The agent is admitted from the edge's config mirror, so wait until the feed has brought the endpoint there.
-    await until('the endpoint reaching the edge', 15_000, async () => ((await probe(procs.edgeHttpPort!, '/', hostname)).edgeError === 'endpoint_not_found' ? undefined : true));
+  const userApi = (method: string, path: string, body?: unknown) => api(control, user.api_key as string, method, path, body);
+  const originUrl = `http://127.0.0.1:${procs.upstreamPort}`;
+  const jwks = paths.includes('origin-policies') ? await startJwks(cleanup) : undefined;
+  const reads: string[] = [];
+
+  const create = async (path: PathId): Promise<{ uuid: string; hostname: string }> => {
+    const endpoint = await userApi('POST', '/v1/endpoints', {});
+    const uuid = endpoint.uuid as string;
+    if (path.startsWith('origin')) await userApi('PUT', `/v1/endpoints/${uuid}/origin`, { url: originUrl });
+    if (path === 'origin-full') await userApi('PUT', `/v1/endpoints/${uuid}/settings/capture`, { capture_enabled: true, capture_level: 'full' });
+    if (path === 'origin-off' || path === 'tunnel-off') await userApi('PUT', `/v1/endpoints/${uuid}/settings/capture`, { capture_enabled: false });
+    const read = await userApi('GET', `/v1/endpoints/${uuid}`);
+    reads.push(`${path}: capture_enabled ${String(read.capture_enabled)}, capture_level ${String(read.capture_level)}`);
+    return { uuid, hostname: endpoint.hostname as string };
+  };
+  // Served once the feed has brought the endpoint (and its last change) to the edge's config mirror.
+  const reaches = (hostname: string, headers?: Record<string, string>) =>
+    until(`${hostname} reaching the edge`, 15_000, async () => {
+      const r = await probe(httpPort, '/small', hostname, headers);
+      return r.status === 200 ? true : undefined;
+    });
+
+  for (const path of paths.filter((p) => p === 'origin' || p === 'origin-full' || p === 'origin-off' || p === 'origin-policies')) {
+    const { uuid, hostname } = await create(path);
+    let headers: Record<string, string> | undefined;
+    if (path === 'origin-policies') headers = await applyPolicies(userApi, uuid, { originUrl, jwksUrl: jwks!.url, jwt: jwks!.jwt });
+    await reaches(hostname, headers);
+    procs.targets[path] = { port: httpPort, host: hostname, headers, proxy: edge };
+  }
+  for (const path of paths.filter((p) => p === 'tunnel' || p === 'tunnel-off' || p === 'tunnel-ws')) {
+    const { uuid, hostname } = await create(path);
+    // The agent is admitted from the edge's config mirror: wait until the feed has brought the endpoint there.
+    await until(`${hostname} reaching the edge`, 15_000, async () => ((await probe(httpPort, '/', hostname)).edgeError === 'endpoint_not_found' ? undefined : true));
+    const transport = path === 'tunnel-ws' ? 'ws' : 'raw';
     const agent = spawnNode(
-      `agent (${transport})`,
+      `agent (${path})`,
       BIN,
-      ['agent', 'http', String(procs.upstreamPort), '--edge', `http://127.0.0.1:${procs.edgeHttpPort}`, '--endpoint', endpoint.uuid as string, '--api-key', apiKey, '--transport', transport],
+      ['agent', 'http', String(procs.upstreamPort), '--edge', `http://127.0.0.1:${httpPort}`, '--endpoint', uuid, '--api-key', user.api_key as string, '--transport', transport],
       { cpu: restCpu, env: cleanEnv({ EDGE_LOG_LEVEL: 'warn' }), nodeArgs: options.agentNodeArgs },
     );
     cleanup.push(() => agent.stop(10_000));
+    procs.agents.push(agent);
     await agent.waitForLine((l) => (l.startsWith('Forwarding ') ? true : undefined), STARTUP_MS);
-    if (transport === 'raw') {
-      procs.agent = agent;
-      procs.hostname = hostname;
-    } else {
-      procs.agentWs = agent;
-      procs.hostnameWs = hostname;
-    }
+    procs.targets[path] = { port: httpPort, host: hostname, proxy: edge, agent };
   }
+  procs.defaults = reads.join('; ');
 }
 
 /**
- * The edge alone with two endpoints on the upstream: one bare (capture at its default, on: metadata records are
- * built and shipped, to a sink that drops them), one with every policy on (rate limit, basic, JWT, RBAC, a routing
- * rule choosing the origin). The JWKS is served by this process on loopback (fetched once, then cached).
+ * The secondary origin case: the edge alone with one endpoint on the upstream at capture metadata, its records built,
+ * shipped and dropped (no worker, no store): what the edge's own request path costs without `edge serve`'s roles.
  */
 async function startOriginEdge(procs: Procs, dataDir: string, options: ProxyBenchOptions, cleanup: Array<() => Promise<unknown>>): Promise<void> {
-  const key = await makeKey('bench-rs256');
-  const jwks = http.createServer((_req, res) => res.end(JSON.stringify({ keys: [key.jwk] })));
-  await new Promise<void>((r) => jwks.listen(0, '127.0.0.1', r));
-  cleanup.push(() => new Promise<void>((r) => (jwks.closeAllConnections(), jwks.close(() => r()))));
-  const originUrl = `http://127.0.0.1:${procs.upstreamPort}`;
   const endpoints = [
-    endpointConfig({ id: 1, uuid: '00000000-0000-4000-8000-000000000001', hostname: ORIGIN_HOST, origin_url: originUrl, capture_enabled: true }),
-    policyEndpoint({
-      id: 2,
-      hostname: POLICY_HOST,
-      originUrl,
-      jwksUrl: `http://127.0.0.1:${(jwks.address() as AddressInfo).port}/jwks.json`,
-      passwordHash: await bcrypt.hash(POLICY_USER.password, 10),
-    }),
+    endpointConfig({ id: 1, uuid: '00000000-0000-4000-8000-000000000001', hostname: ORIGIN_HOST, origin_url: `http://127.0.0.1:${procs.upstreamPort}`, capture_enabled: true }),
   ];
   const file = join(dataDir, 'endpoints.json');
   writeFileSync(file, JSON.stringify(endpoints));
-  procs.policyHeaders = {
-    authorization: `Basic ${Buffer.from(`${POLICY_USER.username}:${POLICY_USER.password}`).toString('base64')}`,
-    'x-jwt-assertion': await sign(key, { sub: 'bench-user', exp: Math.floor(Date.now() / 1000) + 24 * 3600 }),
-  };
   const edge = spawnNode('origin edge', benchFile('lib/edge-process.ts'), [file], { cpu: choosePinning().proxyCpu, nodeArgs: [...(options.edgeNodeArgs ?? []), ...TSX] });
   cleanup.push(() => edge.stop(10_000));
   procs.originEdge = edge;
-  procs.originEdgePort = await edge.waitForLine(portLine, STARTUP_MS);
+  procs.targets['origin-alone'] = { port: await edge.waitForLine(portLine, STARTUP_MS), host: ORIGIN_HOST, proxy: edge };
 }
 
 function fmt(n: number, digits = 0): string {
@@ -264,14 +309,15 @@ interface RowFacts {
 
 /**
  * The figures, as rows: per saturation case the median over rounds and the spread, each round's ratio taken against
- * the baseline of the same round; then the fixed-rate runs (added latency against the upstream hit directly).
+ * the baseline of the same round (and, for the default-capture cases, against the same round's capture-off case);
+ * then the fixed-rate runs (added latency against the upstream hit directly).
  */
 function buildRows(cases: Case[], f: RowFacts): Row[] {
   const { procs, cpuPids } = f;
   const cpuOf = (r: LoadResult, c: Child | undefined) => (c ? r.cpuMs[cpuPids.indexOf(c.pid)] : Number.NaN);
   const perReq = (cpuMsUsed: number, r: LoadResult) => (cpuMsUsed * 1000) / r.requests; // µs
-  const proxyOf = (path: PathId) =>
-    path === 'baseline' ? procs.baseline : path === 'direct' ? undefined : path === 'tunnel' || path === 'tunnel-ws' ? procs.edge : procs.originEdge;
+  const proxyOf = (path: PathId) => (path === 'baseline' ? procs.baseline : procs.targets[path]?.proxy);
+  const who = (path: PathId) => (path === 'baseline' || path === 'nginx' ? 'proxy' : 'edge');
   let worstForeign = 0;
   const foreignOf = (r: LoadResult) => {
     const ours = r.cpuMs.reduce((a, b) => a + (Number.isFinite(b) ? b : 0), 0) + r.selfCpuMs;
@@ -280,30 +326,43 @@ function buildRows(cases: Case[], f: RowFacts): Row[] {
     return foreign;
   };
   // Everything pinned beside the load generator: the upstream and the agents.
-  const harnessMs = (r: LoadResult) =>
-    [procs.upstream, procs.agent, procs.agentWs].reduce((a, c) => a + (c && Number.isFinite(cpuOf(r, c)) ? cpuOf(r, c) : 0), r.selfCpuMs);
+  const harnessMs = (r: LoadResult) => [procs.upstream, ...procs.agents].reduce((a, c) => a + (Number.isFinite(cpuOf(r, c)) ? cpuOf(r, c) : 0), r.selfCpuMs);
   const errorsOf = (rs: LoadResult[]) => {
     const e = rs.reduce((a, r) => a + r.errors, 0);
     return e > 0 ? `; ${e} ERRORS (first: ${rs.find((r) => r.firstError)?.firstError})` : '';
   };
+  const caseOf = (path: PathId, size: Size) => cases.find((c) => c.path === path && c.size === size && c.rounds.length > 0);
   const rows: Row[] = [];
   for (const c of cases.filter((x) => x.rounds.length > 0)) {
     const proxy = proxyOf(c.path);
     const rps = c.rounds.map((r) => r.rps);
+    const cpu = c.rounds.map((r) => perReq(cpuOf(r, proxy), r));
     let result = `${spread(rps, (n) => fmt(n))} req/s`;
     if (c.path !== 'baseline') result += `, ${spread(c.rounds.map((r, i) => r.rps / c.baseRounds[i].rps), ratio)} baseline`;
     result += `; p50 ${spread(c.rounds.map((r) => r.p50Ms), (n) => fmt(n, 2))} ms, p99 ${spread(c.rounds.map((r) => r.p99Ms), (n) => fmt(n, 2))} ms`;
     if (c.path !== 'baseline') {
       result += ` (p99 ${spread(c.rounds.map((r, i) => r.p99Ms / c.baseRounds[i].p99Ms), ratio)} baseline's)`;
     }
-    const cpu = c.rounds.map((r) => perReq(cpuOf(r, proxy), r));
-    result += `; ${c.path === 'baseline' ? 'proxy' : 'edge'} CPU ${spread(cpu, (n) => fmt(n))} µs/req`;
-    if (c.path !== 'baseline') result += ` (${spread(c.rounds.map((r, i) => perReq(cpuOf(r, proxy), r) / perReq(cpuOf(c.baseRounds[i], procs.baseline), c.baseRounds[i])), ratio)})`;
-    if (c.path === 'tunnel' || c.path === 'tunnel-ws') {
-      const agent = c.path === 'tunnel' ? procs.agent : procs.agentWs;
-      result += `, agent ${spread(c.rounds.map((r) => perReq(cpuOf(r, agent), r)), (n) => fmt(n))} µs/req`;
+    result += `; ${who(c.path)} CPU ${spread(cpu, (n) => fmt(n))} µs/req`;
+    if (c.path !== 'baseline') result += ` (${spread(c.rounds.map((r, i) => perReq(cpuOf(r, proxy), r) / perReq(cpuOf(c.baseRounds[i], procs.baseline), c.baseRounds[i])), ratio)} baseline's)`;
+    // Against nginx of the same round: the issue's "edge CPU per request ≤ 2× nginx's".
+    const ref = c.path !== 'nginx' && c.path !== 'baseline' ? caseOf('nginx', c.size) : undefined;
+    if (ref && ref.rounds.length === c.rounds.length) {
+      result += ` (${spread(c.rounds.map((r, i) => perReq(cpuOf(r, proxy), r) / perReq(cpuOf(ref.rounds[i], procs.nginx), ref.rounds[i])), ratio)} nginx's)`;
     }
-    result += `; ${proxy ? `${c.path === 'baseline' ? 'proxy' : 'edge'} busy ${spread(c.rounds.map((r) => (cpuOf(r, proxy) / r.windowMs) * 100), (n) => `${fmt(n)}%`)}` : ''}`;
+    const agent = procs.targets[c.path]?.agent;
+    if (agent) result += `, agent ${spread(c.rounds.map((r) => perReq(cpuOf(r, agent), r)), (n) => fmt(n))} µs/req`;
+    // Work a window left behind on the proxy's CPU (`edge serve`'s worker writing that window's records into PGlite),
+    // per request of the window: with it, what the window cost in all.
+    if (proxy === procs.edge) {
+      const later = c.after.map((a, i) => perReq(a.cpuMs, c.rounds[i]));
+      if (later.some((n) => n >= 1)) result += ` + ${spread(later, (n) => fmt(n))} µs/req after the window (${spread(c.after.map((a) => a.ms / 1000), (n) => fmt(n, 1))} s to go quiet)`;
+    }
+    const off = CAPTURE_OFF_OF[c.path] ? caseOf(CAPTURE_OFF_OF[c.path]!, c.size) : undefined;
+    if (off && off.rounds.length === c.rounds.length) {
+      result += `; × capture off of the round: req/s ${spread(c.rounds.map((r, i) => r.rps / off.rounds[i].rps), ratio)}, p99 ${spread(c.rounds.map((r, i) => r.p99Ms / off.rounds[i].p99Ms), ratio)}`;
+    }
+    result += proxy ? `; ${who(c.path)} busy ${spread(c.rounds.map((r) => (cpuOf(r, proxy) / r.windowMs) * 100), (n) => `${fmt(n)}%`)}` : '';
     // The other side's share: when it nears 100 %, the harness, not the proxy, set this case's req/s.
     result += `, ${f.restCpu === null ? 'harness' : 'other core'} busy ${spread(c.rounds.map((r) => (harnessMs(r) / r.windowMs) * 100), (n) => `${fmt(n)}%`)}`;
     const foreign = Math.max(...c.rounds.map(foreignOf));
@@ -317,7 +376,7 @@ function buildRows(cases: Case[], f: RowFacts): Row[] {
       let result = `p50 ${ms(r.p50Ms)}, p99 ${ms(r.p99Ms)}`;
       if (c.path !== 'direct' && direct) result += ` (${signedMs(r.p50Ms - direct.p50Ms)} p50, ${signedMs(r.p99Ms - direct.p99Ms)} p99 vs direct)`;
       const proxy = proxyOf(c.path);
-      if (proxy) result += `; ${c.path === 'baseline' ? 'proxy' : 'edge'} CPU ${fmt(perReq(cpuOf(r, proxy), r))} µs/req`;
+      if (proxy) result += `; ${who(c.path)} CPU ${fmt(perReq(cpuOf(r, proxy), r))} µs/req`;
       result += `; ${fmt(r.rps)} req/s achieved`;
       if (r.late > 0) result += `, ${fmt(r.late)} starts >5 ms behind schedule`;
       const foreign = foreignOf(r);
@@ -345,26 +404,33 @@ function buildRows(cases: Case[], f: RowFacts): Row[] {
 }
 
 /**
- * Waits (at most 5 s) until the bench's own processes are quiet: under 5 % of a CPU together over 200 ms. After a
- * tunnel window `edge serve`'s in-process worker still writes that window's usage records, on the proxy's CPU, and an
- * origin window started then measured that work too (the edge's CPU per 64 KiB request swung 114-192 µs by round).
+ * Waits (at most `limitMs`) until the bench's own processes are quiet: under 5 % of a CPU together over 200 ms, and
+ * answers how long that took and the CPU `watch` used meanwhile. After a window with capture on, `edge serve`'s
+ * in-process worker still writes that window's records into PGlite on the proxy's CPU; a window started then would
+ * measure that work too, and the work is part of what the window's requests cost.
  */
-async function settle(pids: number[]): Promise<void> {
+async function settle(pids: number[], watch: number | undefined, limitMs: number): Promise<{ cpuMs: number; ms: number }> {
   const busy = () => pids.reduce((sum, pid) => sum + cpuTimeMs(pid), 0);
-  for (let i = 0; i < 25; i++) {
+  const t0 = performance.now();
+  const watched0 = watch ? cpuTimeMs(watch) : Number.NaN;
+  while (performance.now() - t0 < limitMs) {
     const before = busy();
     await new Promise((r) => setTimeout(r, 200));
-    if ((busy() - before) / 200 < 0.05) return;
+    if ((busy() - before) / 200 < 0.05) break;
   }
+  // The quiet 200 ms closing the wait are not the window's (nor is the idle timer work in them, a few ms/s).
+  const waited = Math.max(0, performance.now() - t0 - 200);
+  return { cpuMs: watch ? cpuTimeMs(watch) - watched0 : Number.NaN, ms: waited };
 }
 
 /** Rejects options that would make a run meaningless before any process starts (they may come from the environment). */
 function validate(options: ProxyBenchOptions): void {
-  for (const key of ['connections', 'rounds', 'warmupMs', 'measureMs', 'fixedRate', 'fixedWarmupMs', 'fixedMeasureMs'] as const) {
+  for (const key of ['connections', 'rounds', 'warmupMs', 'measureMs', 'fixedRate', 'fixedWarmupMs', 'fixedMeasureMs', 'settleMs'] as const) {
     const v = options[key];
     if (v !== undefined && !(Number.isFinite(v) && v > 0)) throw new RangeError(`benchProxy: ${key} must be a positive number, got ${v}`);
   }
   if (options.rounds !== undefined && !Number.isInteger(options.rounds)) throw new RangeError(`benchProxy: rounds must be an integer, got ${options.rounds}`);
+  if (options.load !== undefined && options.load !== 'raw' && options.load !== 'wrk') throw new RangeError(`benchProxy: load must be raw or wrk, got ${options.load}`);
   for (const size of options.sizes ?? []) {
     if (!(size in SIZE_PATH)) throw new RangeError(`benchProxy: unknown size "${size}" (use ${Object.keys(SIZE_PATH).join(', ')})`);
   }
@@ -382,43 +448,46 @@ export async function benchProxy(options: ProxyBenchOptions = {}): Promise<Row[]
   const fixedRate = options.fixedRate ?? 250;
   const fixedWarmupMs = options.fixedWarmupMs ?? 500;
   const fixedMeasureMs = options.fixedMeasureMs ?? 4_000;
+  const settleMs = options.settleMs ?? 30_000;
+  const loadKind = options.load ?? 'raw';
   const sizes = options.sizes ?? ['small', 'large'];
   // The baseline always runs: every ratio needs its round's baseline.
-  const paths: PathId[] = [...new Set<PathId>(['baseline', ...(options.paths ?? ['direct', 'origin', 'origin-policies', 'tunnel', 'tunnel-ws'])])];
+  let paths: PathId[] = [...new Set<PathId>(['baseline', ...(options.paths ?? DEFAULT_PATHS)])];
   const progress = options.progress ?? ((line: string) => process.stderr.write(`proxy bench: ${line}\n`));
   const pin = choosePinning();
 
   const cleanup: Array<() => Promise<unknown>> = [];
   try {
-    progress('starting upstream, baseline proxy, edges and agent');
+    progress('starting upstream, baseline proxy, nginx, edge serve and agents');
     const upstream = spawnNode('upstream', benchFile('upstream.ts'), [], { cpu: pin.restCpu, nodeArgs: TSX });
     cleanup.push(() => upstream.stop());
-    const procs: Procs = { upstream, upstreamPort: await upstream.waitForLine(portLine, STARTUP_MS) };
+    const procs: Procs = { upstream, upstreamPort: await upstream.waitForLine(portLine, STARTUP_MS), agents: [], targets: {}, skipped: [] };
+    procs.targets.direct = { port: procs.upstreamPort };
     procs.baseline = spawnNode('baseline proxy', benchFile('baseline-proxy.ts'), [String(procs.upstreamPort)], { cpu: pin.proxyCpu, nodeArgs: TSX });
     cleanup.push(() => procs.baseline!.stop());
-    procs.baselinePort = await procs.baseline.waitForLine(portLine, STARTUP_MS);
+    procs.targets.baseline = { port: await procs.baseline.waitForLine(portLine, STARTUP_MS), proxy: procs.baseline };
+    if (paths.includes('nginx')) {
+      const nginx = await startNginx(procs.upstreamPort, pin.proxyCpu);
+      if (nginx) {
+        cleanup.push(() => nginx.stop());
+        procs.nginx = nginx.child;
+        procs.targets.nginx = { port: nginx.port, proxy: nginx.child };
+      } else {
+        procs.skipped.push(`nginx: no ${NGINX_BIN}, row skipped`);
+        paths = paths.filter((p) => p !== 'nginx');
+      }
+    }
     const dataDir = await mkdtemp(join(tmpdir(), 'edge-bench-'));
     cleanup.push(() => rm(dataDir, { recursive: true, force: true }));
     // Should this process die before the cleanup runs, the store copy (tens of MB) still goes.
     process.once('exit', () => rmSync(dataDir, { recursive: true, force: true }));
-    if (paths.includes('origin') || paths.includes('origin-policies')) await startOriginEdge(procs, dataDir, options, cleanup);
-    const transports = (['raw', 'ws'] as const).filter((t) => paths.includes(t === 'raw' ? 'tunnel' : 'tunnel-ws'));
-    if (transports.length > 0) await startTunnelPath(procs, dataDir, options, cleanup, transports);
+    if (paths.some((p) => SERVE_PATHS.includes(p))) await startServe(procs, dataDir, paths, options, cleanup);
+    if (paths.includes('origin-alone')) await startOriginEdge(procs, dataDir, options, cleanup);
 
-    const target = (path: PathId): { port: number; host?: string; headers?: Record<string, string> } =>
-      path === 'direct'
-        ? { port: procs.upstreamPort }
-        : path === 'baseline'
-          ? { port: procs.baselinePort! }
-          : path === 'origin'
-            ? { port: procs.originEdgePort!, host: ORIGIN_HOST }
-            : path === 'origin-policies'
-              ? { port: procs.originEdgePort!, host: POLICY_HOST, headers: procs.policyHeaders }
-              : { port: procs.edgeHttpPort!, host: path === 'tunnel-ws' ? procs.hostnameWs : procs.hostname };
     // Every path must answer correctly before any figure is taken from it.
     for (const path of paths) {
       for (const size of sizes) {
-        const { port, host, headers } = target(path);
+        const { port, host, headers } = procs.targets[path]!;
         const r = await probe(port, SIZE_PATH[size], host, headers);
         if (r.status !== 200 || r.bytes !== BODY_BYTES[SIZE_PATH[size]]) {
           throw new Error(`${PATH_LABEL[path]} answered ${r.status} with ${r.bytes} bytes${r.edgeError ? ` (${r.edgeError})` : ''} for ${SIZE_PATH[size]}`);
@@ -426,25 +495,26 @@ export async function benchProxy(options: ProxyBenchOptions = {}): Promise<Row[]
       }
     }
 
+    // Every run reads all the processes; idle ones read ~0.
+    const watched = [procs.upstream, procs.baseline, procs.nginx, procs.edge, procs.originEdge, ...procs.agents];
+    const cpuPids = watched.map((c) => c?.pid ?? 0).filter((pid) => pid > 0);
+    await settle(cpuPids, undefined, settleMs);
     // Background work of the all-in-one node (timers of the worker role, presence, feed checks) runs on the edge's
-    // CPU during the tunnel windows too; measured here so the per-request figures can be read against it.
+    // CPU during its windows too; measured here so the per-request figures can be read against it.
     let edgeIdleMsPerS = Number.NaN;
     if (procs.edge) {
       const before = cpuTimeMs(procs.edge.pid);
       await new Promise((r) => setTimeout(r, 2_000));
       edgeIdleMsPerS = (cpuTimeMs(procs.edge.pid) - before) / 2;
     }
-
-    // Every run reads all the processes; idle ones read ~0.
-    const watched = [procs.upstream, procs.baseline, procs.originEdge, procs.edge, procs.agent, procs.agentWs];
-    const cpuPids = watched.map((c) => c?.pid ?? 0).filter((pid) => pid > 0);
-    const loadOf = (path: PathId, size: Size) => {
-      const { port, host, headers } = target(path);
-      return { origin: `http://127.0.0.1:${port}`, host, headers, path: SIZE_PATH[size], connections, expectBytes: BODY_BYTES[SIZE_PATH[size]], cpuPids };
+    const loadOf = (path: PathId, size: Size): LoadOptions => {
+      const { port, host, headers } = procs.targets[path]!;
+      return { origin: `http://127.0.0.1:${port}`, host, headers, path: SIZE_PATH[size], connections, expectBytes: BODY_BYTES[SIZE_PATH[size]], cpuPids, warmupMs: 0 };
     };
+    const saturate = (o: LoadOptions) => (loadKind === 'wrk' ? runWrk({ ...o, warmupMs, durationMs: measureMs }, pin.restCpu) : runLoadInChild({ ...o, warmupMs, durationMs: measureMs }, pin.restCpu));
 
     const cases: Case[] = [];
-    for (const size of sizes) for (const path of paths) cases.push({ path, size, rounds: [], baseRounds: [] });
+    for (const size of sizes) for (const path of paths) cases.push({ path, size, rounds: [], baseRounds: [], after: [] });
     const caseOf = (path: PathId, size: Size) => cases.find((c) => c.path === path && c.size === size)!;
     // Saturation, interleaved: each round runs every case of a size back to back, in an order rotated per round (so
     // no case always follows the same neighbour), and each case's ratio is against its own round's baseline.
@@ -454,9 +524,9 @@ export async function benchProxy(options: ProxyBenchOptions = {}): Promise<Row[]
         const order = saturated.map((_, i) => saturated[(i + round) % saturated.length]);
         const results = new Map<PathId, LoadResult>();
         for (const path of order) {
-          progress(`round ${round + 1}/${rounds}, ${SIZE_LABEL[size]}, ${PATH_LABEL[path]}: ${connections} connections, ${warmupMs / 1000} s warm-up + ${measureMs / 1000} s`);
-          await settle(cpuPids);
-          results.set(path, await runLoadInChild({ ...loadOf(path, size), warmupMs, durationMs: measureMs }, pin.restCpu));
+          progress(`round ${round + 1}/${rounds}, ${SIZE_LABEL[size]}, ${PATH_LABEL[path]}: ${connections} connections, ${warmupMs / 1000} s warm-up + ${measureMs / 1000} s (${loadKind})`);
+          results.set(path, await saturate(loadOf(path, size)));
+          caseOf(path, size).after.push(await settle(cpuPids, procs.targets[path]?.proxy?.pid, settleMs));
         }
         for (const path of order) {
           caseOf(path, size).rounds.push(results.get(path)!);
@@ -464,28 +534,33 @@ export async function benchProxy(options: ProxyBenchOptions = {}): Promise<Row[]
         }
       }
     }
-    // Added latency at a fixed, moderate rate: one run per case.
+    // Added latency at a fixed, moderate rate: one run per case (always the raw-socket generator: wrk has no fixed rate).
     for (const size of sizes) {
       for (const path of paths) {
         progress(`${SIZE_LABEL[size]}, ${PATH_LABEL[path]}: ${fixedRate} req/s, ${fixedWarmupMs / 1000} s warm-up + ${fixedMeasureMs / 1000} s`);
-        await settle(cpuPids);
         caseOf(path, size).fixed = await runLoadInChild({ ...loadOf(path, size), rate: fixedRate, warmupMs: fixedWarmupMs, durationMs: fixedMeasureMs }, pin.restCpu);
+        await settle(cpuPids, undefined, settleMs);
       }
     }
 
+    const generator =
+      loadKind === 'wrk'
+        ? `wrk -t1 -c${connections} --latency (${WRK_BIN}), a ${warmupMs / 1000} s run unmeasured then ${measureMs / 1000} s measured per case`
+        : `closed loop: ${connections} raw keep-alive connections (bench/lib/load.ts), ${warmupMs / 1000} s warm-up + ${measureMs / 1000} s measured per case`;
     return buildRows(cases, {
       procs,
       cpuPids,
       fixedRate,
       method:
-        `closed loop: ${connections} raw keep-alive connections (bench/lib/load.ts), ${rounds} rounds of ${warmupMs / 1000} s warm-up + ${measureMs / 1000} s measured per case, ` +
-        `interleaved with the baseline; figures are median (min–max) over rounds, ratios against the same round's baseline; ` +
-        `fixed load: ${fmt(fixedRate)} req/s for ${fixedMeasureMs / 1000} s; CPU per request = the process's utime+stime (/proc) over the window ÷ responses`,
+        `${generator}, ${rounds} rounds interleaved with the baseline; figures are median (min–max) over rounds, ratios against the same round's baseline; ` +
+        `fixed load: ${fmt(fixedRate)} req/s for ${fixedMeasureMs / 1000} s (raw-socket generator); CPU per request = the process's utime+stime (/proc) over the window ÷ responses`,
       machine: `node ${process.version}, ${machine()}; ${pin.how}`,
       processes:
-        `origin cases: the edge alone (bench/lib/edge-process.ts: startEdge, in-process feed, records dropped); ` +
-        `tunnel: \`edge serve\` (all roles, PGlite; idle ${fmt(edgeIdleMsPerS, 1)} ms CPU/s) + \`edge agent http --transport raw\` (and \`ws\`, on its own endpoint); ` +
-        `baseline = bench/baseline-proxy.ts, upstream = bench/upstream.ts`,
+        `headline: \`edge serve\` as \`npm start\` runs it (all roles, PGlite in a fresh data dir, no REDIS_URL, default settings but EDGE_ORIGIN_ALLOW_PRIVATE=true for the loopback upstream; idle ${fmt(edgeIdleMsPerS, 1)} ms CPU/s), ` +
+        `endpoints made with POST /v1/endpoints (origin: + PUT …/origin; capture cases: + PUT …/settings/capture; policies: through the API) and read back as ${procs.defaults ?? 'n/a'}; ` +
+        `agents: \`edge agent http --transport raw|ws\`; nginx: bench/lib/nginx.ts (one process, keep-alive upstream); baseline = bench/baseline-proxy.ts, upstream = bench/upstream.ts` +
+        (procs.originEdge ? '; secondary: the edge alone (bench/lib/edge-process.ts: startEdge, in-process feed, records dropped)' : '') +
+        (procs.skipped.length > 0 ? `; ${procs.skipped.join('; ')}` : ''),
       restCpu: pin.restCpu,
     });
   } finally {
@@ -503,7 +578,7 @@ export function formatTable(rows: Row[]): string {
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
-  // Short runs for exploring: BENCH_PROXY_ROUNDS=1 BENCH_PROXY_PATHS=origin BENCH_PROXY_SIZES=large tsx bench/proxy.ts
+  // Short runs for exploring: BENCH_PROXY_ROUNDS=1 BENCH_PROXY_PATHS='origin origin-off' BENCH_PROXY_SIZES=large tsx bench/proxy.ts
   const env = (name: string) => (process.env[name] ? Number(process.env[name]) : undefined);
   const split = (name: string) => process.env[name]?.split(/\s+/).filter(Boolean);
   const rows = await benchProxy({
@@ -511,6 +586,8 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
     warmupMs: env('BENCH_PROXY_WARMUP_MS'),
     measureMs: env('BENCH_PROXY_MEASURE_MS'),
     fixedRate: env('BENCH_PROXY_FIXED_RATE'),
+    settleMs: env('BENCH_PROXY_SETTLE_MS'),
+    load: process.env.BENCH_LOAD as LoadKind | undefined,
     sizes: split('BENCH_PROXY_SIZES') as Size[] | undefined,
     paths: split('BENCH_PROXY_PATHS') as PathId[] | undefined,
     edgeNodeArgs: split('BENCH_EDGE_NODE_ARGS'),

@@ -7,6 +7,7 @@ import { benchPolicyMemory, describePolicyMemory } from './policy-memory.ts';
 import { benchProxy, formatTable, type Row } from './proxy.ts';
 import { benchRbac, describeRbac } from './rbac.ts';
 import { accuracyRuns, benchRateLimit, describeRateLimit } from './rate-limit.ts';
+import { benchRecordShipping, describeRecordShipping } from './record-shipping.ts';
 import { benchStages, describeStages } from './stages.ts';
 
 const rows: Row[] = [];
@@ -39,9 +40,13 @@ rows.push(...describeRateLimit(await benchRateLimit(), accuracyRuns()));
 // The capture path on the edge (target: capture on adds under 3 µs per request over capture off, batching included).
 rows.push(...describeCapture(await benchCapture()));
 
-// The whole request path: upstream direct, a bare http-proxy-3 proxy (the baseline), the edge to an origin (bare and
-// with every policy on), the edge + an agent tunnel, each in its own pinned process; three rounds interleaved with
-// the baseline, median and spread (about four minutes).
+// The edge's cost of shipping captured exchanges: to Redis (cluster mode) and to the in-process stream (edge serve),
+// metadata and full, CPU per exchange over capture off.
+rows.push(...describeRecordShipping(await benchRecordShipping({ redisUrl: process.env.REDIS_URL || undefined })));
+
+// The whole request path as users run it: `edge serve` with endpoints made through its API (origin at the default
+// capture, full, off, every policy on; raw tunnel at the default and off; WebSocket), beside a bare http-proxy-3 proxy
+// (the baseline) and nginx, each in its own pinned process; three rounds interleaved, median and spread (~10 minutes).
 rows.push(...(await benchProxy()));
 
 console.log(`\n${formatTable(rows)}`);

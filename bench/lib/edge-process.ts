@@ -1,9 +1,9 @@
-// The edge alone, for the origin cases of the proxy benchmark: startEdge against an in-process feed holding the
-// endpoint configs in a JSON file (argv[2]), records counted and dropped, no control plane or worker. Prints {"port":N}.
+// The edge alone, for the proxy benchmark's secondary origin case (origin-alone) and the GC trace: startEdge against an
+// in-process feed holding the endpoint configs in a JSON file (argv[2]), records counted and dropped. Prints {"port":N}.
 //
-// Why not `edge serve`: with every role in one process, the worker's writes of each exchange's traffic record into
-// PGlite ran on the edge's CPU (44.6 % of its busy time at 64 KiB, docs/performance.md), which a deployed edge never
-// pays; the tunnel case still runs `edge serve`, because admitting an agent needs the control plane's key.
+// Not the headline since issue 21: `edge serve` is what users run, and its in-process worker's PGlite writes (44.6 %
+// of its busy time at 64 KiB, docs/performance.md) are part of what they pay. This process shows the edge's own
+// request path without them, which a deployed edge in cluster mode comes close to.
 import { Session } from 'node:inspector/promises';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';

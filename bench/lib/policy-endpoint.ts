@@ -1,5 +1,5 @@
-// An endpoint config with every visitor policy on, as the feed carries it: a rate limit, basic auth, a JWT layer,
-// RBAC roles and a routing rule. The proxy benchmark serves one; the config-apply benchmark loads 100k of them.
+// Every visitor policy on one endpoint (a rate limit, basic auth, a JWT layer, RBAC roles, a routing rule): as the feed
+// carries it (policyEndpoint; config-apply loads 100k) and set through the control API (applyPolicies; the proxy bench).
 import type { EndpointConfig, RbacRoleConfig, RateLimitRuleConfig } from '../../src/shared/snapshot.ts';
 import { endpointConfig } from '../../test/helpers/endpoint-config.ts';
 
@@ -88,4 +88,47 @@ export function policyEndpoint(o: PolicyEndpointOptions): EndpointConfig {
       },
     ],
   });
+}
+
+/** A control-API call as the bench's user: JSON in, JSON (or nothing) out; anything but 2xx throws with the answer. */
+export type ApiCall = (method: string, path: string, body?: unknown) => Promise<Record<string, unknown>>;
+
+/**
+ * The same policies as policyEndpoint, set on an existing endpoint through the control API as a user would (README
+ * "Visitor authentication", "RBAC", "Rate limits"; docs/api.md): basic mode (its settings user is no RBAC client, so
+ * the bench's requests authenticate as RBAC client `bench`), the JWT layer, three roles, the rate-limit rule and the
+ * routing rule. Capture is left at whatever the endpoint has. Answers the fields every request must send.
+ */
+export async function applyPolicies(api: ApiCall, uuid: string, o: { originUrl: string; jwksUrl: string; jwt: string }): Promise<Record<string, string>> {
+  const base = `/v1/endpoints/${uuid}`;
+  await api('PUT', `${base}/settings`, { mode: 'basic', basic_users: [{ username: 'owner', password: 'owner password 1' }] });
+  await api('PUT', `${base}/settings/jwt`, { enabled: true, jwks_url: o.jwksUrl, claim_headers: JSON.stringify({ sub: 'x-user' }) });
+  const roles = [
+    { name: 'role-1', priority: 30, permissions: { denied_methods: ['TRACE'], denied_paths: ['/admin/**', '/internal/*'] } },
+    { name: 'role-2', priority: 20, permissions: { allowed_methods: ['GET', 'HEAD'], allowed_paths: ['/small', '/large', '/static/**'], headers: { 'x-tier': 'reader' } } },
+    { name: 'role-3', priority: 10, permissions: { allowed_methods: ['GET'], allowed_paths: ['/docs/**'] } },
+  ];
+  const roleIds: number[] = [];
+  for (const r of roles) roleIds.push((await api('POST', `${base}/rbac/roles`, r)).id as number);
+  const client = await api('POST', `${base}/rbac/clients`, { identifier: 'bench', username: POLICY_USER.username, password: POLICY_USER.password });
+  for (const role of roleIds) await api('POST', `${base}/rbac/memberships`, { client_id: client.id, role_id: role });
+  // Far above any load the bench makes: every request is counted, none refused.
+  await api('POST', '/v1/firewall/rate-limits', {
+    endpoint_id: uuid,
+    name: 'api',
+    requests_per_window: 1_000_000_000,
+    window_size_seconds: 60,
+    action: 'block',
+    conditions: [{ type: 'path', operator: 'prefix', value: '/' }],
+  });
+  await api('POST', `${base}/routing-rules`, {
+    name: 'everything',
+    priority: 1,
+    target_origin_url: o.originUrl,
+    conditions: [{ condition_type: 'path', condition_key: 'glob', pattern: '/**' }],
+  });
+  return {
+    authorization: `Basic ${Buffer.from(`${POLICY_USER.username}:${POLICY_USER.password}`).toString('base64')}`,
+    'x-jwt-assertion': o.jwt,
+  };
 }

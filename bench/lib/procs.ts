@@ -155,11 +155,18 @@ export interface SpawnOptions {
  * that the bench scripts watch: if this process dies without killing them, they see EOF and exit.
  */
 export function spawnNode(name: string, script: string, args: string[], options: SpawnOptions = {}): Child {
-  const argv = [...(options.nodeArgs ?? []), script, ...args];
+  return spawnProgram(name, process.execPath, [...(options.nodeArgs ?? []), script, ...args], options);
+}
+
+/**
+ * Any program as a bench child (nginx, the reference proxy), pinned and watched like spawnNode's: taskset execs it,
+ * so the pid is the program's own. `options.nodeArgs` is not used.
+ */
+export function spawnProgram(name: string, command: string, argv: string[], options: SpawnOptions = {}): Child {
   const child =
     options.cpu === null || options.cpu === undefined
-      ? spawn(process.execPath, argv, { env: options.env ?? process.env, stdio: ['pipe', 'pipe', 'pipe'] })
-      : spawn('taskset', ['-c', String(options.cpu), process.execPath, ...argv], { env: options.env ?? process.env, stdio: ['pipe', 'pipe', 'pipe'] });
+      ? spawn(command, argv, { env: options.env ?? process.env, stdio: ['pipe', 'pipe', 'pipe'] })
+      : spawn('taskset', ['-c', String(options.cpu), command, ...argv], { env: options.env ?? process.env, stdio: ['pipe', 'pipe', 'pipe'] });
   if (child.pid === undefined) throw new Error(`could not start ${name}`);
   live.add(child);
   watchSignals(true);
