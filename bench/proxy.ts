@@ -110,6 +110,8 @@ interface Procs {
   nginx?: Child;
   /** `edge serve`: every role in one process, as `npm start` runs it. */
   edge?: Child;
+  /** `edge serve`'s ops port (/metrics: the capture counters). */
+  edgeOpsPort?: number;
   /** The edge alone (bench/lib/edge-process.ts), for the secondary origin case. */
   originEdge?: Child;
   agents: Child[];
@@ -131,7 +133,34 @@ interface Case {
   baseRounds: LoadResult[];
   /** The proxy's CPU (ms) and the time (ms) it took to go quiet after each window: work the window left behind. */
   after: Array<{ cpuMs: number; ms: number }>;
+  /** `edge serve`'s capture counters over each window and its settling: exchanges captured, and those not stored. */
+  capture: CaptureCounts[];
   fixed?: LoadResult;
+  fixedCapture?: CaptureCounts;
+}
+
+/** Captured exchanges handed on by the edge's shipper, and those dropped (shipper queue or record sink full). */
+interface CaptureCounts {
+  shipped: number;
+  dropped: number;
+}
+
+/** The edge's capture counters from its ops port's /metrics (docs/traffic.md; src/edge/metrics.ts). */
+async function captureCounts(opsPort: number): Promise<CaptureCounts> {
+  const res = await request(`http://127.0.0.1:${opsPort}/metrics`);
+  const text = await res.body.text();
+  const value = (name: string) => Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text)?.[1] ?? 0);
+  return { shipped: value('edge_capture_shipped_total'), dropped: value('edge_capture_dropped_total') + value('edge_traffic_records_dropped_total') };
+}
+
+function countsBetween(a: CaptureCounts, b: CaptureCounts): CaptureCounts {
+  return { shipped: b.shipped - a.shipped, dropped: b.dropped - a.dropped };
+}
+
+/** "all 51,234 stored" or "38,100 of 51,234 stored, 13,134 dropped (counted)". */
+function storedText(c: CaptureCounts): string {
+  if (c.shipped === 0) return 'none captured';
+  return c.dropped === 0 ? `all ${fmt(c.shipped)} stored` : `${fmt(c.shipped - c.dropped)} of ${fmt(c.shipped)} stored, ${fmt(c.dropped)} dropped (counted)`;
 }
 
 const STARTUP_MS = 60_000;
@@ -201,6 +230,7 @@ async function startServe(procs: Procs, dataDir: string, paths: PathId[], option
     return entry?.msg === 'node ready' ? entry : undefined;
   }, STARTUP_MS);
   const control = `http://127.0.0.1:${ready.control as number}`;
+  procs.edgeOpsPort = ready.ops as number | undefined;
   const httpPort = ready.http as number;
   const user = await api(control, adminKey, 'POST', '/v1/admin/users', { email: `bench-${randomBytes(4).toString('hex')}@example.test`, plan: 'pro' });
   const userApi = (method: string, path: string, body?: unknown) => api(control, user.api_key as string, method, path, body);
@@ -358,6 +388,9 @@ function buildRows(cases: Case[], f: RowFacts): Row[] {
       const later = c.after.map((a, i) => perReq(a.cpuMs, c.rounds[i]));
       if (later.some((n) => n >= 1)) result += ` + ${spread(later, (n) => fmt(n))} µs/req after the window (${spread(c.after.map((a) => a.ms / 1000), (n) => fmt(n, 1))} s to go quiet)`;
     }
+    // What capture kept of the window (warm-up included): at saturation on one core the store thread, at the lowest
+    // priority, may fall behind; the edge then drops and counts rather than slowing down (docs/architecture.md).
+    if (c.capture.some((k) => k.shipped > 0)) result += `; captured exchanges: ${c.capture.map(storedText).join(' / ')}`;
     const off = CAPTURE_OFF_OF[c.path] ? caseOf(CAPTURE_OFF_OF[c.path]!, c.size) : undefined;
     if (off && off.rounds.length === c.rounds.length) {
       result += `; × capture off of the round: req/s ${spread(c.rounds.map((r, i) => r.rps / off.rounds[i].rps), ratio)}, p99 ${spread(c.rounds.map((r, i) => r.p99Ms / off.rounds[i].p99Ms), ratio)}`;
@@ -379,6 +412,7 @@ function buildRows(cases: Case[], f: RowFacts): Row[] {
       if (proxy) result += `; ${who(c.path)} CPU ${fmt(perReq(cpuOf(r, proxy), r))} µs/req`;
       result += `; ${fmt(r.rps)} req/s achieved`;
       if (r.late > 0) result += `, ${fmt(r.late)} starts >5 ms behind schedule`;
+      if (c.fixedCapture && c.fixedCapture.shipped > 0) result += `; captured exchanges: ${storedText(c.fixedCapture)}`;
       const foreign = foreignOf(r);
       if (foreign > 10) result += `; NOISY: other processes ~${fmt(foreign)}% of a CPU`;
       rows.push({ benchmark: `proxy ${SIZE_LABEL[size]} at ${fmt(f.fixedRate)} req/s, ${PATH_LABEL[c.path]}`, result: result + errorsOf([r]) });
@@ -514,7 +548,7 @@ export async function benchProxy(options: ProxyBenchOptions = {}): Promise<Row[]
     const saturate = (o: LoadOptions) => (loadKind === 'wrk' ? runWrk({ ...o, warmupMs, durationMs: measureMs }, pin.restCpu) : runLoadInChild({ ...o, warmupMs, durationMs: measureMs }, pin.restCpu));
 
     const cases: Case[] = [];
-    for (const size of sizes) for (const path of paths) cases.push({ path, size, rounds: [], baseRounds: [], after: [] });
+    for (const size of sizes) for (const path of paths) cases.push({ path, size, rounds: [], baseRounds: [], after: [], capture: [] });
     const caseOf = (path: PathId, size: Size) => cases.find((c) => c.path === path && c.size === size)!;
     // Saturation, interleaved: each round runs every case of a size back to back, in an order rotated per round (so
     // no case always follows the same neighbour), and each case's ratio is against its own round's baseline.
@@ -525,8 +559,11 @@ export async function benchProxy(options: ProxyBenchOptions = {}): Promise<Row[]
         const results = new Map<PathId, LoadResult>();
         for (const path of order) {
           progress(`round ${round + 1}/${rounds}, ${SIZE_LABEL[size]}, ${PATH_LABEL[path]}: ${connections} connections, ${warmupMs / 1000} s warm-up + ${measureMs / 1000} s (${loadKind})`);
+          const counted = procs.targets[path]?.proxy === procs.edge && procs.edgeOpsPort !== undefined;
+          const before = counted ? await captureCounts(procs.edgeOpsPort!) : undefined;
           results.set(path, await saturate(loadOf(path, size)));
           caseOf(path, size).after.push(await settle(cpuPids, procs.targets[path]?.proxy?.pid, settleMs));
+          if (before) caseOf(path, size).capture.push(countsBetween(before, await captureCounts(procs.edgeOpsPort!)));
         }
         for (const path of order) {
           caseOf(path, size).rounds.push(results.get(path)!);
@@ -538,8 +575,11 @@ export async function benchProxy(options: ProxyBenchOptions = {}): Promise<Row[]
     for (const size of sizes) {
       for (const path of paths) {
         progress(`${SIZE_LABEL[size]}, ${PATH_LABEL[path]}: ${fixedRate} req/s, ${fixedWarmupMs / 1000} s warm-up + ${fixedMeasureMs / 1000} s`);
+        const counted = procs.targets[path]?.proxy === procs.edge && procs.edgeOpsPort !== undefined;
+        const before = counted ? await captureCounts(procs.edgeOpsPort!) : undefined;
         caseOf(path, size).fixed = await runLoadInChild({ ...loadOf(path, size), rate: fixedRate, warmupMs: fixedWarmupMs, durationMs: fixedMeasureMs }, pin.restCpu);
         await settle(cpuPids, undefined, settleMs);
+        if (before) caseOf(path, size).fixedCapture = countsBetween(before, await captureCounts(procs.edgeOpsPort!));
       }
     }
 

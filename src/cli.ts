@@ -54,7 +54,7 @@ async function serve(args: string[]): Promise<void> {
   if (node.generatedAdminKey) {
     process.stdout.write(`\nAdmin API key (shown once, store it now): ${node.generatedAdminKey}\n\n`);
   }
-  logger.info({ control: node.control?.port, http: node.edge?.httpPort, https: node.edge?.httpsPort }, 'node ready');
+  logger.info({ control: node.control?.port, http: node.edge?.httpPort, https: node.edge?.httpsPort, ops: node.edge?.opsPort }, 'node ready');
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;

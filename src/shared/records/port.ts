@@ -22,8 +22,10 @@ interface StoredReport {
 
 export interface PortRecordSinkOptions {
   /**
-   * Records posted and not yet stored at most; beyond it new batches are dropped and counted. A store that falls
-   * behind (a slow disk, a long retention pass) must not grow the edge's memory or the port's queue without bound.
+   * Captured exchanges posted and not yet stored at most; beyond it new batches of them are dropped and counted. A
+   * store that falls behind (a saturated core, a slow disk, a long retention pass) must not grow the edge's memory or
+   * the port's queue without bound. Usage and rate-limit hit records always go: they are one per interval, and the
+   * counts they carry (billing, alerts, rule statistics) must not be lost to a burst of captured traffic.
    */
   maxInFlight?: number;
 }
@@ -40,7 +42,7 @@ export class PortRecordSink implements RecordSink {
     private readonly port: MessagePort,
     options: PortRecordSinkOptions = {},
   ) {
-    this.maxInFlight = options.maxInFlight ?? 50_000;
+    this.maxInFlight = options.maxInFlight ?? 20_000;
     if (!Number.isInteger(this.maxInFlight) || this.maxInFlight < 1) throw new RangeError(`PortRecordSink maxInFlight must be a positive integer, got ${this.maxInFlight}`);
     port.on('message', (report: StoredReport) => {
       this.inFlight = Math.max(0, this.inFlight - report.stored);
@@ -53,7 +55,7 @@ export class PortRecordSink implements RecordSink {
     if (this.closed || records.length === 0) return;
     for (let i = 0; i < records.length; i += RECORD_LIMITS.recordsPerBatch) {
       const part = i === 0 && records.length <= RECORD_LIMITS.recordsPerBatch ? records : records.slice(i, i + RECORD_LIMITS.recordsPerBatch);
-      if (this.inFlight + part.length > this.maxInFlight) {
+      if (part[0].kind === 'traffic_exchange' && this.inFlight + part.length > this.maxInFlight) {
         this.dropped += part.length;
         continue;
       }

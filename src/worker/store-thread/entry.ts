@@ -1,5 +1,6 @@
 // The store thread's body: opens the database, serves the main thread's SQL when it owns an embedded one, and runs
 // the record worker, so storing traffic never takes the edge's event loop (docs/architecture.md "What runs where").
+import { setPriority } from 'node:os';
 import { parentPort, workerData } from 'node:worker_threads';
 import { createLogger } from '../../shared/log.ts';
 import { MemoryRecords } from '../../shared/records/memory.ts';
@@ -13,10 +14,23 @@ import { RecordWorker } from '../records.ts';
 import { writeTrafficExchanges, writeTrafficUsage } from '../traffic.ts';
 import type { HostMessage, StoreThreadData, ThreadMessage } from './protocol.ts';
 
+/**
+ * The thread's nice value (Linux: a per-thread attribute). Where the edge and this thread share a saturated core,
+ * the edge keeps it and storage falls behind, so the edge drops and counts captured exchanges instead of serving
+ * fewer requests; with a core to spare (the usual case, and any load short of saturation) nothing changes.
+ */
+const STORE_THREAD_NICE = 19;
+
 const data = workerData as StoreThreadData;
 const host = parentPort!;
 const say = (message: ThreadMessage) => host.postMessage(message);
 const logger = createLogger(data.logLevel, { ...data.logBindings, component: 'store-thread' });
+try {
+  setPriority(STORE_THREAD_NICE);
+} catch (err) {
+  // Not permitted (some containers) or not supported: the thread runs at the process's priority.
+  logger.debug({ err }, 'store thread priority left unchanged');
+}
 
 const db: Database = await openDatabase(data.database).catch(async (err: unknown) => {
   // The host ends the thread when it reads this; nothing after this line may start.

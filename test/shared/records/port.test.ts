@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { MessageChannel } from 'node:worker_threads';
 import { MemoryRecords } from '../../../src/shared/records/memory.ts';
 import { PortRecordSink, receiveRecords } from '../../../src/shared/records/port.ts';
-import { RECORD_LIMITS, type RateLimitHitsRecord, type RecordBatch, type RecordSource } from '../../../src/shared/records/types.ts';
+import { RECORD_LIMITS, type RateLimitHitsRecord, type RecordBatch, type RecordSource, type TrafficExchangeRecord } from '../../../src/shared/records/types.ts';
 import { eventually } from '../../helpers/eventually.ts';
 
 const RULE = '6f1c2d3e-4a5b-4c6d-8e7f-8091a2b3c4d5';
@@ -32,6 +32,15 @@ async function readAll(source: RecordSource, records: number): Promise<RecordBat
     out.push(...batches);
   }
   return out;
+}
+
+function exchange(path: string): TrafficExchangeRecord {
+  return {
+    kind: 'traffic_exchange', edge: 'edge-a', at: new Date().toISOString(), region: 'eu', account: 1, endpoint: RULE,
+    hostname: 'shop.edge.localhost', method: 'GET', host: 'shop.edge.localhost', path, query: '', status: 200,
+    duration_ms: 1, bytes_in: 0, bytes_out: 10, client_ip: '192.0.2.7', country: null, user_agent: 'test', secure: false,
+    rule: null, edge_error: null, auth_outcome: null, client_id: null, completed: true, level: 'metadata',
+  };
 }
 
 describe('records over a MessagePort', () => {
@@ -64,17 +73,25 @@ describe('records over a MessagePort', () => {
     close();
   });
 
-  it('drops and counts batches past the in-flight bound while the store falls behind, and takes new ones once it caught up', async () => {
+  it('drops and counts captured exchanges past the in-flight bound while the store falls behind, and takes them again once it caught up', async () => {
     const { sink, source, close } = pair(3);
-    sink.append([hits(1), hits(2)]);
-    sink.append([hits(3), hits(4)]);
+    sink.append([exchange('/1'), exchange('/2')]);
+    sink.append([exchange('/3'), exchange('/4')]);
     assert.deepEqual(sink.stats(), { buffered: 2, dropped: 2, sent: 2 });
     const batches = await source.read({ count: 10, blockMs: 2_000 });
     assert.equal(batches.length, 1, 'the dropped batch never travelled');
     await source.ack(batches.map((b) => b.id));
     await eventually(async () => (sink.stats().buffered === 0 ? true : undefined));
-    sink.append([hits(5), hits(6)]);
+    sink.append([exchange('/5'), exchange('/6')]);
     assert.deepEqual(sink.stats(), { buffered: 2, dropped: 2, sent: 4 });
+    close();
+  });
+
+  it('always sends usage and rate-limit hits, whose counts must not be lost to a burst of captured traffic', async () => {
+    const { sink, close } = pair(1);
+    sink.append([exchange('/1'), exchange('/2')]);
+    sink.append([hits(1), hits(2)]);
+    assert.deepEqual(sink.stats(), { buffered: 2, dropped: 2, sent: 2 });
     close();
   });
 
