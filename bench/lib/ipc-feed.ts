@@ -8,8 +8,8 @@
 import type { ChildProcess } from 'node:child_process';
 import type { MemoryFeed } from '../../src/shared/feed/memory.ts';
 import type { FeedListener, FeedSource } from '../../src/shared/feed/transport.ts';
-import type { FeedChange, FeedEntry, FeedSnapshot } from '../../src/shared/feed/types.ts';
-import { TimeSlicer } from '../../src/shared/time-slice.ts';
+import type { FeedChange, FeedSnapshot } from '../../src/shared/feed/types.ts';
+import { parseEntries } from '../../src/shared/feed/parse.ts';
 
 type Call = { feed: 'call'; id: number; method: 'head' | 'readSince' | 'readSnapshot'; since?: number };
 type Reply = { feed: 'reply'; id: number; value: unknown } | { feed: 'chunk'; id: number; values: string[] };
@@ -128,10 +128,8 @@ export class IpcFeedSource implements FeedSource {
     const values = this.chunks.get(id) ?? [];
     this.chunks.delete(id);
     if (version === null) return null;
-    // As RedisFeed.readSnapshot: every value's text at once, parsed in slices.
-    const entries: FeedEntry[] = [];
-    await new TimeSlicer().forEach(values, (json) => entries.push(JSON.parse(json) as FeedEntry));
-    return { version, entries };
+    // As RedisFeed.readSnapshot: every value's text at once, parsed in slices (each let go once parsed).
+    return { version, entries: await parseEntries(values) };
   }
 
   async close(): Promise<void> {

@@ -13,6 +13,7 @@ import { mkdir, open, rename } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { createInterface } from 'node:readline';
 import { LRUCache } from 'lru-cache';
+import { StringPool } from '../shared/feed/parse.ts';
 import { FeedMirror, type ResetSwap } from '../shared/feed/subscriber.ts';
 import type { FeedChange, FeedEntry, FeedSnapshot } from '../shared/feed/types.ts';
 import type { Logger } from '../shared/log.ts';
@@ -423,6 +424,8 @@ async function readStateFile(file: string): Promise<FeedSnapshot> {
   const lines = createInterface({ input: createReadStream(file, { encoding: 'utf8', highWaterMark: 256 * 1024 }), crlfDelay: Infinity });
   let header: { version?: unknown; entries?: unknown } | null = null;
   const entries: FeedEntry[] = [];
+  // Equal strings shared between entries, as a snapshot read from the feed has them (parse.ts).
+  const pool = new StringPool();
   for await (const line of lines) {
     if (header === null) {
       header = JSON.parse(line) as { version?: unknown; entries?: unknown };
@@ -435,7 +438,7 @@ async function readStateFile(file: string): Promise<FeedSnapshot> {
     if (line === '') continue;
     const entry = JSON.parse(line) as FeedEntry;
     if (typeof entry.topic !== 'string' || typeof entry.key !== 'string' || !Number.isInteger(entry.version)) throw new Error('not a feed entry');
-    entries.push(entry);
+    entries.push(pool.entry(entry));
   }
   if (header === null || !Number.isInteger(header.version)) throw new Error('not a feed snapshot');
   if (Array.isArray(header.entries)) return { version: header.version as number, entries: header.entries as FeedEntry[] };

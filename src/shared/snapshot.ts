@@ -320,3 +320,20 @@ export interface RateLimitRuleConfig {
   /** In position order. */
   conditions: RateLimitConditionConfig[];
 }
+
+/**
+ * Makes an endpoint config parsed from the feed refer to one copy of strings that repeat: its uuid is also the feed
+ * entry's key, and an origin URL is named by the endpoint and its routing rules and shared by many endpoints, as is a
+ * JWKS URL. JSON.parse gives each its own copy (~130 bytes an endpoint; src/shared/feed/parse.ts). `share` returns the
+ * copy to keep for a string.
+ */
+export function shareEndpointStrings(config: EndpointConfig, key: string, share: (s: string) => string): void {
+  if (config.uuid === key) config.uuid = key;
+  if (typeof config.origin_url === 'string') config.origin_url = share(config.origin_url);
+  if (Array.isArray(config.routing_rules)) {
+    for (const rule of config.routing_rules) {
+      if (typeof rule?.target_origin_url === 'string') rule.target_origin_url = share(rule.target_origin_url);
+    }
+  }
+  if (typeof config.jwt?.jwks_url === 'string') config.jwt.jwks_url = share(config.jwt.jwks_url);
+}

@@ -1,8 +1,8 @@
 // The feed transport inside one process, for the all-in-one mode without Redis: the same contract as RedisFeed.
 // Values are stored as JSON text and deliveries are asynchronous, so consumers see exactly what Redis would give.
-import { TimeSlicer } from '../time-slice.ts';
+import { parseEntries } from './parse.ts';
 import type { FeedSink, FeedSource, FeedListener } from './transport.ts';
-import type { FeedChange, FeedEntry, FeedSnapshot } from './types.ts';
+import type { FeedChange, FeedSnapshot } from './types.ts';
 
 export interface MemoryFeedOptions {
   /** How many recent changes the log keeps for subscribers that fell behind; older ones need a snapshot. */
@@ -79,10 +79,7 @@ export class MemoryFeed implements FeedSink, FeedSource {
     if (this.head_ === null) return null;
     // A consistent cut in one step, then parsed in slices: 100k entries in one go hold the event loop ~400 ms.
     const version = this.head_;
-    const values = [...this.entries.values()];
-    const entries: FeedEntry[] = [];
-    await new TimeSlicer().forEach(values, (json) => entries.push(JSON.parse(json) as FeedEntry));
-    return { version, entries };
+    return { version, entries: await parseEntries([...this.entries.values()]) };
   }
 
   async close(): Promise<void> {

@@ -2,10 +2,10 @@
 // and a pub/sub channel for hints. Writes are single Lua scripts, so several publishers can share one Redis safely.
 import { Redis, type RedisOptions } from 'ioredis';
 import { createLogger, type Logger } from '../log.ts';
-import { TimeSlicer } from '../time-slice.ts';
+import { parseEntries } from './parse.ts';
 import { redisReady } from '../redis-ready.ts';
 import type { FeedListener, FeedSink, FeedSource } from './transport.ts';
-import type { FeedChange, FeedEntry, FeedSnapshot } from './types.ts';
+import type { FeedChange, FeedSnapshot } from './types.ts';
 
 export interface RedisFeedOptions {
   url: string;
@@ -228,10 +228,9 @@ export class RedisFeed implements FeedSink, FeedSource {
     ) as [string | null, string[]];
     const version = parseHead(rawHead);
     if (version === null) return null;
-    // Parsed in slices: 100k entries in one go would hold the event loop for several hundred ms.
-    const entries: FeedEntry[] = [];
-    await new TimeSlicer().forEach(values, (json) => entries.push(JSON.parse(json) as FeedEntry));
-    return { version, entries };
+    // Parsed in slices (100k entries in one go would hold the event loop for several hundred ms), each text let go
+    // as it is parsed, so texts and entries are not both held whole.
+    return { version, entries: await parseEntries(values) };
   }
 
   async close(): Promise<void> {
