@@ -46,8 +46,16 @@ const wanted = data.records;
 const fromEdge = wanted.kind === 'port' ? receiveRecords(wanted.port, new MemoryRecords()) : null;
 const source: RecordSource =
   wanted.kind === 'port' ? fromEdge! : new RedisRecords({ url: wanted.url, prefix: wanted.prefix, consumer: wanted.consumer, logger });
+/**
+ * Batches per read, so per transaction: an edge's batch holds up to 100 exchanges, so a transaction writes at most
+ * ~1,000 rows (tens of ms of PGlite), and the main thread's SQL, queued behind it on PGlite's one connection, waits
+ * no longer than that even while the worker catches up on a backlog.
+ */
+const BATCHES_PER_TRANSACTION = 10;
+
 const recordWorker = new RecordWorker(db, source, { rate_limit_hits: writeRuleHits, traffic_exchange: writeTrafficExchanges, traffic_usage: writeTrafficUsage }, {
   logger: logger.child({ component: 'traffic-records' }),
+  count: BATCHES_PER_TRANSACTION,
 });
 recordWorker.start();
 
