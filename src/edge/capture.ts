@@ -169,16 +169,22 @@ export function captureExchange(sink: CaptureSink, ctx: RequestContext): void {
   const level = captureLevelOf(ctx.endpoint);
   const socket: Socket = req.socket;
   const writtenBefore = socket.bytesWritten;
-  const counted = { bytes: 0 };
+  // Only a request with a body has bytes to count (most have none, and then no counter is made).
+  const counted = hasBody(req) ? { bytes: 0 } : null;
   let detail: CapturedDetail | undefined;
   if (level === 'full') {
     detail = { request_headers: req.headers, response_head: null, request_body: emptyBody(), response_body: emptyBody() };
-    if (hasBody(req)) watchRequestBody(req, counted, detail.request_body);
+    if (counted !== null) watchRequestBody(req, counted, detail.request_body);
     watchResponseBody(res, detail.response_body);
-  } else if (hasBody(req)) {
+  } else if (counted !== null) {
     watchRequestBody(req, counted, null);
   }
-  res.once('close', () => {
+  // `on`, not `once`: a response closes once, and `once` made a wrapper, a bound function and a listener removal per
+  // request. The flag keeps the exchange counted once should a 'close' ever come twice.
+  let ended = false;
+  res.on('close', () => {
+    if (ended) return;
+    ended = true;
     // Health probes (the prober's own requests) are neither counted nor captured.
     if (ctx.probe === true) return;
     const edgeError = edgeErrorOf(res) ?? null;
@@ -201,7 +207,7 @@ export function captureExchange(sink: CaptureSink, ctx: RequestContext): void {
       query: ctx.query,
       status: res.headersSent ? res.statusCode : 0,
       duration_ms: Math.round((performance.now() - started) * 1000) / 1000,
-      bytes_in: counted.bytes,
+      bytes_in: counted === null ? 0 : counted.bytes,
       bytes_out: Math.max(0, socket.bytesWritten - writtenBefore),
       client_ip: ctx.clientIp,
       country: ctx.country ?? null,
@@ -256,9 +262,12 @@ export function countRefusals(
   };
 }
 
+/** Class names by the status's first digit, made once rather than as a new string per exchange. */
+const CLASS_NAMES = ['0xx', '1xx', '2xx', '3xx', '4xx', '5xx', '6xx', '7xx', '8xx', '9xx'];
+
 function classOf(status: number, completed: boolean): string {
   if (!completed || status === 0) return 'aborted';
-  return `${Math.floor(status / 100)}xx`;
+  return CLASS_NAMES[Math.floor(status / 100)] ?? `${Math.floor(status / 100)}xx`;
 }
 
 function emptyCounters(): TrafficCounters {
@@ -285,6 +294,11 @@ interface EndpointTraffic {
  */
 export class TrafficRecorder implements CaptureSink {
   private readonly endpoints = new Map<string, EndpointTraffic>();
+  /**
+   * The endpoint whose exchange was recorded last: always the Map's last key, so its next exchange needs no
+   * re-insertion (a delete and a set per request, when one endpoint takes most of the traffic).
+   */
+  private latest: string | undefined;
   /** Every answer of this edge, endpoint known or not; never evicted (the edge's metrics export it). */
   private readonly total = emptyCounters();
 
@@ -292,16 +306,19 @@ export class TrafficRecorder implements CaptureSink {
 
   record(exchange: CapturedExchange, detailed: boolean): void {
     let traffic = this.endpoints.get(exchange.endpoint);
-    if (traffic) {
-      // Re-inserting keeps the Map in least-recently-active order for eviction.
-      this.endpoints.delete(exchange.endpoint);
-    } else {
-      traffic = { counters: emptyCounters(), recent: [], next: 0 };
-      if (this.endpoints.size >= (this.options.maxEndpoints ?? 10_000)) {
-        this.endpoints.delete(this.endpoints.keys().next().value!);
+    if (traffic === undefined || exchange.endpoint !== this.latest) {
+      if (traffic) {
+        // Re-inserting keeps the Map in least-recently-active order for eviction.
+        this.endpoints.delete(exchange.endpoint);
+      } else {
+        traffic = { counters: emptyCounters(), recent: [], next: 0 };
+        if (this.endpoints.size >= (this.options.maxEndpoints ?? 10_000)) {
+          this.endpoints.delete(this.endpoints.keys().next().value!);
+        }
       }
+      this.endpoints.set(exchange.endpoint, traffic);
+      this.latest = exchange.endpoint;
     }
-    this.endpoints.set(exchange.endpoint, traffic);
 
     const cls = classOf(exchange.status, exchange.completed);
     count(traffic.counters, cls, exchange.edge_error);

@@ -47,6 +47,26 @@ describe('TrafficRecorder', () => {
     assert.equal(r.counters('c').requests, 1);
   });
 
+  it('keeps the order of activity when one endpoint records many exchanges in a row', () => {
+    const r = new TrafficRecorder({ maxEndpoints: 2 });
+    r.record(exchange({ endpoint: 'a' }), false);
+    r.record(exchange({ endpoint: 'b' }), false);
+    r.record(exchange({ endpoint: 'b' }), false);
+    r.record(exchange({ endpoint: 'a' }), false);
+    r.record(exchange({ endpoint: 'a' }), false);
+    assert.deepEqual([...r.recentlyActive(2)].map(([endpoint]) => endpoint), ['a', 'b']);
+    r.record(exchange({ endpoint: 'c' }), false);
+    assert.equal(r.counters('b').requests, 0, 'b, the least recently active, is forgotten');
+    assert.equal(r.counters('a').requests, 3);
+    assert.deepEqual([...r.recentlyActive(2)].map(([endpoint]) => endpoint), ['c', 'a']);
+  });
+
+  it('names every status class by its first digit', () => {
+    const r = new TrafficRecorder();
+    for (const status of [101, 204, 302, 429, 503, 999]) r.record(exchange({ status }), false);
+    assert.deepEqual(r.counters('e1').by_class, { '1xx': 1, '2xx': 1, '3xx': 1, '4xx': 1, '5xx': 1, '9xx': 1 });
+  });
+
   it('hands out copies, so readers cannot change the figures', () => {
     const r = new TrafficRecorder();
     r.record(exchange(), true);

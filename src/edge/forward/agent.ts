@@ -11,7 +11,7 @@ import { sendEdgeError } from '../http/pages.ts';
 import { originRequestHeaders, tunnelRequestHeaders, type ForwardRequest } from '../http/proxy-headers.ts';
 import type { Dispatcher } from 'undici';
 import { NoDataConnectionError, type DataConnections } from '../tunnels/data-connections.ts';
-import { UpstreamExchange, upstreamBody } from './exchange.ts';
+import { UpstreamExchange, upstreamBody, type ExchangeHooks } from './exchange.ts';
 import { finalStatus } from './status.ts';
 import { relayUpgrade, responseOnSocket, upgradeRequestHeaders } from './upgrade.ts';
 
@@ -36,19 +36,35 @@ export function forwardToAgent(session: AgentSession, f: ForwardRequest): void {
  * it was reused; only for a bodyless request a client may retry on its own) is sent again over an HTTP/2 stream.
  */
 function forwardOnDataConnection(session: AgentSession, data: DataConnections, f: ForwardRequest): void {
-  const { req } = f;
   const body = upstreamBody(f);
-  const exchange = new UpstreamExchange(f, 'agent_error', {
-    settled: () => data.settled(),
-    recover: (err) => {
-      const unsent = err instanceof NoDataConnectionError;
-      const stale = body === null && IDEMPOTENT.has(f.method) && isSocketClosed(err);
-      if (!unsent && !stale) return false;
-      void forwardOnStream(session, f);
-      return true;
-    },
-  });
-  data.dispatch({ path: f.target, method: f.method as Dispatcher.HttpMethod, headers: originRequestHeaders(req, f, data.hostHeader ?? f.authority), body }, exchange);
+  const exchange = new UpstreamExchange(f, 'agent_error', new DataConnectionHooks(session, data, f, body === null));
+  data.dispatch({ path: f.target, method: f.method as Dispatcher.HttpMethod, headers: originRequestHeaders(f.req, f, data.hostHeader ?? f.authority), body }, exchange);
+}
+
+/**
+ * The hooks of an exchange on a data connection, as methods of one object rather than closures made per request:
+ * under tsx (esbuild keepNames) each closure in an object literal got a property definition at its creation, ~1.9 %
+ * of the edge's CPU on the tunnel path.
+ */
+class DataConnectionHooks implements ExchangeHooks {
+  constructor(
+    private readonly session: AgentSession,
+    private readonly data: DataConnections,
+    private readonly f: ForwardRequest,
+    private readonly bodyless: boolean,
+  ) {}
+
+  settled(): void {
+    this.data.settled();
+  }
+
+  recover(err: Error): boolean {
+    const unsent = err instanceof NoDataConnectionError;
+    const stale = this.bodyless && IDEMPOTENT.has(this.f.method) && isSocketClosed(err);
+    if (!unsent && !stale) return false;
+    void forwardOnStream(this.session, this.f);
+    return true;
+  }
 }
 
 function isSocketClosed(err: Error & { code?: string }): boolean {

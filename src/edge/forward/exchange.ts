@@ -52,11 +52,13 @@ export class UpstreamExchange {
     private readonly hooks: ExchangeHooks = {},
   ) {
     this.res = f.res;
-    this.res.once('close', () => this.visitorClosed());
+    // `on`, not `once` (a response closes once; `once` made a wrapper and a bound function per request): a second
+    // 'close' would find `gone` set.
+    this.res.on('close', () => this.visitorClosed());
   }
 
   private visitorClosed(): void {
-    if (this.res.writableFinished) return;
+    if (this.res.writableFinished || this.gone) return;
     this.gone = true;
     this.abort?.(new Error('the visitor closed the connection'));
   }

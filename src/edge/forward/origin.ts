@@ -18,7 +18,7 @@ import { PrivateAddressError as PrivateOriginError, publicOnlyLookup } from '../
 import type { EndpointConfig } from '../../shared/snapshot.ts';
 import { sendEdgeError } from '../http/pages.ts';
 import { originRequestHeaders, type ForwardRequest } from '../http/proxy-headers.ts';
-import { UpstreamExchange, upstreamBody } from './exchange.ts';
+import { UpstreamExchange, upstreamBody, type ExchangeHooks } from './exchange.ts';
 import { relayUpgrade, responseOnSocket, upgradeRequestHeaders } from './upgrade.ts';
 
 
@@ -33,6 +33,11 @@ interface Origin {
   refusedLiteral: string | null;
   /** When a refusal was last logged, so a busy misconfigured endpoint logs once a minute, not once a request. */
   refusalLoggedAt: number;
+  /**
+   * Every exchange's hooks, made once with the pool: a closure made per request cost a property definition under
+   * tsx (esbuild keepNames names every closure it creates), ~1.3 % of the edge's CPU on the origin path.
+   */
+  hooks: ExchangeHooks;
 }
 
 /** A connection refused because the origin's address is loopback, private or link-local. */
@@ -108,7 +113,10 @@ export class OriginPools {
         // Sockets skip the lookup for IP literals, so those are judged here.
         refusedLiteral: !this.allowPrivate && isIP(literal) !== 0 && !isPublicAddress(literal) ? literal : null,
         refusalLoggedAt: 0,
+        hooks: {},
       };
+      const origin = o;
+      o.hooks = { onError: (err) => this.refused(url, origin, err) };
       this.origins.set(url, o);
     }
     return o;
@@ -164,7 +172,7 @@ export class OriginPools {
     const headers = originRequestHeaders(req, f, origin.host);
     origin.pool.dispatch(
       { path: origin.base + f.target, method: f.method as never, headers, body: upstreamBody(f) },
-      new UpstreamExchange(f, 'origin_error', { onError: (err) => this.refused(url, origin, err) }),
+      new UpstreamExchange(f, 'origin_error', origin.hooks),
     );
   }
 

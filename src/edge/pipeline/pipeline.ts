@@ -13,7 +13,7 @@ import { responseOnSocket, upgradeRefusal } from '../forward/upgrade.ts';
 import type { OriginPools } from '../forward/origin.ts';
 import { sendEdgeError } from '../http/pages.ts';
 import type { ForwardRequest } from '../http/proxy-headers.ts';
-import { formatAuthority, parseAuthority } from '../http/host.ts';
+import { formatAuthority, parseAuthority, type Authority } from '../http/host.ts';
 import { normalizePath, splitTarget } from '../http/normalize-path.ts';
 import { clientAddress, type TrustedProxies } from '../rate-limit/visitor-address.ts';
 import type { TunnelRegistry } from '../tunnels/registry.ts';
@@ -73,6 +73,21 @@ export function runStages(stages: readonly Stage[], ctx: RequestContext, i = 0):
 
 type Resolved = { ctx: RequestContext; endpoint: CompiledEndpoint } | null;
 
+/** The Host value read last, what it parsed to, and that as forwarded: most requests repeat the one before's. */
+let lastHostField: string | null = null;
+let lastHostAuthority: Authority | null = null;
+let lastHostText = '';
+
+/** parseAuthority of a Host value, remembered for the next request naming the same (the result is never changed). */
+function hostAuthority(value: string): Authority | null {
+  if (value !== lastHostField) {
+    lastHostAuthority = parseAuthority(value);
+    lastHostText = lastHostAuthority === null ? '' : formatAuthority(lastHostAuthority);
+    lastHostField = value;
+  }
+  return lastHostAuthority;
+}
+
 type Refusal = 'malformed_request' | 'endpoint_not_found' | 'endpoint_disabled';
 
 /**
@@ -87,7 +102,7 @@ function resolve(deps: PipelineDeps, req: IncomingMessage, res: ServerResponse, 
   // the server ignore its value (§3.2.2: the target's authority wins, so routing and the forwarded Host use it).
   const hostField = soleHost(req);
   if (hostField === undefined) return void refuse('malformed_request', 'the request has more than one Host field'), null;
-  const fromHost = hostField === null ? null : parseAuthority(hostField);
+  const fromHost = hostField === null ? null : hostAuthority(hostField);
   if (hostField !== null && fromHost === null) return void refuse('malformed_request', 'the Host field is not a valid host[:port]'), null;
   const authority = target.authority === null ? fromHost : parseAuthority(target.authority);
   if (authority === null) {
@@ -106,7 +121,7 @@ function resolve(deps: PipelineDeps, req: IncomingMessage, res: ServerResponse, 
     endpoint: endpoint.config,
     method: req.method ?? 'GET',
     host,
-    authority: formatAuthority(authority),
+    authority: authority === fromHost ? lastHostText : formatAuthority(authority),
     path,
     query,
     // Decided once here, so the forwarded X-Forwarded-For, logs, capture and every stage agree on the visitor.
