@@ -553,6 +553,14 @@ export async function benchProxy(options: ProxyBenchOptions = {}): Promise<Row[]
     // Saturation, interleaved: each round runs every case of a size back to back, in an order rotated per round (so
     // no case always follows the same neighbour), and each case's ratio is against its own round's baseline.
     const saturated = paths.filter((p) => p !== 'direct');
+    // A node that has been serving: one discarded window per `edge serve` case first. The first captured exchanges
+    // make V8 optimise PGlite's WebAssembly (tier-up compiles on its own threads, at the process's priority), a
+    // one-time cost of a fresh process that otherwise lands in whichever case of round 1 captures first.
+    for (const path of saturated.filter((p) => procs.targets[p]?.proxy === procs.edge)) {
+      progress(`warming ${PATH_LABEL[path]} (discarded)`);
+      await saturate(loadOf(path, sizes[0]));
+      await settle(cpuPids, procs.edge?.pid, settleMs);
+    }
     for (let round = 0; round < rounds; round++) {
       for (const size of sizes) {
         const order = saturated.map((_, i) => saturated[(i + round) % saturated.length]);
