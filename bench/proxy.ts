@@ -222,6 +222,8 @@ async function startServe(procs: Procs, dataDir: string, paths: PathId[], option
   await copyPgliteTemplate(join(dataDir, 'pglite'));
   const adminKey = `bench-admin-${randomBytes(16).toString('hex')}`;
   const env = cleanEnv({ EDGE_DATA_DIR: dataDir, EDGE_ADMIN_API_KEY: adminKey, EDGE_ORIGIN_ALLOW_PRIVATE: 'true' });
+  // The default a user runs (cleanEnv sets 0 for the test suite).
+  delete env.EDGE_STORE_THREAD_NICE;
   const edge = spawnNode('edge serve', BIN, ['serve'], { cpu: proxyCpu, env, nodeArgs: options.edgeNodeArgs });
   cleanup.push(() => edge.stop(10_000));
   procs.edge = edge;

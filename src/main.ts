@@ -146,6 +146,7 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
         database: dbOptions.url ? { ...dbOptions, maxConnections: 2 } : dbOptions,
         ownsDatabase: !dbOptions.url,
         records: config.redisUrl ? { kind: 'redis', url: config.redisUrl, prefix: config.redisPrefix, consumer: config.nodeId } : { kind: 'port' },
+        nice: config.storeThreadNice,
         logger,
         logLevel: config.logLevel,
         logBindings: { role: config.role, node: config.nodeId, region: config.region },

@@ -141,6 +141,10 @@ export const ConfigSchema = Type.Object(
     ),
     databaseUrl: Type.String(),
     databaseSchema: Type.String({ pattern: '^[a-z_][a-z0-9_]{0,62}$' }),
+    // `edge serve`'s store thread (embedded PGlite, the record writer) runs at this nice value: 19, the lowest
+    // priority, lets the edge keep a core it shares with it (docs/architecture.md "What runs where"); 0 stores
+    // captured traffic at the edge's priority. A test suite that saturates its machine sets 0.
+    storeThreadNice: Type.Integer({ minimum: 0, maximum: 19 }),
     redisUrl: Type.String(),
     redisPrefix: Type.String({ pattern: '^[A-Za-z0-9:_.-]{1,64}$' }),
     logLevel: Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l))),
@@ -216,6 +220,7 @@ export const ENV_SETTINGS = {
   EDGE_REQUEST_BODY_IDLE_TIMEOUT_MS: 'edge.requestBodyIdleTimeoutMs',
   DATABASE_URL: 'databaseUrl',
   EDGE_DATABASE_SCHEMA: 'databaseSchema',
+  EDGE_STORE_THREAD_NICE: 'storeThreadNice',
   REDIS_URL: 'redisUrl',
   EDGE_REDIS_PREFIX: 'redisPrefix',
   EDGE_LOG_LEVEL: 'logLevel',

@@ -43,6 +43,8 @@ export async function startTestNode(overrides: Record<string, string> = {}, opti
     EDGE_ADMIN_API_KEY: adminKey,
     EDGE_LOG_LEVEL: process.env.EDGE_TEST_LOG_LEVEL ?? 'silent',
     EDGE_FEED_PUBLISH_POLL_MS: '200',
+    // The suite keeps both cores busy: a store thread at the lowest priority would wait behind every other test.
+    EDGE_STORE_THREAD_NICE: '0',
   };
   if (process.env.DATABASE_URL) {
     env.DATABASE_URL = process.env.DATABASE_URL;

@@ -31,6 +31,11 @@ describe('loadConfig', () => {
     assert.equal(loadConfig({ EDGE_PORT_ACTIVATION_INTERVAL_MS: '250' }).janitor.portActivationIntervalMs, 250);
   });
 
+  it('runs the store thread at nice 19 by default; EDGE_STORE_THREAD_NICE sets it from 0 to 19', () => {
+    assert.equal(loadConfig({}).storeThreadNice, 19);
+    assert.equal(loadConfig({ EDGE_STORE_THREAD_NICE: '0' }).storeThreadNice, 0);
+  });
+
   it('reads the JWT layer fetch settings from the environment, defaulting to 5 s, 30 s and 10 min', () => {
     const d = loadConfig({}).edge;
     assert.deepEqual([d.jwksTimeoutMs, d.jwksCooldownMs, d.jwksCacheMaxAgeMs], [5000, 30000, 600000]);
@@ -73,6 +78,9 @@ describe('loadConfig', () => {
       [{ EDGE_JWKS_TIMEOUT_MS: '0' }, /"edge.jwksTimeoutMs" \(from EDGE_JWKS_TIMEOUT_MS\)/],
       [{ EDGE_PORT_ACTIVATION_INTERVAL_MS: '10' }, /"janitor.portActivationIntervalMs" \(from EDGE_PORT_ACTIVATION_INTERVAL_MS\)/],
       [{ EDGE_PORT_ACTIVATION_INTERVAL_MS: 'soon' }, /EDGE_PORT_ACTIVATION_INTERVAL_MS must be an integer/],
+      [{ EDGE_STORE_THREAD_NICE: '20' }, /"storeThreadNice" \(from EDGE_STORE_THREAD_NICE\)/],
+      [{ EDGE_STORE_THREAD_NICE: '-5' }, /"storeThreadNice" \(from EDGE_STORE_THREAD_NICE\)/],
+      [{ EDGE_STORE_THREAD_NICE: 'low' }, /EDGE_STORE_THREAD_NICE must be an integer/],
       [{ EDGE_JWKS_COOLDOWN_MS: '-1' }, /"edge.jwksCooldownMs" \(from EDGE_JWKS_COOLDOWN_MS\)/],
       [{ EDGE_JWKS_CACHE_MAX_AGE_MS: '10' }, /"edge.jwksCacheMaxAgeMs" \(from EDGE_JWKS_CACHE_MAX_AGE_MS\)/],
       [{ EDGE_TUNNEL_DATA_CONNECTIONS: '-1' }, /"edge.tunnelDataConnections" \(from EDGE_TUNNEL_DATA_CONNECTIONS\)/],

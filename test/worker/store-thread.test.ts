@@ -2,6 +2,7 @@
 // writes the records the edge posts, writes what was posted before a stop, and refuses to start on a store it cannot open.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -36,6 +37,7 @@ describe('the store thread with embedded PGlite', () => {
       database: { url: '', dataDir: join(dataDir, 'pglite'), schema: 'public' },
       ownsDatabase: true,
       records: { kind: 'port' },
+      nice: 19,
       logger,
       logLevel: 'silent',
       logBindings: {},
@@ -59,6 +61,16 @@ describe('the store thread with embedded PGlite', () => {
     assert.equal(thread.db!.engine, 'pglite');
     const { rows } = await thread.db!.query<{ n: number }>('SELECT count(*)::int AS n FROM endpoints WHERE uuid = $1', [endpoint]);
     assert.equal(rows[0].n, 1);
+  });
+
+  it('runs at the configured nice value, the rest of the process at its own (Linux: nice is per thread)', { skip: process.platform !== 'linux' }, () => {
+    const niceOf = (task: string) => {
+      const stat = readFileSync(`/proc/self/task/${task}/stat`, 'utf8');
+      return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]);
+    };
+    const nices = readdirSync('/proc/self/task').map(niceOf);
+    assert.equal(nices.filter((n) => n === 19).length, 1, 'one thread, the store thread, at 19');
+    assert.equal(niceOf(String(process.pid)), 0, 'the main thread keeps its priority');
   });
 
   it('writes the exchanges the edge posts, and the sender sees them stored', async () => {
@@ -93,6 +105,7 @@ describe('a store thread that cannot open its store', () => {
         database: { url: 'postgres://127.0.0.1:1/none', dataDir: '', schema: 'public' },
         ownsDatabase: false,
         records: { kind: 'port' },
+        nice: 0,
         logger,
         logLevel: 'silent',
         logBindings: {},

@@ -155,10 +155,19 @@ export function healthService({ db, presence, config }: Pick<ControlDeps, 'db' |
     /** Live agents, uptimes and latency (zero while checks are off), the last probe and the recent ones. */
     async report(caller: Caller, endpointUuid: string): Promise<HealthReport> {
       const endpoint = await endpointForHealth(db, caller, endpointUuid);
-      const [check, agents, recent] = await Promise.all([findHealthCheck(db, endpoint.id), tunnelsOf(presence, endpoint.uuid), recentProbes(db, endpoint.id)]);
+      // One snapshot for the settings, the recent probes and the last verdict: a probe recorded between two separate
+      // reads would show as last_check while recent_checks still lacked it.
+      const [{ check, recent, last }, agents] = await Promise.all([
+        db.transaction(async (tx) => {
+          await tx.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ');
+          const check = await findHealthCheck(tx, endpoint.id);
+          const recent = await recentProbes(tx, endpoint.id);
+          return { check, recent, last: check?.enabled ? await lastCheck(tx, endpoint.id) : null };
+        }),
+        tunnelsOf(presence, endpoint.uuid),
+      ]);
       const enabled = check?.enabled ?? false;
       const aggregates = enabled ? await uptimes.get(endpoint.id, () => uptimeAggregates(db, endpoint.id)) : { uptime_24h: 0, uptime_7d: 0, uptime_30d: 0, avg_latency_ms: 0 };
-      const last = enabled ? await lastCheck(db, endpoint.id) : null;
       return { endpointId: endpoint.id, hasActiveAgent: agents.length > 0, ...aggregates, last, recent };
     },
   };

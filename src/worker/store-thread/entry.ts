@@ -14,19 +14,15 @@ import { RecordWorker } from '../records.ts';
 import { writeTrafficExchanges, writeTrafficUsage } from '../traffic.ts';
 import type { HostMessage, StoreThreadData, ThreadMessage } from './protocol.ts';
 
-/**
- * The thread's nice value (Linux: a per-thread attribute). Where the edge and this thread share a saturated core,
- * the edge keeps it and storage falls behind, so the edge drops and counts captured exchanges instead of serving
- * fewer requests; with a core to spare (the usual case, and any load short of saturation) nothing changes.
- */
-const STORE_THREAD_NICE = 19;
-
 const data = workerData as StoreThreadData;
 const host = parentPort!;
 const say = (message: ThreadMessage) => host.postMessage(message);
 const logger = createLogger(data.logLevel, { ...data.logBindings, component: 'store-thread' });
+// The thread's nice value (Linux: a per-thread attribute), 19 unless configured. Where the edge and this thread share
+// a saturated core the edge keeps it and storage falls behind, so the edge drops and counts captured exchanges
+// instead of serving fewer requests; with a core to spare, or short of saturation, nothing changes.
 try {
-  setPriority(STORE_THREAD_NICE);
+  if (data.nice !== 0) setPriority(data.nice);
 } catch (err) {
   // Not permitted (some containers) or not supported: the thread runs at the process's priority.
   logger.debug({ err }, 'store thread priority left unchanged');

@@ -14,6 +14,8 @@ export interface StoreThreadOptions {
   ownsDatabase: boolean;
   /** Where the thread's record worker reads: this process's edge (`port`) or the cluster's Redis stream. */
   records: { kind: 'port' } | { kind: 'redis'; url: string; prefix: string; consumer: string };
+  /** The thread's nice value, 0–19 (EDGE_STORE_THREAD_NICE; 19 by default, the lowest priority). */
+  nice: number;
   logger: Logger;
   logLevel: string;
   logBindings: Record<string, unknown>;
@@ -41,6 +43,7 @@ export async function startStoreThread(options: StoreThreadOptions): Promise<Sto
     database: options.database,
     sqlPort: sql?.port2,
     records: records ? { kind: 'port', port: records.port2 } : (options.records as Extract<StoreThreadData['records'], { kind: 'redis' }>),
+    nice: options.nice,
     logLevel: options.logLevel,
     logBindings: options.logBindings,
   };

@@ -9,6 +9,8 @@ export interface StoreThreadData {
   sqlPort?: MessagePort;
   /** Where the record worker reads: batches posted by this process's edge, or the cluster's Redis stream. */
   records: { kind: 'port'; port: MessagePort } | { kind: 'redis'; url: string; prefix: string; consumer: string };
+  /** The thread's nice value (0–19): EDGE_STORE_THREAD_NICE. */
+  nice: number;
   logLevel: string;
   logBindings: Record<string, unknown>;
 }
