@@ -13,9 +13,10 @@ import type { CapturedExchange } from '../src/edge/capture.ts';
 import { TrafficShipper } from '../src/edge/traffic-shipper.ts';
 import { MemoryRecords } from '../src/shared/records/memory.ts';
 import { RedisRecords } from '../src/shared/records/redis.ts';
-import type { RecordSink, TrafficRecord } from '../src/shared/records/types.ts';
+import type { RecordSink } from '../src/shared/records/types.ts';
 import { startRedisServer } from '../test/helpers/redis-server.ts';
 import type { Row } from './proxy.ts';
+import { DiscardingSink } from './lib/discarding-sink.ts';
 
 export type ShippingMode = 'off' | 'metadata-memory' | 'full-memory' | 'metadata-redis' | 'full-redis';
 
@@ -39,18 +40,6 @@ export interface ShippingOptions {
   redisUrl?: string;
 }
 
-/** Not the edge's: discards records, so `off` is the tally alone. */
-class NullSink implements RecordSink {
-  private sent = 0;
-  append(records: readonly TrafficRecord[]): void {
-    this.sent += records.length;
-  }
-  async flush(): Promise<void> {}
-  stats() {
-    return { buffered: 0, dropped: 0, sent: this.sent };
-  }
-  async close(): Promise<void> {}
-}
 
 const REQUEST_HEADERS = {
   host: 'app.bench.localhost',
@@ -112,7 +101,7 @@ const cpuUs = () => {
 /** One round: `exchanges` handed to a fresh shipper at `perTurn` per turn, then everything flushed and sent. */
 async function round(mode: ShippingMode, exchanges: number, perTurn: number, redisUrl: string, prefix: string): Promise<{ us: number; sent: number; dropped: number }> {
   const sink: RecordSink & { close(): Promise<void> } =
-    mode.endsWith('redis') ? new RedisRecords({ url: redisUrl, prefix, consumer: 'bench-edge' }) : mode.endsWith('memory') ? new MemoryRecords() : new NullSink();
+    mode.endsWith('redis') ? new RedisRecords({ url: redisUrl, prefix, consumer: 'bench-edge' }) : mode.endsWith('memory') ? new MemoryRecords() : new DiscardingSink();
   // The edge's settings: batches of 100, exchanges sent at least every second, usage every 2 s.
   const shipper = new TrafficShipper({ sink, edge: 'bench-edge', region: 'bench' });
   const level = mode.startsWith('full') ? 'full' : 'metadata';

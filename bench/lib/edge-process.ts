@@ -16,23 +16,11 @@ import { MemoryFeed } from '../../src/shared/feed/memory.ts';
 import type { FeedEntry } from '../../src/shared/feed/types.ts';
 import { createLogger } from '../../src/shared/log.ts';
 import { MemoryPresence } from '../../src/shared/presence.ts';
-import type { RecordSink, TrafficRecord } from '../../src/shared/records/types.ts';
 import { SecretBox } from '../../src/shared/secrets.ts';
 import type { EndpointConfig } from '../../src/shared/snapshot.ts';
 import { exitWithParent } from './procs.ts';
+import { DiscardingSink } from './discarding-sink.ts';
 
-/** Takes every record (the shipper and rule statistics do their per-request work) and keeps none. */
-class DiscardingSink implements RecordSink {
-  private sent = 0;
-  append(records: readonly TrafficRecord[]): void {
-    this.sent += records.length;
-  }
-  async flush(): Promise<void> {}
-  stats() {
-    return { buffered: 0, dropped: 0, sent: this.sent };
-  }
-  async close(): Promise<void> {}
-}
 
 /**
  * A bench node's settings: a platform certificate written into `dataDir` (as a production edge has one on disk:
