@@ -9,6 +9,8 @@ const ALLOWED = {
   worker: ['store', 'shared'],
   edge: ['shared'],
   agent: ['shared'],
+  // The local-cluster launcher starts processes of bin/edge.js; it imports no role.
+  cluster: [],
 };
 
 const AREAS = Object.keys(ALLOWED);

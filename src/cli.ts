@@ -17,6 +17,7 @@ Commands:
   serve [--role all|control|edge|worker]   Run the node (default role: EDGE_ROLE or all)
   agent <http|tcp|udp> <port|url>          Expose a local service through the edge
   admin <subcommand>                       Operate on the store directly (no running server needed)
+  cluster [--edges N]                      Start control, worker and N edges as local processes (development, tests)
   help                                     Show this text
 
 Run "edge <command> --help" for a command's options. Configuration: environment variables (see README).`;
@@ -258,6 +259,12 @@ async function main(argv: string[]): Promise<void> {
       return admin(args);
     case 'agent':
       return agentCommand(args);
+    case 'cluster': {
+      const { clusterCommand, ClusterUsageError } = await import('./cluster/command.ts');
+      return clusterCommand(args).catch((err: unknown) => {
+        throw err instanceof ClusterUsageError ? new UsageError(err.message) : err;
+      });
+    }
     case undefined:
     case 'help':
     case '--help':
