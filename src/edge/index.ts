@@ -36,6 +36,9 @@ import type { RateLimitClock } from './rate-limit/window.ts';
 import { CertificateSelector, platformCertificate } from './tls.ts';
 import { TunnelRegistry } from './tunnels/registry.ts';
 import { TunnelServer } from './tunnels/tunnel-server.ts';
+import { derivedCredentials, operatorCredentials } from './relay/credentials.ts';
+import { RelayPeers } from './relay/peers.ts';
+import { RelayServer } from './relay/server.ts';
 import { TrafficShipper } from './traffic-shipper.ts';
 
 export interface EdgeDeps {
@@ -73,7 +76,16 @@ export interface EdgeNode {
   opsPort: number;
   httpPort: number;
   httpsPort: number;
+  /** The relay listener's port (docs/cluster.md "Relay between edges"); absent without shared presence (REDIS_URL). */
+  relayPort?: number;
   close(): Promise<void>;
+}
+
+/** Where other edges dial this one's relay: the setting, else the bind host when it names one address, else loopback. */
+function relayAdvertiseHost(settings: Config): string {
+  if (settings.relay.advertiseHost) return settings.relay.advertiseHost;
+  const bind = settings.relay.bindHost || settings.bindHost;
+  return bind === '0.0.0.0' || bind === '::' ? '127.0.0.1' : bind;
 }
 
 function listen(server: http.Server | https.Server, port: number, host: string): Promise<number> {
@@ -176,6 +188,32 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
   // Tunnels whose key is revoked, account suspended or permission removed end when the feed says so.
   const stopStandingWatch = watchStanding({ config, plans: settings.plans, region: settings.region }, registry, { logger: log });
 
+  // Relay (docs/cluster.md): only where presence is shared between edges, i.e. with Redis; a single node has no peer.
+  // Both ends authenticate with certificates from the cluster's CA, derived from EDGE_SECRET_KEY unless an operator's.
+  let relayServer: RelayServer | undefined;
+  let relay: RelayPeers | undefined;
+  // Set once the listener is bound; heartbeats before that advertise no relay.
+  let relayPort: number | undefined;
+  if (settings.redisUrl) {
+    const credentials = settings.relay.caFile
+      ? await operatorCredentials(settings.relay)
+      : await derivedCredentials(deps.secrets.derive('edge-relay-ca'), settings.nodeId);
+    relayServer = new RelayServer({ registry, credentials, logger: log });
+    relay = new RelayPeers({
+      presence: deps.presence,
+      node: settings.nodeId,
+      region: settings.region,
+      regionOrder: settings.relay.regionOrder ? settings.relay.regionOrder.split(',') : [],
+      credentials,
+      timeoutMs: settings.relay.timeoutMs,
+      connectTimeoutMs: settings.relay.connectTimeoutMs,
+      failureHoldMs: settings.relay.failureHoldMs,
+      // Fresh enough that an agent connected elsewhere is found within about one beat.
+      refreshMs: Math.min(settings.presence.intervalMs, 1_000),
+      logger: log,
+    });
+  }
+
   // Origin names are checked again when connecting: a name may resolve to a private address after the API accepted it.
   const origins = new OriginPools({ allowPrivate: settings.originAllowPrivate, logger: log });
   // Pools of origins no endpoint names any more are closed: each change moves its own URLs' counts (a reset of n
@@ -205,7 +243,7 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
   // EDGE_TRUSTED_PROXIES was checked when the settings loaded; the visitor address is decided once per request.
   // Health probes are verified with a key derived from the shared secret (docs/health-checks.md).
   const probeKey = deps.secrets.derive(PROBE_KEY_PURPOSE);
-  const pipeline = { config, registry, origins, capture, logger: log, trustedProxies: compileTrustedProxies(settings.edge.trustedProxies), probeKey };
+  const pipeline = { config, registry, relay, origins, capture, logger: log, trustedProxies: compileTrustedProxies(settings.edge.trustedProxies), probeKey };
   const metrics = new EdgeMetrics({ traffic, tunnels: () => registry.size, feed, endpointLimit: settings.edge.metricsEndpointLimit, records: deps.records, capture: shipper });
   stageDeps.authOutcome = (endpoint, stage, outcome) => metrics.authOutcome(endpoint, stage, outcome);
   const observeRateLimit = deps.rateLimitObserve;
@@ -236,7 +274,7 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
   selector.routeConnections(secure, { helloTimeoutMs: settings.edge.headersTimeoutMs });
 
   // Dedicated TCP/UDP ports follow the config; each bind or close is reported in the next heartbeat.
-  const ports = new DedicatedPorts({ config, registry, host: settings.bindHost, logger: log, onChange: () => beat() });
+  const ports = new DedicatedPorts({ config, registry, relay, host: settings.bindHost, logger: log, onChange: () => beat() });
 
   // Presence: the whole state of this edge, at every change and on a timer (a missed beat only ages the entry).
   let beatQueued = false;
@@ -259,6 +297,8 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
             connected_at: s.connectedAt.toISOString(),
           })),
           ports: ports.open(),
+          ...(relayPort === undefined ? {} : { relay: { host: relayAdvertiseHost(settings), port: relayPort } }),
+          load: registry.sessions().reduce((n, s) => n + s.activeStreams, 0),
           // Endpoint configs this edge refused because they failed to compile (bounded), shown by GET /v1/edges.
           ...config.compileErrors(),
           // Visitor credentials accepted here (id → last use), which the worker writes as last_used_at.
@@ -287,7 +327,9 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
   const httpPort = await listen(plain, settings.httpPort, settings.bindHost);
   const httpsPort = await listen(secure, settings.httpsPort, settings.bindHost);
   httpsPortBound = httpsPort;
-  log.info({ http: httpPort, https: httpsPort, version: config.version }, 'edge listening');
+  relayPort = relayServer ? await relayServer.listen(settings.relay.port, settings.relay.bindHost || settings.bindHost) : undefined;
+  await relay?.start();
+  log.info({ http: httpPort, https: httpsPort, relay: relayPort, version: config.version }, 'edge listening');
   ports.start();
   beat();
 
@@ -300,6 +342,7 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
     opsPort,
     httpPort,
     httpsPort,
+    relayPort,
     async close() {
       // Stop accepting, let agents drain, then stop following the feed and save what was applied.
       clearInterval(heartbeat);
@@ -309,7 +352,11 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
       // Dedicated ports stop accepting now; their connections drain alongside the tunnels that carry them.
       const portsClosed = ports.close(2_000);
       stopStandingWatch();
+      // Peers stop being sent new streams; streams relayed here drain alongside the tunnels that carry them.
+      relay?.close();
+      const relayClosed = relayServer?.close(2_000);
       await tunnels.close(2_000);
+      await relayClosed;
       await registry.close(2_000);
       await portsClosed;
       plain.closeAllConnections();

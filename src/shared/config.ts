@@ -47,6 +47,33 @@ export const ConfigSchema = Type.Object(
     // Whether endpoints may name origins on loopback, private or link-local addresses. Off by default: an origin
     // is fetched from inside the edge's network, so allowing them would let users reach internal services (SSRF).
     originAllowPrivate: Type.Boolean(),
+    // Edge-to-edge relay (docs/cluster.md "Relay between edges"): an edge that holds no agent of an endpoint forwards
+    // the judged request to an edge that does, over HTTP/2 with mutual TLS on this port. The listener runs only where
+    // presence is shared (REDIS_URL): a single node has no other edge.
+    relay: Type.Object(
+      {
+        // 0 = a port the system chooses (advertised in presence as bound).
+        port: Port,
+        // Empty = the edge's bind host.
+        bindHost: Type.String(),
+        // The address other edges dial, advertised in presence. Empty = the bind host when it names one address,
+        // else 127.0.0.1 (several edges on one machine need no setting).
+        advertiseHost: Type.String(),
+        // Longest wait for a peer's answer to begin (headers); then the visitor gets 504 agent_timeout.
+        timeoutMs: Type.Integer({ minimum: 100 }),
+        // Longest wait for the TLS connection to a peer; a peer that fails is avoided for a while (failureHoldMs).
+        connectTimeoutMs: Type.Integer({ minimum: 50 }),
+        failureHoldMs: Type.Integer({ minimum: 0 }),
+        // An operator's CA instead of the key derived from EDGE_SECRET_KEY: all three PEM files, or none.
+        caFile: Type.String(),
+        certFile: Type.String(),
+        keyFile: Type.String(),
+        // Regions nearest first (comma-separated); peers are chosen in this order, then by load. Empty = this
+        // edge's own region first, then the others.
+        regionOrder: Type.String({ pattern: '^([a-z0-9][a-z0-9-]{0,31}(,[a-z0-9][a-z0-9-]{0,31})*)?$' }),
+      },
+      { additionalProperties: false },
+    ),
     presence: Type.Object(
       {
         // Edges report their agents and config version this often (and at once on connect/disconnect).
@@ -205,6 +232,16 @@ export const ENV_SETTINGS = {
   EDGE_RATE_LIMIT_MAX_KEYS: 'edge.rateLimitMaxKeys',
   EDGE_CAPTURE_REDACT_HEADERS: 'edge.captureRedactHeaders',
   EDGE_TUNNEL_DATA_CONNECTIONS: 'edge.tunnelDataConnections',
+  EDGE_RELAY_PORT: 'relay.port',
+  EDGE_RELAY_BIND_HOST: 'relay.bindHost',
+  EDGE_RELAY_ADVERTISE_HOST: 'relay.advertiseHost',
+  EDGE_RELAY_TIMEOUT_MS: 'relay.timeoutMs',
+  EDGE_RELAY_CONNECT_TIMEOUT_MS: 'relay.connectTimeoutMs',
+  EDGE_RELAY_FAILURE_HOLD_MS: 'relay.failureHoldMs',
+  EDGE_RELAY_CA_FILE: 'relay.caFile',
+  EDGE_RELAY_CERT_FILE: 'relay.certFile',
+  EDGE_RELAY_KEY_FILE: 'relay.keyFile',
+  EDGE_REGION_ORDER: 'relay.regionOrder',
   EDGE_PRESENCE_INTERVAL_MS: 'presence.intervalMs',
   EDGE_PRESENCE_STALE_MS: 'presence.staleMs',
   EDGE_JANITOR_INTERVAL_MS: 'janitor.intervalMs',
@@ -335,6 +372,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       const origin = source[path] ? ` (from ${source[path]})` : '';
       throw new ConfigError(`invalid setting "${path}"${origin}: not a valid URL (http://host:port or https://host:port, no path), got ${JSON.stringify(value)}`);
     }
+  }
+  const relayFiles = [config.relay.caFile, config.relay.certFile, config.relay.keyFile].filter((f) => f !== '').length;
+  if (relayFiles !== 0 && relayFiles !== 3) {
+    throw new ConfigError('invalid setting "relay": EDGE_RELAY_CA_FILE, EDGE_RELAY_CERT_FILE and EDGE_RELAY_KEY_FILE go together (all three, or none for the key derived from EDGE_SECRET_KEY)');
   }
   if (Number.isNaN(Date.parse(config.rateLimitIdSunset))) {
     const origin = source.rateLimitIdSunset ? ` (from ${source.rateLimitIdSunset})` : '';

@@ -90,6 +90,7 @@ export const ERROR_CODES = {
   malformed_request: [400, 'The request could not be understood'],
   no_agent: [502, 'The endpoint is configured but no agent is connected to serve it'],
   agent_error: [502, 'The agent could not complete the request'],
+  agent_timeout: [504, 'The agent did not answer in time'],
   origin_error: [502, 'The origin could not be reached or failed to answer'],
   endpoint_disabled: [503, 'The endpoint is disabled'],
   upgrade_not_supported: [501, 'The edge carries WebSocket upgrades only'],

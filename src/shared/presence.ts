@@ -29,6 +29,13 @@ export interface EdgeHeartbeat {
   version: number;
   heartbeat_at: string;
   agents: AgentPresence[];
+  /**
+   * Where other edges reach this one's relay listener (docs/cluster.md "Relay between edges"); absent when it runs
+   * none (single node, or an edge that predates the relay).
+   */
+  relay?: { host: string; port: number };
+  /** Streams in flight on this edge's agent sessions at the beat: how busy it is, for choosing among relay peers. */
+  load?: number;
   /** Dedicated ports this edge has bound right now (absent from edges that predate them). */
   ports?: Array<{ endpoint: string; protocol: 'tcp' | 'udp'; port: number }>;
   /**

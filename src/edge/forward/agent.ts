@@ -7,6 +7,7 @@ import type { ClientHttp2Stream, IncomingHttpHeaders, IncomingHttpStatusHeader }
 import { isConnectionSpecific, toHttp1ResponseHeaders } from '../../shared/tunnel/headers.ts';
 import { cancelStream } from '../../shared/tunnel/reset.ts';
 import type { AgentSession } from '../tunnels/registry.ts';
+import type { RelayTarget } from '../relay/peers.ts';
 import { sendEdgeError } from '../http/pages.ts';
 import { originRequestHeaders, tunnelRequestHeaders, type ForwardRequest } from '../http/proxy-headers.ts';
 import type { Dispatcher } from 'undici';
@@ -16,6 +17,9 @@ import { finalStatus } from './status.ts';
 import { relayUpgrade, responseOnSocket, upgradeRequestHeaders } from './upgrade.ts';
 
 
+/** Where a request goes: an agent connected here, or another edge that holds one (src/edge/relay). */
+export type AgentTarget = AgentSession | RelayTarget;
+
 /** Methods a client may retry on its own (RFC 9110 §9.2.2). */
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
 
@@ -24,7 +28,7 @@ const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE'])
  * HTTP/1.1 the agent splices to its local service: docs/tunnels.md "Data connections"), otherwise on an HTTP/2
  * stream of the tunnel itself.
  */
-export function forwardToAgent(session: AgentSession, f: ForwardRequest): void {
+export function forwardToAgent(session: AgentTarget, f: ForwardRequest): void {
   const data = session.data;
   if (data !== null && data.hasCapacity() && f.method !== 'CONNECT') forwardOnDataConnection(session, data, f);
   else void forwardOnStream(session, f);
@@ -35,7 +39,7 @@ export function forwardToAgent(session: AgentSession, f: ForwardRequest): void {
  * within the wait) or found its kept-alive connection closed before any answer (the local service closed it just as
  * it was reused; only for a bodyless request a client may retry on its own) is sent again over an HTTP/2 stream.
  */
-function forwardOnDataConnection(session: AgentSession, data: DataConnections, f: ForwardRequest): void {
+function forwardOnDataConnection(session: AgentTarget, data: DataConnections, f: ForwardRequest): void {
   const body = upstreamBody(f);
   const exchange = new UpstreamExchange(f, 'agent_error', new DataConnectionHooks(session, data, f, body === null));
   data.dispatch({ path: f.target, method: f.method as Dispatcher.HttpMethod, headers: originRequestHeaders(f.req, f, data.hostHeader ?? f.authority), body }, exchange);
@@ -48,7 +52,7 @@ function forwardOnDataConnection(session: AgentSession, data: DataConnections, f
  */
 class DataConnectionHooks implements ExchangeHooks {
   constructor(
-    private readonly session: AgentSession,
+    private readonly session: AgentTarget,
     private readonly data: DataConnections,
     private readonly f: ForwardRequest,
     private readonly bodyless: boolean,
@@ -72,7 +76,7 @@ function isSocketClosed(err: Error & { code?: string }): boolean {
 }
 
 /** Resolves when the exchange is over (answered, failed or abandoned by the visitor). */
-export function forwardOnStream(session: AgentSession, f: ForwardRequest): Promise<void> {
+export function forwardOnStream(session: AgentTarget, f: ForwardRequest): Promise<void> {
   const { req, res } = f;
   return new Promise((resolve) => {
     // RFC 9112 §6.3: a request with neither Content-Length nor Transfer-Encoding has no body. END_STREAM then goes
@@ -105,9 +109,10 @@ export function forwardOnStream(session: AgentSession, f: ForwardRequest): Promi
       stream.pipe(res);
     });
     stream.on('trailers', (trailers) => res.addTrailers(toHttp1ResponseHeaders(trailers) as Record<string, string>));
-    stream.on('error', () => {
+    stream.on('error', (err: Error & { code?: string }) => {
       if (gone) return;
-      if (!res.headersSent) sendEdgeError(res, 'agent_error', req.headers.accept);
+      // A relayed request whose edge did not begin to answer in time (src/edge/relay/peers.ts) is a timeout.
+      if (!res.headersSent) sendEdgeError(res, err.code === 'EDGE_RELAY_TIMEOUT' ? 'agent_timeout' : 'agent_error', req.headers.accept);
       else res.destroy();
     });
     stream.on('close', () => {
@@ -147,7 +152,7 @@ function http1ResponseFields(headers: IncomingHttpHeaders & IncomingHttpStatusHe
  * the stream through Node's HTTP client (relayUpgrade): only the service's 101 turns the visitor's connection into
  * a byte pipe; any other answer is relayed as one response and the connection closed.
  */
-export function forwardUpgrade(session: AgentSession, f: Omit<ForwardRequest, 'res'>, socket: Duplex, head: Buffer): void {
+export function forwardUpgrade(session: AgentTarget, f: Omit<ForwardRequest, 'res'>, socket: Duplex, head: Buffer): void {
   const { req } = f;
   let stream: ClientHttp2Stream;
   try {

@@ -17,11 +17,14 @@ import { formatAuthority, parseAuthority, type Authority } from '../http/host.ts
 import { normalizePath, splitTarget } from '../http/normalize-path.ts';
 import { clientAddress, type TrustedProxies } from '../rate-limit/visitor-address.ts';
 import type { TunnelRegistry } from '../tunnels/registry.ts';
+import type { RelayPeers } from '../relay/peers.ts';
 import type { RequestContext, Stage, Verdict } from './stage.ts';
 
 export interface PipelineDeps {
   config: EndpointCache;
   registry: TunnelRegistry;
+  /** Other edges holding agents this edge lacks (src/edge/relay); absent: a single edge, no relay. */
+  relay?: RelayPeers;
   origins: OriginPools;
   /** Receives every finished exchange of a known endpoint (counters always, details where capture is on). */
   capture: CaptureSink;
@@ -215,7 +218,8 @@ export function handleRequest(deps: PipelineDeps, req: IncomingMessage, res: Ser
 function forward(deps: PipelineDeps, ctx: RequestContext): void {
   const origin = originOf(ctx);
   if (origin) return deps.origins.forward(origin, forwardRequest(ctx));
-  const session = deps.registry.pick(ctx.endpoint.uuid, ctx.selector);
+  // An agent on this edge, else an edge that holds one: the request was judged here and is only carried there.
+  const session = deps.registry.pick(ctx.endpoint.uuid, ctx.selector) ?? deps.relay?.target(ctx.endpoint.uuid, ctx.selector) ?? null;
   if (session === null) return refuseNoAgent(ctx);
   forwardToAgent(session, forwardRequest(ctx));
 }
@@ -244,7 +248,7 @@ export function handleUpgrade(deps: PipelineDeps, req: IncomingMessage, socket: 
       res.detachSocket(socket as Socket);
       return deps.origins.upgrade(origin, forwardRequest(ctx), socket, head);
     }
-    const session = deps.registry.pick(ctx.endpoint.uuid, ctx.selector);
+    const session = deps.registry.pick(ctx.endpoint.uuid, ctx.selector) ?? deps.relay?.target(ctx.endpoint.uuid, ctx.selector) ?? null;
     if (session === null) return refuseNoAgent(ctx);
     res.detachSocket(socket as Socket);
     forwardUpgrade(session, forwardRequest(ctx), socket, head);

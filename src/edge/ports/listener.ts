@@ -4,13 +4,17 @@ import type { ClientHttp2Stream } from 'node:http2';
 import type { Logger } from '../../shared/log.ts';
 import type { EndpointConfig } from '../../shared/snapshot.ts';
 import type { EndpointCache } from '../endpoint-cache.ts';
-import type { AgentSession, TunnelRegistry } from '../tunnels/registry.ts';
+import type { TunnelRegistry } from '../tunnels/registry.ts';
+import type { AgentTarget } from '../forward/agent.ts';
+import type { RelayPeers } from '../relay/peers.ts';
 
 export type PortProtocol = 'tcp' | 'udp';
 
 export interface DedicatedPortsOptions {
   config: EndpointCache;
   registry: TunnelRegistry;
+  /** Other edges holding agents this edge lacks: a port's connection is carried there (src/edge/relay); null: none. */
+  relay?: RelayPeers | null;
   /** Address every dedicated listener binds (the edge's bindHost). */
   host: string;
   logger: Logger;
@@ -40,11 +44,11 @@ export function serving(endpoint: EndpointConfig | undefined): endpoint is Endpo
  * Opens a CONNECT stream on the endpoint's next available session speaking `protocol` (TunnelRegistry.pick, round-
  * robin; an http agent never receives raw TCP); a session that began draining since it was picked is skipped.
  */
-export function openStream(settings: Settings, endpoint: EndpointConfig, protocol: PortProtocol, port: number): { session: AgentSession; stream: ClientHttp2Stream } | null {
-  const tried = new Set<AgentSession>();
+export function openStream(settings: Settings, endpoint: EndpointConfig, protocol: PortProtocol, port: number): { session: AgentTarget; stream: ClientHttp2Stream } | null {
+  const tried = new Set<AgentTarget>();
   for (;;) {
     const session = settings.registry.pick(endpoint.uuid, { protocol });
-    if (!session || tried.has(session)) return null;
+    if (!session || tried.has(session)) break;
     tried.add(session);
     try {
       // The agent only logs :authority and dials its own target: the name and port the visitor reached.
@@ -53,6 +57,9 @@ export function openStream(settings: Settings, endpoint: EndpointConfig, protoco
       // SessionUnavailableError: drained between listing and use; try the next one.
     }
   }
+  // No agent of that protocol here: an edge that holds one carries the connection.
+  const relayed = settings.relay?.target(endpoint.uuid, { protocol });
+  return relayed ? { session: relayed, stream: relayed.connect(`${endpoint.hostname}:${port}`) } : null;
 }
 
 /** One bound (or binding) port of one endpoint. */

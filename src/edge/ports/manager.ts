@@ -51,6 +51,7 @@ export class DedicatedPorts {
       udpQueueBytes: 1024 * 1024,
       bindRetryMs: 250,
       bindRetryMaxMs: 30_000,
+      relay: null,
       ...options,
       onChange: options.onChange ?? (() => {}),
     };

@@ -5,12 +5,14 @@ import net from 'node:net';
 import http2, { type ClientHttp2Stream, type IncomingHttpHeaders } from 'node:http2';
 import { DatagramDecoder, encodeDatagram } from '../../shared/tunnel/datagram.ts';
 import type { AgentSession } from '../tunnels/registry.ts';
+import type { AgentTarget } from '../forward/agent.ts';
 import { openStream, PortListener, serving } from './listener.ts';
 
 const { NGHTTP2_CANCEL, NGHTTP2_NO_ERROR } = http2.constants;
 
 interface Flow {
-  session: AgentSession;
+  /** An agent here, or the relay to another edge's (whose own flows end when that agent drains there). */
+  session: AgentTarget;
   stream: ClientHttp2Stream;
 }
 
@@ -104,7 +106,7 @@ export class UdpListener extends PortListener {
     flow.stream.write(encodeDatagram(message));
   }
 
-  private startFlow(key: string, session: AgentSession, stream: ClientHttp2Stream, rinfo: dgram.RemoteInfo): Flow {
+  private startFlow(key: string, session: AgentTarget, stream: ClientHttp2Stream, rinfo: dgram.RemoteInfo): Flow {
     const flow: Flow = { session, stream };
     this.flows.set(key, flow);
     const { address, port } = rinfo;
