@@ -193,7 +193,7 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
   let relayServer: RelayServer | undefined;
   let relay: RelayPeers | undefined;
   // Set once the listener is bound; heartbeats before that advertise no relay.
-  let relayPort: number | undefined;
+  const relayBound: { port?: number } = {};
   if (settings.redisUrl) {
     const credentials = settings.relay.caFile
       ? await operatorCredentials(settings.relay)
@@ -297,7 +297,7 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
             connected_at: s.connectedAt.toISOString(),
           })),
           ports: ports.open(),
-          ...(relayPort === undefined ? {} : { relay: { host: relayAdvertiseHost(settings), port: relayPort } }),
+          ...(relayBound.port === undefined ? {} : { relay: { host: relayAdvertiseHost(settings), port: relayBound.port } }),
           load: registry.sessions().reduce((n, s) => n + s.activeStreams, 0),
           // Endpoint configs this edge refused because they failed to compile (bounded), shown by GET /v1/edges.
           ...config.compileErrors(),
@@ -327,7 +327,8 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
   const httpPort = await listen(plain, settings.httpPort, settings.bindHost);
   const httpsPort = await listen(secure, settings.httpsPort, settings.bindHost);
   httpsPortBound = httpsPort;
-  relayPort = relayServer ? await relayServer.listen(settings.relay.port, settings.relay.bindHost || settings.bindHost) : undefined;
+  const relayPort = relayServer ? await relayServer.listen(settings.relay.port, settings.relay.bindHost || settings.bindHost) : undefined;
+  relayBound.port = relayPort;
   await relay?.start();
   log.info({ http: httpPort, https: httpsPort, relay: relayPort, version: config.version }, 'edge listening');
   ports.start();
