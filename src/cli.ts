@@ -5,6 +5,8 @@ import { ConfigError, loadConfig, type Config } from './shared/config.ts';
 import { createLogger } from './shared/log.ts';
 import { agentConsole, LOG_FORMATS, type LogFormat } from './agent/console.ts';
 import type { Welcome } from './shared/tunnel/protocol.ts';
+import type { Agent, ReconnectInfo } from './agent/agent.ts';
+import type { HaAgent } from './agent/ha.ts';
 import { generateApiKey } from './shared/api-keys.ts';
 import { openDatabase } from './store/db.ts';
 import * as accounts from './store/accounts.ts';
@@ -159,6 +161,9 @@ const AGENT_HELP = `Usage: edge agent <http|tcp|udp> <port|host:port|url> [optio
 
 Options:
   --edge URL         The edge's public base URL (default EDGE_URL or http://127.0.0.1:8080)
+  --edges LIST       Several edges: URLs separated by commas, or one http:// URL (or host:port) whose DNS name
+                     has an A/AAAA record per edge (default EDGE_EDGES); the agent keeps a tunnel to several
+  --ha-connections N Tunnels to keep with --edges, each on a different edge (1-8, default 2)
   --api-key KEY      API key (default EDGE_API_KEY)
   --endpoint UUID    Serve this endpoint; without it the edge creates an ephemeral one (one-shot)
   --id ID            Agent id, stable across reconnects (default: hostname + random)
@@ -181,6 +186,8 @@ async function agentCommand(args: string[]): Promise<void> {
     allowPositionals: true,
     options: {
       edge: { type: 'string' },
+      edges: { type: 'string' },
+      'ha-connections': { type: 'string' },
       'api-key': { type: 'string' },
       endpoint: { type: 'string' },
       id: { type: 'string' },
@@ -203,25 +210,45 @@ async function agentCommand(args: string[]): Promise<void> {
   if (!/^[0-9]{1,4}$/.test(spares) || Number(spares) > 1024) throw new UsageError(`--data-connections must be a whole number from 0 to 1024, got "${spares}"`);
   const format = (process.env.EDGE_LOG_FORMAT ?? 'auto') as LogFormat;
   if (!LOG_FORMATS.includes(format)) throw new UsageError(`EDGE_LOG_FORMAT must be auto, text or json, got "${format}"`);
+  const edgeList = values.edges ?? process.env.EDGE_EDGES;
+  if (values.edge !== undefined && values.edges !== undefined) throw new UsageError('give --edge (one edge) or --edges (several), not both');
+  const edges = edgeList?.split(',').map((e) => e.trim());
+  if (edges && edges.some((e) => e === '')) throw new UsageError(`--edges must list edge URLs separated by commas, got "${edgeList}"`);
+  const ha = values['ha-connections'];
+  if (ha !== undefined && edges === undefined) throw new UsageError('--ha-connections goes with --edges');
+  if (ha !== undefined && (!/^[0-9]{1,2}$/.test(ha) || Number(ha) < 1 || Number(ha) > 8)) throw new UsageError(`--ha-connections must be a whole number from 1 to 8, got "${ha}"`);
+  if (edges) {
+    const { checkHaOptions } = await import('./agent/ha.ts');
+    try {
+      checkHaOptions(edges, ha === undefined ? undefined : Number(ha));
+    } catch (err) {
+      throw new UsageError(`--edges: ${(err as Error).message}`);
+    }
+  }
   const { startAgent, TunnelRefusedError } = await import('./agent/agent.ts');
   // A person at a terminal gets status lines and readable warnings; a pipe gets JSON log lines (src/agent/console.ts).
   const terminal = agentConsole({ out: process.stdout, format, level: process.env.EDGE_LOG_LEVEL });
   const logger = terminal.logger;
-  let agent;
+  let agent: Agent | HaAgent;
+  const common = {
+    apiKey,
+    endpoint: values.endpoint,
+    protocol: protocol as 'http' | 'tcp' | 'udp',
+    target: /^\d+$/.test(target) ? Number(target) : target,
+    agentId: values.id,
+    tags: values.tags ? values.tags.split(',').map((t) => t.trim()).filter(Boolean) : [],
+    hostHeader: values['host-header'],
+    transport: transport as 'auto' | 'raw' | 'ws',
+    dataConnections: Number(spares),
+    logger,
+  };
   try {
-    agent = await startAgent({
-      edgeUrl: values.edge ?? process.env.EDGE_URL ?? 'http://127.0.0.1:8080',
-      apiKey,
-      endpoint: values.endpoint,
-      protocol,
-      target: /^\d+$/.test(target) ? Number(target) : target,
-      agentId: values.id,
-      tags: values.tags ? values.tags.split(',').map((t) => t.trim()).filter(Boolean) : [],
-      hostHeader: values['host-header'],
-      transport,
-      dataConnections: Number(spares),
-      logger,
-    });
+    if (edges) {
+      const { startHaAgent } = await import('./agent/ha.ts');
+      agent = await startHaAgent({ ...common, edges, haConnections: ha === undefined ? undefined : Number(ha) });
+    } else {
+      agent = await startAgent({ ...common, edgeUrl: values.edge ?? process.env.EDGE_URL ?? 'http://127.0.0.1:8080' });
+    }
   } catch (err) {
     if (err instanceof TunnelRefusedError) {
       process.stderr.write(`edge: the edge refused this agent (${err.code}): ${err.message}\n`);
@@ -232,9 +259,10 @@ async function agentCommand(args: string[]): Promise<void> {
   // Which transport carries the tunnel is said on the same line: auto may have fallen back to WebSocket.
   const show = (w: Welcome) => terminal.forwarding(w, protocol, target, agent.transport ?? transport);
   if (agent.welcome) show(agent.welcome);
+  // With --edges each tunnel says its own edge (the welcome names the node and region).
   agent.on('connected', show);
-  agent.on('reconnecting', (info) => terminal.reconnecting(info));
-  agent.on('stopped', (err) => {
+  agent.on('reconnecting', (info: ReconnectInfo) => terminal.reconnecting(info));
+  agent.on('stopped', (err: { code: string; message: string } | null) => {
     if (err) {
       process.stderr.write(`edge: stopped by the edge (${err.code}): ${err.message}\n`);
       process.exit(3);

@@ -131,7 +131,7 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
     }
     const secrets = new SecretBox(secretKey(config, logger));
     const needsDb = runs(config, 'control') || runs(config, 'worker');
-    const dbOptions = { url: config.databaseUrl, dataDir: `${config.dataDir}/pglite`, schema: config.databaseSchema };
+    const dbOptions = { url: config.databaseUrl, dataDir: `${config.dataDir}/pglite`, schema: config.databaseSchema, statementTimeoutMs: config.databaseStatementTimeoutMs };
     // One process with every role: the worker's record writer gets a thread of its own, and with embedded PGlite that
     // thread owns the store too, so no SQL runs on the edge's event loop (docs/architecture.md "What runs where").
     let storeThread: StoreThread | undefined;

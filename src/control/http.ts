@@ -16,7 +16,7 @@ import type { Logger } from '../shared/log.ts';
 import { parseInt64 } from '../shared/schema.ts';
 import type { PresenceStore } from '../shared/presence.ts';
 import type { SecretBox } from '../shared/secrets.ts';
-import type { Database } from '../store/db.ts';
+import { isStoreUnavailable, type Database } from '../store/db.ts';
 import { Caller, resolveCaller } from './caller.ts';
 import { lingerBeforeClose } from './lingering-close.ts';
 
@@ -127,6 +127,9 @@ function reasonOf(issue: ValidationIssue | undefined): string {
  * Maps fastify's and the validator's errors onto the registry, so every response has a stable code. Every validation
  * error, whichever part of the request failed, has the detail `{field, reason}` (docs/errors.md).
  */
+/** How long a client is asked to wait when the store is unreachable: about one reconnect of the pool. */
+const STORE_RETRY_AFTER_SECONDS = 5;
+
 export function toEdgeError(err: unknown): EdgeError {
   if (err instanceof EdgeError) return err;
   const e = err as FastifyError & { validation?: ValidationIssue[]; validationContext?: string };
@@ -155,6 +158,8 @@ export function toEdgeError(err: unknown): EdgeError {
   }
   if (err instanceof SyntaxError) return invalidJson(err);
   if (typeof e.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500) return fail.bad_request(e.message);
+  // PostgreSQL restarting or unreachable: the pool reconnects on its own; the caller is told to come back.
+  if (isStoreUnavailable(err)) return fail.store_unavailable();
   return fail.internal();
 }
 
@@ -228,6 +233,7 @@ export function createControlApp(deps: ControlDeps): ControlApp {
     if (error.status >= 500) req.log.error({ err }, 'request failed');
     const body = error.toBody();
     reply.status(error.status);
+    if (error.code === 'store_unavailable') reply.header('retry-after', String(STORE_RETRY_AFTER_SECONDS));
     if (typeof body === 'string') reply.type('text/plain; charset=utf-8');
     return reply.send(body);
   });

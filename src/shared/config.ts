@@ -168,6 +168,8 @@ export const ConfigSchema = Type.Object(
     ),
     databaseUrl: Type.String(),
     databaseSchema: Type.String({ pattern: '^[a-z_][a-z0-9_]{0,62}$' }),
+    // Longest a PostgreSQL statement may run before the server cancels it (the control API then answers 503).
+    databaseStatementTimeoutMs: Type.Integer({ minimum: 100, maximum: 600000 }),
     // `edge serve`'s store thread (embedded PGlite, the record writer) runs at this nice value: 19, the lowest
     // priority, lets the edge keep a core it shares with it (docs/architecture.md "What runs where"); 0 stores
     // captured traffic at the edge's priority. A test suite that saturates its machine sets 0.
@@ -257,6 +259,7 @@ export const ENV_SETTINGS = {
   EDGE_REQUEST_BODY_IDLE_TIMEOUT_MS: 'edge.requestBodyIdleTimeoutMs',
   DATABASE_URL: 'databaseUrl',
   EDGE_DATABASE_SCHEMA: 'databaseSchema',
+  EDGE_DATABASE_STATEMENT_TIMEOUT_MS: 'databaseStatementTimeoutMs',
   EDGE_STORE_THREAD_NICE: 'storeThreadNice',
   REDIS_URL: 'redisUrl',
   EDGE_REDIS_PREFIX: 'redisPrefix',

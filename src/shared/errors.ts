@@ -85,6 +85,7 @@ export const ERROR_CODES = {
   unsupported_media_type: [415, 'Content-Type must be application/json'],
   internal: [500, 'Internal server error'],
   unavailable: [503, 'Service unavailable'],
+  store_unavailable: [503, 'The data store cannot be reached right now; try again shortly'],
   // Edge pages: what a visitor gets when the edge itself answers.
   endpoint_not_found: [404, 'No endpoint is configured for this hostname'],
   malformed_request: [400, 'The request could not be understood'],

@@ -55,6 +55,26 @@ export interface DatabaseOptions {
   schema: string;
   /** PostgreSQL connections kept at most (default 10); the store thread's record writer needs two. */
   maxConnections?: number;
+  /**
+   * Longest a PostgreSQL statement may run (EDGE_DATABASE_STATEMENT_TIMEOUT_MS, default 15 s): the server cancels it,
+   * and the client gives up a little later still if the server itself is unreachable, so a caller never hangs.
+   */
+  statementTimeoutMs?: number;
+}
+
+/** SQLSTATE classes and driver errors that say the store cannot be reached now, not that the statement is wrong. */
+const UNAVAILABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENOTFOUND', '57P01', '57P02', '57P03', '57014', '53300']);
+const UNAVAILABLE_MESSAGES = /Connection terminated|connection timeout|timeout exceeded when trying to connect|Query read timeout|Client has encountered a connection error|the store thread exited/i;
+
+/**
+ * True for a failure of the store itself (PostgreSQL restarting or unreachable, a connection cut, a statement that ran
+ * out of time): the control API answers these 503 store_unavailable with Retry-After instead of 500.
+ */
+export function isStoreUnavailable(err: unknown): boolean {
+  const e = err as { code?: string; message?: string } | null;
+  if (!e || typeof e !== 'object') return false;
+  if (typeof e.code === 'string' && (UNAVAILABLE_CODES.has(e.code) || e.code.startsWith('08'))) return true;
+  return typeof e.message === 'string' && UNAVAILABLE_MESSAGES.test(e.message);
 }
 
 /** Postgres reports int8 as text to stay exact; our ids stay far below 2^53, so numbers are safe and simpler. */
@@ -212,7 +232,15 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
   let db: Database;
   if (options.url) {
     // The server applies search_path at connection start, so no query can run before it takes effect.
-    const pool = new pg.Pool({ connectionString: options.url, max: options.maxConnections ?? 10, options: `-c search_path=${options.schema}` });
+    const statementTimeoutMs = options.statementTimeoutMs ?? 15_000;
+    const pool = new pg.Pool({
+      connectionString: options.url,
+      max: options.maxConnections ?? 10,
+      options: `-c search_path=${options.schema} -c statement_timeout=${statementTimeoutMs}`,
+      // A server that does not answer (restarting, a dead host) fails the call rather than holding it.
+      connectionTimeoutMillis: 5_000,
+      query_timeout: statementTimeoutMs + 5_000,
+    });
     pool.on('error', () => {}); // idle-client errors surface on the next query instead
     pool.on('connect', (client) => client.setTypeParser(20, parseInt8));
     db = new PostgresDatabase(pool, options);

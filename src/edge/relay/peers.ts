@@ -108,9 +108,13 @@ export class RelayPeers {
       this.log.debug({ err }, 'presence not readable; relay keeps its last view of the peers');
       return;
     }
+    const before = this.peers.map((p) => p.node).join();
     this.peers = edges
       .filter((e) => e.node !== this.options.node && e.relay !== undefined && e.agents.length > 0)
       .map((e) => ({ node: e.node, region: e.region, address: `${e.relay!.host.includes(':') ? `[${e.relay!.host}]` : e.relay!.host}:${e.relay!.port}`, load: e.load ?? 0, agents: e.agents }));
+    const now = this.peers.map((p) => p.node).join();
+    // Said once per change (an edge joined, left or went stale), not per read: operators and tests follow it.
+    if (now !== before) this.log.info({ peers: now }, 'relay peers changed');
     // Connections to edges that left presence are closed.
     const live = new Set(this.peers.map((p) => p.node));
     for (const [node, session] of this.sessions) {
