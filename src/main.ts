@@ -34,6 +34,7 @@ import { HealthProber } from './worker/health-prober.ts';
 import { PROBE_KEY_PURPOSE } from './shared/health-probe.ts';
 import { RecordWorker } from './worker/records.ts';
 import { startStoreThread, type StoreThread } from './worker/store-thread/host.ts';
+import { connectRedis } from './shared/redis-connect.ts';
 
 export interface NodeHandle {
   config: Config;
@@ -166,7 +167,7 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
     let redis: Redis | undefined;
     if (config.redisUrl) {
       sink = new RedisFeed({ url: config.redisUrl, prefix: config.redisPrefix, maxLen: config.feed.streamMaxLen, logger });
-      redis = new Redis(config.redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1, enableOfflineQueue: false });
+      redis = connectRedis(config.redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1, enableOfflineQueue: false });
       redis.on('error', () => {});
       await redis.connect().catch((err) => logger.warn({ err }, 'redis not reachable yet; readiness will say so'));
       closers.push(async () => {

@@ -8,6 +8,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import { compileCidrList } from './match/cidr.ts';
 import { PlanSchema, type Plan } from './plans.ts';
+import { parseRedisNodes, parseRedisTarget } from './redis-connect.ts';
 
 const Port = Type.Integer({ minimum: 0, maximum: 65535 });
 const Role = Type.Union([Type.Literal('all'), Type.Literal('control'), Type.Literal('edge'), Type.Literal('worker')]);
@@ -375,6 +376,25 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       const origin = source[path] ? ` (from ${source[path]})` : '';
       throw new ConfigError(`invalid setting "${path}"${origin}: not a valid URL (http://host:port or https://host:port, no path), got ${JSON.stringify(value)}`);
     }
+  }
+  // Redis Sentinel and Cluster, named by their own variables, become the REDIS_URL forms connectRedis reads.
+  const sentinels = env.REDIS_SENTINELS?.trim();
+  const clusterNodes = env.REDIS_CLUSTER_NODES?.trim();
+  if (sentinels && clusterNodes) throw new ConfigError('REDIS_SENTINELS and REDIS_CLUSTER_NODES name two different Redis deployments; set one');
+  if ((sentinels || clusterNodes) && env.REDIS_URL) throw new ConfigError(`REDIS_URL and ${sentinels ? 'REDIS_SENTINELS' : 'REDIS_CLUSTER_NODES'} both name the Redis to use; set one`);
+  try {
+    if (sentinels) {
+      parseRedisNodes(sentinels, 'REDIS_SENTINELS');
+      const master = env.REDIS_SENTINEL_MASTER?.trim() || 'mymaster';
+      if (!/^[A-Za-z0-9._-]{1,64}$/.test(master)) throw new TypeError(`REDIS_SENTINEL_MASTER: "${master}" is not a master name`);
+      (config as { redisUrl: string }).redisUrl = `redis+sentinel://${sentinels}/${master}`;
+    } else if (clusterNodes) {
+      parseRedisNodes(clusterNodes, 'REDIS_CLUSTER_NODES');
+      (config as { redisUrl: string }).redisUrl = `redis+cluster://${clusterNodes}`;
+    }
+    if (config.redisUrl) parseRedisTarget(config.redisUrl);
+  } catch (err) {
+    throw new ConfigError((err as Error).message);
   }
   const relayFiles = [config.relay.caFile, config.relay.certFile, config.relay.keyFile].filter((f) => f !== '').length;
   if (relayFiles !== 0 && relayFiles !== 3) {

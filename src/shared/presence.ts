@@ -1,6 +1,7 @@
 // Presence: which agents are live on which edge, and which config version each edge has applied. Edges publish
 // a heartbeat with their whole state; control (tunnels, edge status) and the worker (janitor) read it.
 import { Redis } from 'ioredis';
+import { connectRedis } from './redis-connect.ts';
 
 export interface AgentPresence {
   endpoint: string;
@@ -108,7 +109,7 @@ export class RedisPresence implements PresenceStore {
   private readonly key: string;
 
   constructor(url: string, prefix: string, private readonly staleMs: number) {
-    this.redis = new Redis(url, { maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: false });
+    this.redis = connectRedis(url, { maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: false });
     this.redis.on('error', () => {}); // callers see failures as rejected calls and retry at the next beat
     this.key = `${prefix}presence:edges`;
   }

@@ -3,6 +3,7 @@
 import { Redis } from 'ioredis';
 import { VisitorMap, type VisitorBudget } from './visitors.ts';
 import { decide, type WindowDecision } from './window.ts';
+import { connectRedis } from '../../shared/redis-connect.ts';
 
 /**
  * KEYS: the current fixed window's counter, the previous one's. ARGV: limit, window ms, now ms (the caller's clock,
@@ -51,7 +52,7 @@ export class ClusterStore {
   private readonly prefix: string;
 
   constructor(options: ClusterStoreOptions) {
-    this.redis = new Redis(options.url, {
+    this.redis = connectRedis(options.url, {
       lazyConnect: true,
       enableOfflineQueue: false,
       commandTimeout: options.timeoutMs,

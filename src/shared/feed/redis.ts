@@ -6,6 +6,7 @@ import { parseEntries } from './parse.ts';
 import { redisReady } from '../redis-ready.ts';
 import type { FeedListener, FeedSink, FeedSource } from './transport.ts';
 import type { FeedChange, FeedSnapshot } from './types.ts';
+import { connectRedis } from '../redis-connect.ts';
 
 export interface RedisFeedOptions {
   url: string;
@@ -126,7 +127,8 @@ export class RedisFeed implements FeedSink, FeedSource {
     this.maxLen = maxLen;
     this.commandTimeoutMs = commandTimeoutMs;
     this.logger = (options.logger ?? createLogger('silent')).child({ component: 'redis-feed' });
-    this.keys = { head: `${options.prefix}feed:head`, log: `${options.prefix}feed:log`, entries: `${options.prefix}feed:entries` };
+    // One hash tag for the three keys the publish script writes together, so a Redis Cluster keeps them in one slot.
+    this.keys = { head: `${options.prefix}{feed}:head`, log: `${options.prefix}{feed}:log`, entries: `${options.prefix}{feed}:entries` };
     this.channel = `${options.prefix}feed:changes`;
     this.connectionOptions = {
       // Nothing is queued while disconnected: a queued write could run after the caller gave up on it and
@@ -244,7 +246,7 @@ export class RedisFeed implements FeedSink, FeedSource {
   // ---- connections ----
 
   private connect(role: string, extra: RedisOptions): Redis {
-    const conn = new Redis(this.url, { ...this.connectionOptions, ...extra });
+    const conn = connectRedis(this.url, { ...this.connectionOptions, ...extra });
     let down = false;
     // Logged once per outage: a Redis that stays down must not flood the log at every reconnect attempt.
     conn.on('error', (err: Error) => {

@@ -4,6 +4,7 @@ import { Redis, type RedisOptions } from 'ioredis';
 import { createLogger, type Logger } from '../log.ts';
 import { redisReady } from '../redis-ready.ts';
 import { RECORD_LIMITS, parseBatch, type ReadOptions, type RecordBatch, type RecordSink, type RecordSinkStats, type RecordSource, type TrafficRecord } from './types.ts';
+import { connectRedis } from '../redis-connect.ts';
 
 export interface RedisRecordsOptions {
   url: string;
@@ -331,7 +332,7 @@ export class RedisRecords implements RecordSink, RecordSource {
   }
 
   private open(extra: RedisOptions): Redis {
-    const conn = new Redis(this.url, { ...this.connectionOptions, ...extra });
+    const conn = connectRedis(this.url, { ...this.connectionOptions, ...extra });
     // Failures reach callers as rejected commands; the sink and the worker log them once per outage.
     conn.on('error', (err: Error) => this.logger.debug({ err }, 'traffic-record redis connection error'));
     return conn;
