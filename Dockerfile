@@ -19,7 +19,7 @@ COPY src ./src
 RUN mkdir -p /data && chown node:node /data
 USER node
 VOLUME ["/data"]
-EXPOSE 8080 8443 8081
+EXPOSE 8080 8443 8081 8444
 HEALTHCHECK --interval=15s --timeout=3s CMD node -e "fetch('http://127.0.0.1:'+(process.env.EDGE_CONTROL_PORT||8081)+'/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"
 ENTRYPOINT ["node", "bin/edge.js"]
 CMD ["serve"]

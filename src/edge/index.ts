@@ -244,7 +244,15 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
   // Health probes are verified with a key derived from the shared secret (docs/health-checks.md).
   const probeKey = deps.secrets.derive(PROBE_KEY_PURPOSE);
   const pipeline = { config, registry, relay, origins, capture, logger: log, trustedProxies: compileTrustedProxies(settings.edge.trustedProxies), probeKey };
-  const metrics = new EdgeMetrics({ traffic, tunnels: () => registry.size, feed, endpointLimit: settings.edge.metricsEndpointLimit, records: deps.records, capture: shipper });
+  const metrics = new EdgeMetrics({
+    traffic,
+    tunnels: () => registry.size,
+    feed,
+    endpointLimit: settings.edge.metricsEndpointLimit,
+    records: deps.records,
+    capture: shipper,
+    relay: relay && relayServer ? () => ({ ...relay.counts, accepted: relayServer.counts.accepted, refused: relayServer.counts.refused }) : undefined,
+  });
   stageDeps.authOutcome = (endpoint, stage, outcome) => metrics.authOutcome(endpoint, stage, outcome);
   const observeRateLimit = deps.rateLimitObserve;
   stageDeps.rateLimits!.observe = (endpoint, rule, outcome) => {

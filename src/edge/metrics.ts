@@ -27,6 +27,8 @@ export interface EdgeMetricsOptions {
   records?: { stats(): RecordSinkStats };
   /** The traffic shipper (src/edge/traffic-shipper.ts): captured exchanges shipped, queued and dropped. Absent: no such series. */
   capture?: { stats(): TrafficShipperStats };
+  /** The relay (src/edge/relay): streams sent to peers and failed, streams taken for local agents. Absent: no such series. */
+  relay?: () => { sent: number; failed: number; accepted: number; refused: number };
 }
 
 /**
@@ -152,7 +154,7 @@ export class EdgeMetrics {
   private readonly rateLimitTotals: Record<RateLimitOutcome, number> = { allowed: 0, blocked: 0, throttled: 0, unavailable: 0, fail_open: 0 };
 
   constructor(options: EdgeMetricsOptions) {
-    const { traffic, tunnels, feed, endpointLimit, records, capture } = options;
+    const { traffic, tunnels, feed, endpointLimit, records, capture, relay } = options;
     if (!Number.isInteger(endpointLimit) || endpointLimit < 0) throw new RangeError(`EdgeMetrics endpointLimit must be a non-negative integer, got ${endpointLimit}`);
     this.endpointLimit = endpointLimit;
     const registers = [this.registry];
@@ -171,6 +173,22 @@ export class EdgeMetrics {
         }
       },
     });
+    if (relay) {
+      new Counter({
+        name: 'edge_relay_streams_total',
+        help: 'Relay streams: sent to other edges (out), failed before an answer (out_failed), taken for an agent here (in), refused here (in_refused)',
+        labelNames: ['direction'],
+        registers,
+        collect() {
+          this.reset();
+          const c = relay();
+          this.inc({ direction: 'out' }, c.sent);
+          this.inc({ direction: 'out_failed' }, c.failed);
+          this.inc({ direction: 'in' }, c.accepted);
+          this.inc({ direction: 'in_refused' }, c.refused);
+        },
+      });
+    }
     new Counter({
       name: 'edge_node_requests_total',
       help: 'Every request this edge answered, by status class, endpoint known or not',

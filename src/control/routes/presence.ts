@@ -31,6 +31,8 @@ const EdgeView = Type.Object({
     { description: 'Endpoint configs this edge refused because they failed to compile, newest first (at most 20); each endpoint keeps serving its previous config, or answers 503 if it has none' },
   ),
   compile_error_count: Type.Integer({ description: 'How many endpoints have a config this edge refused, in all' }),
+  relay: Type.Union([Type.String({ description: 'host:port where other edges relay to this one (docs/cluster.md)' }), Type.Null()]),
+  load: Type.Integer({ description: 'Streams in flight on this edge\'s agent tunnels at its last heartbeat' }),
 });
 
 export function presenceRoutes(app: ControlApp, deps: ControlDeps): void {
@@ -78,6 +80,9 @@ export function presenceRoutes(app: ControlApp, deps: ControlDeps): void {
           // Edges from before compile errors were reported send neither field.
           compile_errors: e.compile_errors ?? [],
           compile_error_count: e.compile_error_count ?? e.compile_errors?.length ?? 0,
+          // Edges without shared presence (or from before the relay) advertise none.
+          relay: e.relay ? `${e.relay.host}:${e.relay.port}` : null,
+          load: e.load ?? 0,
         })),
       };
     },
