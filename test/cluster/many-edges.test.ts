@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import http from 'node:http';
+import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,6 +16,7 @@ import { startAgent, type Agent } from '../../src/agent/agent.ts';
 import { startHaAgent, type HaAgent } from '../../src/agent/ha.ts';
 import { startLocalCluster, type LocalCluster } from '../../src/cluster/local.ts';
 import { NodeProcess } from '../../src/cluster/node-process.ts';
+import { freePort } from '../../src/cluster/services.ts';
 import { eventually } from '../helpers/eventually.ts';
 import { startFaultProxy, type FaultProxy } from '../helpers/fault-proxy.ts';
 import { skipSlowSuite } from '../helpers/slow-suites.ts';
@@ -36,6 +38,19 @@ function send(port: number, host: string, path: string, options: { method?: stri
     req.setTimeout(options.timeoutMs ?? 20_000, () => req.destroy(new Error('timeout')));
     req.on('error', (err) => resolve({ status: 0, body: err.message }));
     req.end(options.body);
+  });
+}
+
+/** Connects to a dedicated TCP port, sends `payload`, half-closes and collects the answer until the peer ends. */
+function tcpRoundTrip(port: number, payload: Buffer): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect({ port, host: '127.0.0.1', allowHalfOpen: true });
+    const chunks: Buffer[] = [];
+    socket.on('connect', () => socket.end(payload));
+    socket.on('data', (d: Buffer) => chunks.push(d));
+    socket.on('end', () => resolve(Buffer.concat(chunks)));
+    socket.on('error', reject);
+    socket.setTimeout(10_000, () => socket.destroy(new Error('timeout')));
   });
 }
 
@@ -118,8 +133,8 @@ describe('many edges as one (processes)', { skip: skipSlowSuite() }, () => {
   });
 
   /** A user of its own for the next test, so endpoint quotas never run out across tests. */
-  async function freshUser(): Promise<void> {
-    const user = await api('POST', '/v1/admin/users', cluster.adminKey, { email: `many-${randomBytes(4).toString('hex')}@example.test`, plan: 'pro' });
+  async function freshUser(plan = 'pro'): Promise<void> {
+    const user = await api('POST', '/v1/admin/users', cluster.adminKey, { email: `many-${randomBytes(4).toString('hex')}@example.test`, plan });
     assert.equal(user.status, 201, JSON.stringify(user.body));
     apiKey = user.body.api_key;
   }
@@ -216,6 +231,35 @@ describe('many edges as one (processes)', { skip: skipSlowSuite() }, () => {
     await until(0, endpoint.hostname, 502);
     const res = await send(port(0), endpoint.hostname, '/', { headers: { accept: 'application/json' } });
     assert.equal(JSON.parse(res.body).code, 'no_agent');
+  });
+
+  it('relays a dedicated TCP port: the edge that bound it carries each connection to a tcp agent on another edge', async () => {
+    await freshUser('business'); // dedicated ports and tcp tunnels
+    const endpoint = await knownEndpoint();
+    const tcpPort = await freePort();
+    assert.equal((await api('PUT', `/v1/endpoints/${endpoint.uuid}/ports`, apiKey, { dedicated_tcp_port: tcpPort })).status, 200);
+    // Every edge of this one machine tries the same port; the first to bind it serves it, the others retry.
+    const binder = await eventually(async () => {
+      const i = cluster.edges.findIndex((e) => e.log.some((l) => l.includes('dedicated port open') && l.includes(`"port":${tcpPort}`)));
+      return i === -1 ? undefined : i;
+    }, 30_000);
+    const echo = net.createServer({ allowHalfOpen: true }, (s) => {
+      s.on('error', () => {});
+      s.pipe(s);
+    });
+    await new Promise<void>((r) => echo.listen(0, '127.0.0.1', r));
+    try {
+      const elsewhere = (binder + 1) % cluster.edges.length;
+      agents.push(await startAgent({ edgeUrl: `http://127.0.0.1:${port(elsewhere)}`, apiKey, endpoint: endpoint.uuid, protocol: 'tcp', target: (echo.address() as AddressInfo).port }));
+      const payload = randomBytes(256 * 1024);
+      const echoed = await eventually(async () => {
+        const got = await tcpRoundTrip(tcpPort, payload).catch(() => null);
+        return got && got.equals(payload) ? got : undefined;
+      }, 30_000);
+      assert.equal(echoed.length, payload.length);
+    } finally {
+      echo.close();
+    }
   });
 
   it('an agent on several edges keeps a tunnel on each; when one edge is killed it moves there to another, and the others keep serving', async () => {
