@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import http from 'node:http';
+import dgram from 'node:dgram';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -51,6 +52,18 @@ function tcpRoundTrip(port: number, payload: Buffer): Promise<Buffer> {
     socket.on('end', () => resolve(Buffer.concat(chunks)));
     socket.on('error', reject);
     socket.setTimeout(10_000, () => socket.destroy(new Error('timeout')));
+  });
+}
+
+/** A UDP port free on loopback right now. */
+function freeUdpPort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = dgram.createSocket('udp4');
+    probe.once('error', reject);
+    probe.bind(0, '127.0.0.1', () => {
+      const { port } = probe.address();
+      probe.close(() => resolve(port));
+    });
   });
 }
 
@@ -259,6 +272,48 @@ describe('many edges as one (processes)', { skip: skipSlowSuite() }, () => {
       assert.equal(echoed.length, payload.length);
     } finally {
       echo.close();
+    }
+  });
+
+  it('relays a dedicated UDP port: datagrams to the edge that bound it reach a udp agent on another edge, and replies come back', async () => {
+    await freshUser('business');
+    const endpoint = await knownEndpoint();
+    const udpPort = await freeUdpPort();
+    assert.equal((await api('PUT', `/v1/endpoints/${endpoint.uuid}/ports`, apiKey, { dedicated_udp_port: udpPort })).status, 200);
+    const binder = await eventually(async () => {
+      const i = cluster.edges.findIndex((e) => e.log.some((l) => l.includes('dedicated port open') && l.includes(`"port":${udpPort}`)));
+      return i === -1 ? undefined : i;
+    }, 30_000);
+    const echo = dgram.createSocket('udp4');
+    echo.on('message', (msg, rinfo) => echo.send(Buffer.concat([Buffer.from('echo:'), msg]), rinfo.port, rinfo.address));
+    await new Promise<void>((r) => echo.bind(0, '127.0.0.1', r));
+    const visitor = dgram.createSocket('udp4');
+    await new Promise<void>((r) => visitor.bind(0, '127.0.0.1', r));
+    try {
+      const elsewhere = (binder + 1) % cluster.edges.length;
+      agents.push(await startAgent({ edgeUrl: `http://127.0.0.1:${port(elsewhere)}`, apiKey, endpoint: endpoint.uuid, protocol: 'udp', target: echo.address().port }));
+      // Datagrams may be lost until the relay path is up: send again until a reply comes.
+      const reply = await eventually(
+        () =>
+          new Promise<string | undefined>((resolve) => {
+            const onMessage = (msg: Buffer) => {
+              clearTimeout(timer);
+              resolve(String(msg));
+            };
+            // No reply this time: stop listening, so the next try's listener gets the next reply.
+            const timer = setTimeout(() => {
+              visitor.off('message', onMessage);
+              resolve(undefined);
+            }, 500);
+            visitor.once('message', onMessage);
+            visitor.send('ping', udpPort, '127.0.0.1');
+          }),
+        30_000,
+      );
+      assert.equal(reply, 'echo:ping');
+    } finally {
+      echo.close();
+      visitor.close();
     }
   });
 
