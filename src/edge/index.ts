@@ -1,8 +1,5 @@
 // The edge role: public HTTP and HTTPS listeners, the agent tunnel endpoint on the same HTTP listener, and the
 // config mirror that feeds them. It reads config only from the feed (and its own saved copy), never the store.
-import http from 'node:http';
-import https from 'node:https';
-import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import type { Config } from '../shared/config.ts';
 import { FeedSubscriber } from '../shared/feed/subscriber.ts';
@@ -23,6 +20,7 @@ import { CredentialUse } from './credential-use.ts';
 import { EdgeMetrics, FeedProgress } from './metrics.ts';
 import { OpsServer } from './ops.ts';
 import { createListeners } from './http/listeners.ts';
+import { listen } from './http/listen.ts';
 import { handleRequest, handleUpgrade } from './pipeline/pipeline.ts';
 import type { StageDeps } from './pipeline/stage.ts';
 import { StageMemory } from './pipeline/stage-memory.ts';
@@ -88,15 +86,6 @@ function relayAdvertiseHost(settings: Config): string {
   return bind === '0.0.0.0' || bind === '::' ? '127.0.0.1' : bind;
 }
 
-function listen(server: http.Server | https.Server, port: number, host: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, () => {
-      server.off('error', reject);
-      resolve((server.address() as AddressInfo).port);
-    });
-  });
-}
 
 export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
   const { settings, logger } = deps;

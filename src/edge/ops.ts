@@ -1,7 +1,7 @@
 // The edge's internal operations port: liveness, readiness and Prometheus metrics for orchestrators and scrapers.
 // A node:http listener of its own (EDGE_OPS_PORT, loopback by default), never the public listener visitors reach.
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { listen } from './http/listen.ts';
 import { ERROR_CODES, type ErrorCode } from '../shared/errors.ts';
 import type { Logger } from '../shared/log.ts';
 import type { EdgeMetrics } from './metrics.ts';
@@ -38,13 +38,7 @@ export class OpsServer {
 
   /** Binds `port` (0 picks a free one) on `host` and resolves with the bound port. */
   listen(port: number, host: string): Promise<number> {
-    return new Promise((resolve, reject) => {
-      this.server.once('error', reject);
-      this.server.listen(port, host, () => {
-        this.server.off('error', reject);
-        resolve((this.server.address() as AddressInfo).port);
-      });
-    });
+    return listen(this.server, port, host);
   }
 
   /** Stops listening and ends scraper connections: a probe or scrape cut at shutdown is simply retried elsewhere. */

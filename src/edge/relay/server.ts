@@ -1,11 +1,11 @@
 // The agent's side of the relay: an HTTP/2 listener with mutual TLS that takes streams other edges judged already
 // and hands each to a local agent session, byte for byte both ways. It never relays again (one hop at most).
 import http2, { type Http2SecureServer, type IncomingHttpHeaders, type ServerHttp2Stream, type ClientHttp2Stream } from 'node:http2';
-import type { AddressInfo } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import type { Logger } from '../../shared/log.ts';
 import { cancelStream } from '../../shared/tunnel/reset.ts';
 import type { TunnelRegistry } from '../tunnels/registry.ts';
+import { listen } from '../http/listen.ts';
 import type { RelayCredentials } from './credentials.ts';
 import { readRelayFields, withoutRelayFields } from './headers.ts';
 
@@ -50,13 +50,7 @@ export class RelayServer {
   }
 
   listen(port: number, host: string): Promise<number> {
-    return new Promise((resolve, reject) => {
-      this.server.once('error', reject);
-      this.server.listen(port, host, () => {
-        this.server.off('error', reject);
-        resolve((this.server.address() as AddressInfo).port);
-      });
-    });
+    return listen(this.server, port, host);
   }
 
   private take(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number): void {
