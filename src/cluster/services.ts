@@ -2,7 +2,7 @@
 // loopback port with its files in a temporary directory, and each can be killed and started again on purpose.
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
-import { chown, mkdtemp, rm } from 'node:fs/promises';
+import { chown, mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { connect, createServer } from 'node:net';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
@@ -75,13 +75,27 @@ export interface LocalRedis {
   stop(): Promise<void>;
 }
 
-/** A redis-server that keeps nothing on disk, on a free port. */
+/** A redis-server that keeps nothing on disk, on a free port (`args` go to redis-server as they are). */
 export async function startLocalRedis(options: { binary?: string; args?: readonly string[] } = {}): Promise<LocalRedis> {
+  let lastError: unknown;
+  // Another process may take the probed port before redis-server binds it; a new port fixes that.
+  for (let attempt = 0; attempt < 3; attempt++) {
+    try {
+      return await redisOnPort(await freePort(), options);
+    } catch (err) {
+      lastError = err;
+    }
+  }
+  throw lastError;
+}
+
+async function redisOnPort(port: number, options: { binary?: string; args?: readonly string[] }): Promise<LocalRedis> {
   const binary = options.binary ?? process.env.REDIS_SERVER_BIN ?? 'redis-server';
   const dir = await mkdtemp(join(tmpdir(), 'edge-redis-'));
-  const port = await freePort();
   let child: ChildProcess | undefined;
   const start = async () => {
+    // Stopped means its directory went too; a start after that makes it again.
+    await mkdir(dir, { recursive: true });
     const c = spawn(binary, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...(options.args ?? [])], {
       stdio: ['ignore', 'ignore', 'pipe'],
     });
@@ -94,14 +108,22 @@ export async function startLocalRedis(options: { binary?: string; args?: readonl
     c.once('exit', () => live.delete(c));
     await waitFor(`redis-server on port ${port}`, () => redisPing(port), () =>
       spawnError ? spawnError.message : c.exitCode !== null ? `exited with ${c.exitCode}: ${stderr.trim()}` : null,
-    );
+    ).catch(async (err: unknown) => {
+      c.kill('SIGKILL');
+      throw err;
+    });
   };
   const kill = async () => {
     if (!child) return;
     child.kill('SIGKILL');
     await exited(child);
   };
-  await start();
+  try {
+    await start();
+  } catch (err) {
+    await rm(dir, { recursive: true, force: true });
+    throw err;
+  }
   return {
     port,
     url: `redis://127.0.0.1:${port}`,
