@@ -14,6 +14,7 @@ import { startRedisServer, type RedisServer } from './helpers/redis-server.ts';
 import { cleanEnv, serveNode, type ServedNode } from './helpers/serve-process.ts';
 import { deleteRedisPrefix } from './helpers/node.ts';
 import { eventually } from './helpers/eventually.ts';
+import { controlApi, sendToEdge } from './helpers/cluster-http.ts';
 
 describe('cluster: control + two edges + Redis', () => {
   let redis: RedisServer | undefined;
@@ -68,25 +69,8 @@ describe('cluster: control + two edges + Redis', () => {
     for (const d of dirs) await rm(d, { recursive: true, force: true });
   });
 
-  const api = async (method: string, path: string, key: string, body?: unknown) => {
-    const res = await fetch(`http://127.0.0.1:${control.control}${path}`, {
-      method,
-      headers: { 'x-api-key': key, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    return { status: res.status, body: (await res.json().catch(() => undefined)) as any };
-  };
-
-  const get = (port: number, host: string, path: string) =>
-    new Promise<{ status: number; body: string }>((resolve, reject) => {
-      http
-        .get({ host: '127.0.0.1', port, path, headers: { host }, agent: false }, (res) => {
-          let body = '';
-          res.on('data', (d) => (body += d));
-          res.on('end', () => resolve({ status: res.statusCode!, body }));
-        })
-        .on('error', reject);
-    });
+  const api = controlApi(() => `http://127.0.0.1:${control.control}`);
+  const get = (port: number, host: string, path: string) => sendToEdge(port, host, path);
 
   it('carries a change to both edges, shows both on the new version, and serves through each', async () => {
     const user = (await api('POST', '/v1/admin/users', adminKey, { email: 'cluster@example.test', plan: 'pro' })).body;

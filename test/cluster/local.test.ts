@@ -8,6 +8,7 @@ import { startAgent, type Agent } from '../../src/agent/agent.ts';
 import { describeCluster, parseClusterArgs, ClusterUsageError } from '../../src/cluster/command.ts';
 import { startLocalCluster, type LocalCluster } from '../../src/cluster/local.ts';
 import { eventually } from '../helpers/eventually.ts';
+import { controlApi, sendToEdge } from '../helpers/cluster-http.ts';
 import { skipSlowSuite } from '../helpers/slow-suites.ts';
 
 describe('edge cluster arguments', () => {
@@ -47,25 +48,8 @@ describe('a local cluster', { skip: skipSlowSuite() }, () => {
     await cluster?.stop();
   });
 
-  const api = async (method: string, path: string, key: string, body?: unknown) => {
-    const res = await fetch(`${cluster.controlUrl}${path}`, {
-      method,
-      headers: { 'x-api-key': key, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    return { status: res.status, body: (await res.json().catch(() => undefined)) as any };
-  };
-
-  const get = (port: number, host: string, path: string) =>
-    new Promise<{ status: number; body: string }>((resolve, reject) => {
-      http
-        .get({ host: '127.0.0.1', port, path, headers: { host }, agent: false }, (res) => {
-          let body = '';
-          res.on('data', (d) => (body += d));
-          res.on('end', () => resolve({ status: res.statusCode!, body }));
-        })
-        .on('error', reject);
-    });
+  const api = controlApi(() => cluster.controlUrl);
+  const get = (port: number, host: string, path: string) => sendToEdge(port, host, path);
 
   it('starts control, worker and three edges in three regions, each a process of its own', () => {
     assert.deepEqual(cluster.nodes.map((n) => n.name), ['control', 'worker', 'edge-1', 'edge-2', 'edge-3']);

@@ -19,28 +19,9 @@ import { startLocalCluster, type LocalCluster } from '../../src/cluster/local.ts
 import { NodeProcess } from '../../src/cluster/node-process.ts';
 import { freePort } from '../../src/cluster/services.ts';
 import { eventually } from '../helpers/eventually.ts';
+import { controlApi, sendToEdge as send } from '../helpers/cluster-http.ts';
 import { startFaultProxy, type FaultProxy } from '../helpers/fault-proxy.ts';
 import { skipSlowSuite } from '../helpers/slow-suites.ts';
-
-interface Answer {
-  status: number;
-  body: string;
-}
-
-/** One request to an edge's public port, naming the endpoint's host; network errors are an answer too (status 0). */
-function send(port: number, host: string, path: string, options: { method?: string; body?: Buffer | string; headers?: Record<string, string>; timeoutMs?: number } = {}): Promise<Answer> {
-  return new Promise((resolve) => {
-    const req = http.request({ host: '127.0.0.1', port, path, method: options.method ?? 'GET', headers: { host, ...options.headers }, agent: false }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (d: Buffer) => chunks.push(d));
-      res.on('end', () => resolve({ status: res.statusCode!, body: Buffer.concat(chunks).toString() }));
-      res.on('error', (err) => resolve({ status: 0, body: err.message }));
-    });
-    req.setTimeout(options.timeoutMs ?? 20_000, () => req.destroy(new Error('timeout')));
-    req.on('error', (err) => resolve({ status: 0, body: err.message }));
-    req.end(options.body);
-  });
-}
 
 /** Connects to a dedicated TCP port, sends `payload`, half-closes and collects the answer until the peer ends. */
 function tcpRoundTrip(port: number, payload: Buffer): Promise<Buffer> {
@@ -163,15 +144,7 @@ describe('many edges as one (processes)', { skip: skipSlowSuite() }, () => {
     for (const d of dirs) await rm(d, { recursive: true, force: true });
   });
 
-  async function api(method: string, path: string, key: string, body?: unknown, timeoutMs = 20_000): Promise<{ status: number; body: any }> {
-    const res = await fetch(`${cluster.controlUrl}${path}`, {
-      method,
-      headers: { 'x-api-key': key, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-      body: body === undefined ? undefined : JSON.stringify(body),
-      signal: AbortSignal.timeout(timeoutMs),
-    });
-    return { status: res.status, body: await res.json().catch(() => undefined) };
-  }
+  const api = (method: string, path: string, key: string, body?: unknown, timeoutMs = 20_000) => controlApi(() => cluster.controlUrl, timeoutMs)(method, path, key, body);
 
   async function newEndpoint(): Promise<{ uuid: string; hostname: string }> {
     const res = await api('POST', '/v1/endpoints', apiKey, {});
@@ -187,6 +160,16 @@ describe('many edges as one (processes)', { skip: skipSlowSuite() }, () => {
   }
 
   const port = (i: number) => cluster.edges[i].ports.http!;
+
+  /**
+   * Which edge bound a dedicated port: every edge of this one machine tries the same port number, the first to bind
+   * it serves it (it logs `dedicated port open`) and the others keep retrying.
+   */
+  const boundBy = (dedicatedPort: number) =>
+    eventually(async () => {
+      const i = cluster.edges.findIndex((e) => e.log.some((l) => l.includes('dedicated port open') && l.includes(`"port":${dedicatedPort}`)));
+      return i === -1 ? undefined : i;
+    }, 30_000);
 
   /** Waits until `edge` answers `status` for the endpoint (the feed or presence has caught up there). */
   const until = (i: number, host: string, status: number, ms = 30_000) =>
@@ -251,11 +234,7 @@ describe('many edges as one (processes)', { skip: skipSlowSuite() }, () => {
     const endpoint = await knownEndpoint();
     const tcpPort = await freePort();
     assert.equal((await api('PUT', `/v1/endpoints/${endpoint.uuid}/ports`, apiKey, { dedicated_tcp_port: tcpPort })).status, 200);
-    // Every edge of this one machine tries the same port; the first to bind it serves it, the others retry.
-    const binder = await eventually(async () => {
-      const i = cluster.edges.findIndex((e) => e.log.some((l) => l.includes('dedicated port open') && l.includes(`"port":${tcpPort}`)));
-      return i === -1 ? undefined : i;
-    }, 30_000);
+    const binder = await boundBy(tcpPort);
     const echo = net.createServer({ allowHalfOpen: true }, (s) => {
       s.on('error', () => {});
       s.pipe(s);
@@ -280,10 +259,7 @@ describe('many edges as one (processes)', { skip: skipSlowSuite() }, () => {
     const endpoint = await knownEndpoint();
     const udpPort = await freeUdpPort();
     assert.equal((await api('PUT', `/v1/endpoints/${endpoint.uuid}/ports`, apiKey, { dedicated_udp_port: udpPort })).status, 200);
-    const binder = await eventually(async () => {
-      const i = cluster.edges.findIndex((e) => e.log.some((l) => l.includes('dedicated port open') && l.includes(`"port":${udpPort}`)));
-      return i === -1 ? undefined : i;
-    }, 30_000);
+    const binder = await boundBy(udpPort);
     const echo = dgram.createSocket('udp4');
     echo.on('message', (msg, rinfo) => echo.send(Buffer.concat([Buffer.from('echo:'), msg]), rinfo.port, rinfo.address));
     await new Promise<void>((r) => echo.bind(0, '127.0.0.1', r));
@@ -409,11 +385,12 @@ describe('many edges as one (processes)', { skip: skipSlowSuite() }, () => {
     agents.push(await startAgent({ edgeUrl: `http://127.0.0.1:${port(0)}`, apiKey, endpoint: endpoint.uuid, protocol: 'http', target: servicePort }));
     await until(0, endpoint.hostname, 200);
     await cluster.postgres!.kill();
-    let down: { status: number } | undefined;
     try {
       for (let i = 0; i < 5; i++) assert.equal((await send(port(0), endpoint.hostname, `/db-down/${i}`)).status, 200);
-      down = await api('GET', '/v1/endpoints', apiKey, undefined, 30_000);
-      assert.ok(down.status >= 500 && down.status !== 500, `the API answered ${down.status} while the database was down`);
+      const answer = await api('GET', '/v1/endpoints', apiKey, undefined, 30_000);
+      assert.equal(answer.status, 503, `the API answered ${answer.status} while the database was down`);
+      assert.equal(answer.body.code, 'store_unavailable');
+      assert.equal(answer.headers.get('retry-after'), '5');
     } finally {
       await cluster.postgres!.start();
     }
