@@ -9,6 +9,8 @@ const ALLOWED = {
   worker: ['store', 'shared'],
   edge: ['shared'],
   agent: ['shared'],
+  // The authoritative DNS server answers from the change feed and presence, as edges do (docs/dedicated-ips.md).
+  dns: ['shared'],
   // The local-cluster launcher starts processes of bin/edge.js; it imports no role.
   cluster: [],
 };

@@ -38,6 +38,7 @@ export async function benchEdgeSettings(dataDir: string, overrides: Record<strin
     EDGE_CONTROL_PORT: '0',
     EDGE_OPS_PORT: '0',
     EDGE_RELAY_PORT: '0',
+    EDGE_DNS_PORT: '0',
     EDGE_BIND_HOST: '127.0.0.1',
     EDGE_DATA_DIR: dataDir,
     ...overrides,

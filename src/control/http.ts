@@ -12,6 +12,7 @@ import { EdgeError, fail } from '../shared/errors.ts';
 import type { AlertNotifier } from '../shared/alerts.ts';
 import type { Config } from '../shared/config.ts';
 import type { Permission } from '../shared/permissions.ts';
+import type { DnsRepoint } from './services/dedicated-ips.ts';
 import type { Logger } from '../shared/log.ts';
 import { parseInt64 } from '../shared/schema.ts';
 import type { PresenceStore } from '../shared/presence.ts';
@@ -41,6 +42,11 @@ export interface ControlDeps {
    * `verifyTls` false only for this process's own edge on loopback, whose certificate may be the development one.
    */
   replayEdge?: (secure: boolean) => { origin: string; verifyTls: boolean } | null;
+  /**
+   * Publishes dedicated-IP group bindings to an operator's DNS primary by RFC 2136 (docs/dedicated-ips.md); absent when
+   * EDGE_DNS_UPDATE_SERVER is not set, and the embedded DNS server is then the only authority.
+   */
+  dnsRepoint?: DnsRepoint;
   /** Sends alert notifications (POST /v1/traffic/alerts/{uuid}/test); the composition root builds it (src/worker/notify.ts). */
   alertNotifier?: AlertNotifier;
 }

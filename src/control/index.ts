@@ -18,11 +18,12 @@ import { rbacClientRoutes } from './routes/rbac-clients.ts';
 import { rbacRegistrationRoutes } from './routes/rbac-registration.ts';
 import { rbacRoleRoutes } from './routes/rbac-roles.ts';
 import { routingRuleRoutes } from './routes/routing-rules.ts';
+import { dedicatedIpRoutes } from './routes/dedicated-ips.ts';
 import { trafficAlertRoutes } from './routes/traffic-alerts.ts';
 import { trafficRoutes } from './routes/traffic.ts';
 
 /** Every route module, in the order they are registered. Adding an API area is one entry here. */
-const ROUTES = [accountRoutes, adminRoutes, endpointRoutes, domainRoutes, certificateRoutes, presenceRoutes, routingRuleRoutes, endpointOriginRoutes, endpointSettingsRoutes, endpointApiKeyRoutes, oauthProviderRoutes, rbacClientRoutes, rbacRegistrationRoutes, rbacRoleRoutes, rateLimitRoutes, trafficRoutes, healthRoutes, trafficAlertRoutes];
+const ROUTES = [accountRoutes, adminRoutes, endpointRoutes, domainRoutes, certificateRoutes, presenceRoutes, routingRuleRoutes, endpointOriginRoutes, endpointSettingsRoutes, endpointApiKeyRoutes, oauthProviderRoutes, rbacClientRoutes, rbacRegistrationRoutes, rbacRoleRoutes, rateLimitRoutes, trafficRoutes, healthRoutes, trafficAlertRoutes, dedicatedIpRoutes];
 
 export interface ControlServer {
   app: ControlApp;

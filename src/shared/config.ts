@@ -75,6 +75,36 @@ export const ConfigSchema = Type.Object(
       },
       { additionalProperties: false },
     ),
+    // The DNS role (docs/dedicated-ips.md): an authoritative server for the base domain and the GeoDNS zone, answering
+    // from the change feed and presence; part of `edge serve` and of EDGE_ROLE=dns.
+    dns: Type.Object(
+      {
+        // UDP and TCP on one port; 0 = a port the system chooses.
+        port: Port,
+        bindHost: Type.String({ minLength: 1 }),
+        // The zone of per-region group names (grp-<id>.<zone>). Absent (null in config/default.json) = geo.<baseDomain>;
+        // EDGE_GEODNS_ZONE set to an empty value turns GeoDNS off (binding a group answers 503).
+        geoZone: Type.String({ pattern: '^((?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)?$' }),
+        // TTL of group answers (short, so a region that goes away leaves caches soon) and of every other record.
+        geoTtlSeconds: Type.Integer({ minimum: 1, maximum: 86400 }),
+        ttlSeconds: Type.Integer({ minimum: 1, maximum: 86400 }),
+        // Name servers of both zones (NS records, comma-separated host names); empty = ns1.<baseDomain>.
+        nameservers: Type.String({ pattern: '^([a-z0-9.-]+(,[a-z0-9.-]+)*)?$' }),
+        // The country -> region map and fallback order; empty = config/regions.json.
+        regionsFile: Type.String(),
+        // Answers per second to one client network (IPv4 /24, IPv6 /56) over UDP; beyond it answers are dropped,
+        // every `rateLimitSlip`-th sent truncated so real resolvers retry over TCP. 0 = no limit.
+        rateLimit: Type.Integer({ minimum: 0, maximum: 1000000 }),
+        rateLimitSlip: Type.Integer({ minimum: 0, maximum: 10 }),
+        // RFC 2136 publishing to an operator's primary (host:port), for names inside updateZone, signed with the
+        // TSIG key (name:algorithm:base64secret). All three, or none: the embedded server is then the authority.
+        updateServer: Type.String(),
+        updateZone: Type.String({ pattern: '^((?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)?$' }),
+        tsigKey: Type.String(),
+        updateTimeoutMs: Type.Integer({ minimum: 100, maximum: 60000 }),
+      },
+      { additionalProperties: false },
+    ),
     presence: Type.Object(
       {
         // Edges report their agents and config version this often (and at once on connect/disconnect).
@@ -245,6 +275,19 @@ export const ENV_SETTINGS = {
   EDGE_RELAY_CERT_FILE: 'relay.certFile',
   EDGE_RELAY_KEY_FILE: 'relay.keyFile',
   EDGE_REGION_ORDER: 'relay.regionOrder',
+  EDGE_DNS_PORT: 'dns.port',
+  EDGE_DNS_BIND_HOST: 'dns.bindHost',
+  EDGE_GEODNS_ZONE: 'dns.geoZone',
+  EDGE_GEODNS_TTL_SECONDS: 'dns.geoTtlSeconds',
+  EDGE_DNS_TTL_SECONDS: 'dns.ttlSeconds',
+  EDGE_DNS_NAMESERVERS: 'dns.nameservers',
+  EDGE_GEODNS_REGIONS_FILE: 'dns.regionsFile',
+  EDGE_DNS_RATE_LIMIT: 'dns.rateLimit',
+  EDGE_DNS_RATE_LIMIT_SLIP: 'dns.rateLimitSlip',
+  EDGE_DNS_UPDATE_SERVER: 'dns.updateServer',
+  EDGE_DNS_UPDATE_ZONE: 'dns.updateZone',
+  EDGE_DNS_TSIG_KEY: 'dns.tsigKey',
+  EDGE_DNS_UPDATE_TIMEOUT_MS: 'dns.updateTimeoutMs',
   EDGE_PRESENCE_INTERVAL_MS: 'presence.intervalMs',
   EDGE_PRESENCE_STALE_MS: 'presence.staleMs',
   EDGE_JANITOR_INTERVAL_MS: 'janitor.intervalMs',
@@ -276,8 +319,21 @@ export const ENV_SETTINGS = {
   EDGE_ALERT_WEBHOOK_TIMEOUT_MS: 'alerts.webhookTimeoutMs',
 } as const;
 
+/** RFC 2136 publishing needs its server, zone and key together; the server is host:port (IPv6 in brackets). */
+function checkDnsUpdate(dns: Config['dns']): void {
+  const set = [dns.updateServer, dns.updateZone, dns.tsigKey].filter((v) => v !== '').length;
+  if (set === 0) return;
+  if (set !== 3) {
+    throw new ConfigError('invalid setting "dns": EDGE_DNS_UPDATE_SERVER, EDGE_DNS_UPDATE_ZONE and EDGE_DNS_TSIG_KEY go together (all three, or none for the embedded server alone)');
+  }
+  const m = /^(?:\[([0-9a-fA-F:.]+)\]|([^:\s]+)):(\d{1,5})$/.exec(dns.updateServer);
+  if (!m || Number(m[3]) < 1 || Number(m[3]) > 65535) {
+    throw new ConfigError(`invalid setting "dns.updateServer" (from EDGE_DNS_UPDATE_SERVER): host:port with a port 1-65535 (IPv6 as [::1]:53), got ${JSON.stringify(dns.updateServer)}`);
+  }
+}
+
 /** Settings whose values are secrets: a message about a bad one does not quote it. */
-const SECRET_SETTINGS: ReadonlySet<string> = new Set(['adminApiKey', 'secretKey', 'edge.sessionKeys', 'alerts.smtpUrl']);
+const SECRET_SETTINGS: ReadonlySet<string> = new Set(['adminApiKey', 'secretKey', 'edge.sessionKeys', 'alerts.smtpUrl', 'dns.tsigKey']);
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -353,6 +409,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     setPath(raw, path, coerce(variable, value, getPath(raw, path)));
     source[path] = variable;
   }
+  // The one setting whose empty value means something: EDGE_GEODNS_ZONE="" turns GeoDNS off. Unset, it follows the base domain.
+  const dnsRaw = raw.dns as Record<string, unknown> | undefined;
+  if (dnsRaw) {
+    if (env.EDGE_GEODNS_ZONE === '') {
+      dnsRaw.geoZone = '';
+      source['dns.geoZone'] = 'EDGE_GEODNS_ZONE';
+    } else if (dnsRaw.geoZone === null && typeof raw.baseDomain === 'string') {
+      dnsRaw.geoZone = `geo.${raw.baseDomain}`;
+    }
+  }
   if (!raw.nodeId) raw.nodeId = `${hostname().replace(/[^A-Za-z0-9._-]/g, '-').slice(0, 40)}-${randomBytes(3).toString('hex')}`;
   const first = Value.Errors(ConfigSchema, raw).First();
   if (first) {
@@ -400,6 +466,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (relayFiles !== 0 && relayFiles !== 3) {
     throw new ConfigError('invalid setting "relay": EDGE_RELAY_CA_FILE, EDGE_RELAY_CERT_FILE and EDGE_RELAY_KEY_FILE go together (all three, or none for the key derived from EDGE_SECRET_KEY)');
   }
+  checkDnsUpdate(config.dns);
   if (Number.isNaN(Date.parse(config.rateLimitIdSunset))) {
     const origin = source.rateLimitIdSunset ? ` (from ${source.rateLimitIdSunset})` : '';
     throw new ConfigError(`invalid setting "rateLimitIdSunset"${origin}: not a valid RFC 3339 date, got ${JSON.stringify(config.rateLimitIdSunset)}`);

@@ -71,7 +71,10 @@ export const ERROR_CODES = {
   already_exists: [409, 'Already exists'],
   quota_paused: [409, 'Endpoint is paused over plan limits and is read-only'],
   // Traffic replay (POST /v1/traffic/logs/{id}/replay, docs/traffic.md "API").
+  group_not_active: [409, 'The dedicated IP group is not active'],
+  dedicated_ip_in_use: [409, 'The dedicated IP is already in use'],
   replay_not_captured: [409, 'Not enough of this exchange was captured to replay it'],
+  dns_repoint_failed: [502, 'The DNS change could not be published; the binding was reverted, retry later'],
   replay_failed: [502, 'The replay could not be completed through the edge'],
   alert_test_too_soon: [429, 'This alert rule was tested moments ago; retry after the cooldown'],
   replay_busy: [429, 'Too many replays of this account are in progress; retry when one has finished'],
@@ -85,6 +88,7 @@ export const ERROR_CODES = {
   unsupported_media_type: [415, 'Content-Type must be application/json'],
   internal: [500, 'Internal server error'],
   unavailable: [503, 'Service unavailable'],
+  geodns_not_configured: [503, 'Per-region GeoDNS routing is not configured on this server'],
   store_unavailable: [503, 'The data store cannot be reached right now; try again shortly'],
   // Edge pages: what a visitor gets when the edge itself answers.
   endpoint_not_found: [404, 'No endpoint is configured for this hostname'],

@@ -11,7 +11,25 @@ export const TOPICS = {
   apiKey: 'api_key',
   /** key: account id → AccountConfig */
   account: 'account',
+  /** key: dedicated IP group id → DedicatedIpGroupConfig (active and pending groups; retired ones are removed) */
+  dedicatedIpGroup: 'dedicated_ip_group',
 } as const;
+
+/** A per-region group of dedicated addresses (docs/dedicated-ips.md): the DNS role answers grp-<id> from it. */
+export interface DedicatedIpGroupConfig {
+  id: number;
+  account_id: number;
+  /** Only `active` groups are answered; `pending` ones are published so edges can bind their addresses early. */
+  status: 'active' | 'pending';
+  addresses: DedicatedAddressConfig[];
+}
+
+export interface DedicatedAddressConfig {
+  address: string;
+  family: 4 | 6;
+  /** The edge region that announces the address. */
+  region: string;
+}
 
 /** Routing condition types (docs/routing-rules.md): the control API validates them, edges compile them. */
 export const ROUTING_CONDITION_TYPES = ['path', 'method', 'header', 'query', 'cookie', 'source_ip', 'host'] as const;
@@ -84,6 +102,10 @@ export interface EndpointConfig {
    * evaluation order (ascending priority, then id). Absent or empty: the stage is not compiled.
    */
   rate_limits?: RateLimitRuleConfig[];
+  /** A single dedicated IP serving this endpoint alone (docs/dedicated-ips.md). Absent or null: none. */
+  dedicated_ip?: DedicatedAddressConfig | null;
+  /** The dedicated IP group serving this endpoint (its addresses are in the group's entry). Absent or null: none. */
+  dedicated_ip_group_id?: number | null;
 }
 
 /** Write modes of PUT …/settings (docs/visitor-auth.md maps them to the modes GET reports). */

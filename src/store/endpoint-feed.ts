@@ -262,15 +262,18 @@ export async function loadRateLimitRules(tx: Queryable, endpointId: number): Pro
 
 /** The endpoint's feed entry (key: its uuid) as it stands in `tx`, or null when the row is gone. */
 export async function endpointRecord(tx: Queryable, endpointId: number): Promise<{ uuid: string; config: EndpointConfig } | null> {
-  const { rows } = await tx.query<Omit<EndpointConfig, 'paused' | 'routing_rules'> & { paused_at: Date | null }>(
-    `SELECT id, uuid::text AS uuid, user_id, account_id, hostname, status, ephemeral, dedicated_tcp_port, dedicated_udp_port,
-            certificate_id, mtls_mode, mtls_ca_pem, capture_enabled, capture_level, enforce_https, origin_url, paused_at
-     FROM endpoints WHERE id = $1`,
+  const { rows } = await tx.query<
+    Omit<EndpointConfig, 'paused' | 'routing_rules' | 'dedicated_ip'> & { paused_at: Date | null; ip_address: string | null; ip_family: 4 | 6 | null; ip_region: string | null }
+  >(
+    `SELECT e.id, e.uuid::text AS uuid, e.user_id, e.account_id, e.hostname, e.status, e.ephemeral, e.dedicated_tcp_port, e.dedicated_udp_port,
+            e.certificate_id, e.mtls_mode, e.mtls_ca_pem, e.capture_enabled, e.capture_level, e.enforce_https, e.origin_url, e.paused_at,
+            e.dedicated_ip_group_id, i.address AS ip_address, i.family AS ip_family, i.region AS ip_region
+     FROM endpoints e LEFT JOIN dedicated_ips i ON i.id = e.dedicated_ip_id WHERE e.id = $1`,
     [endpointId],
   );
   const row = rows[0];
   if (!row) return null;
-  const { paused_at, ...record } = row;
+  const { paused_at, ip_address, ip_family, ip_region, dedicated_ip_group_id, ...record } = row;
   const visitorAuth = await loadVisitorAuth(tx, endpointId, row.hostname);
   const rbac = await loadRbac(tx, endpointId);
   if (rbac && visitorAuth.auth) visitorAuth.auth = mergeRbacCredentials(visitorAuth.auth, rbac.clients);
@@ -284,5 +287,8 @@ export async function endpointRecord(tx: Queryable, endpointId: number): Promise
   // Absent when no rule is active, so the edge compiles no rate-limit stage (and snapshots without rules are unchanged).
   const rateLimits = await loadRateLimitRules(tx, endpointId);
   if (rateLimits.length > 0) config.rate_limits = rateLimits;
+  // Absent when nothing dedicated serves the endpoint, so records (and snapshots) of other endpoints are unchanged.
+  if (ip_address !== null && ip_family !== null && ip_region !== null) config.dedicated_ip = { address: ip_address, family: ip_family, region: ip_region };
+  if (dedicated_ip_group_id !== null && dedicated_ip_group_id !== undefined) config.dedicated_ip_group_id = dedicated_ip_group_id;
   return { uuid: row.uuid, config };
 }

@@ -27,6 +27,10 @@ export interface EndpointRow {
   paused_at: Date | null;
   /** When set, requests go to this origin instead of agents (unless a routing rule picks agents). */
   origin_url: string | null;
+  /** The single dedicated IP serving this endpoint, or null (docs/dedicated-ips.md); never set with a group. */
+  dedicated_ip_id: number | null;
+  /** The per-region dedicated IP group serving this endpoint, or null; never set with a single IP. */
+  dedicated_ip_group_id: number | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -40,7 +44,7 @@ export type CaptureLevel = (typeof CAPTURE_LEVELS)[number];
 /** Columns with the uuid as text, so both drivers hand back the same string. */
 export const ENDPOINT_COLUMNS = `id, uuid::text AS uuid, user_id, account_id, domain_id, subdomain, hostname, protocol, is_custom, status,
   mtls_mode, mtls_ca_pem, ephemeral, device_fingerprint, last_active_at, dedicated_tcp_port, dedicated_udp_port, certificate_id,
-  capture_enabled, capture_level, paused_at, origin_url, created_at, updated_at`;
+  capture_enabled, capture_level, paused_at, origin_url, dedicated_ip_id, dedicated_ip_group_id, created_at, updated_at`;
 
 export async function findEndpointByUuid(db: Queryable, uuid: string, opts: { forUpdate?: boolean } = {}): Promise<EndpointRow | null> {
   const { rows } = await db.query<EndpointRow>(`SELECT ${ENDPOINT_COLUMNS} FROM endpoints WHERE uuid = $1${opts.forUpdate ? ' FOR UPDATE' : ''}`, [uuid]);

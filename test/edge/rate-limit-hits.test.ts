@@ -136,6 +136,7 @@ describe('rate-limit hit statistics from an edge-only node, through Redis', () =
       EDGE_HTTPS_PORT: '0',
       EDGE_OPS_PORT: '0',
       EDGE_RELAY_PORT: '0',
+      EDGE_DNS_PORT: '0',
       EDGE_BIND_HOST: '127.0.0.1',
       EDGE_CONTROL_URL: t.controlUrl,
       EDGE_LOG_LEVEL: process.env.EDGE_TEST_LOG_LEVEL ?? 'silent',

@@ -112,6 +112,7 @@ describe('rate limits through the edge', () => {
       EDGE_HTTPS_PORT: '0',
       EDGE_OPS_PORT: '0',
       EDGE_RELAY_PORT: '0',
+      EDGE_DNS_PORT: '0',
       EDGE_BIND_HOST: '127.0.0.1',
       EDGE_DATA_DIR: dir,
       EDGE_LOG_LEVEL: 'silent',

@@ -39,6 +39,7 @@ export async function startTestNode(overrides: Record<string, string> = {}, opti
     EDGE_HTTPS_PORT: '0',
     EDGE_OPS_PORT: '0',
     EDGE_RELAY_PORT: '0',
+    EDGE_DNS_PORT: '0',
     EDGE_BIND_HOST: '127.0.0.1',
     EDGE_DATA_DIR: dataDir,
     EDGE_ADMIN_API_KEY: adminKey,

@@ -16,7 +16,7 @@ export function cleanEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
   const env = { ...process.env };
   for (const k of Object.keys(env)) if (k.startsWith('EDGE_') || k === 'DATABASE_URL' || k === 'REDIS_URL') delete env[k];
   // EDGE_STORE_THREAD_NICE 0: the suite keeps both cores busy (the proxy bench takes the default back).
-  return { ...env, EDGE_BIND_HOST: '127.0.0.1', EDGE_CONTROL_PORT: '0', EDGE_HTTP_PORT: '0', EDGE_HTTPS_PORT: '0', EDGE_OPS_PORT: '0', EDGE_RELAY_PORT: '0', EDGE_STORE_THREAD_NICE: '0', ...extra };
+  return { ...env, EDGE_BIND_HOST: '127.0.0.1', EDGE_CONTROL_PORT: '0', EDGE_HTTP_PORT: '0', EDGE_HTTPS_PORT: '0', EDGE_OPS_PORT: '0', EDGE_RELAY_PORT: '0', EDGE_DNS_PORT: '0', EDGE_STORE_THREAD_NICE: '0', ...extra };
 }
 
 export function run(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {
