@@ -9,6 +9,8 @@ const ALLOWED = {
   worker: ['store', 'shared'],
   edge: ['shared'],
   agent: ['shared'],
+  // The DNS role's wire server and its zone authority (src/dns/types.ts is the contract between them).
+  dns: ['shared'],
   // The local-cluster launcher starts processes of bin/edge.js; it imports no role.
   cluster: [],
 };
