@@ -1,5 +1,6 @@
 // The composition root: starts the roles this node runs (control, edge, worker, or all of them) and wires
 // them together through the store and the change feed. The only module that may import more than one role.
+import { startDnsRole, type DnsRole } from './dns/index.ts';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
@@ -46,6 +47,8 @@ export interface NodeHandle {
   healthProber?: HealthProber;
   /** The edge role's copy of the config feed. */
   edgeFeed?: { subscriber: FeedSubscriber; mirror: FeedMirror };
+  /** The DNS role beside this node's edge (docs/dedicated-ips.md), when EDGE_DNS_ENABLED. */
+  dns?: DnsRole;
   publisher?: FeedPublisher;
   /** Set when this start generated the first admin key; it is shown once and never stored in clear. */
   generatedAdminKey?: string;
@@ -273,6 +276,12 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
       handle.edge = edge;
       handle.edgeFeed = { subscriber: edge.subscriber, mirror: edge.config.mirror };
       closers.push(() => edge.close());
+      // The DNS role answers beside every edge, from its own copy of the feed; its counters join the edge's ops port.
+      if (config.dns.enabled) {
+        const dns = await startDnsRole({ settings: config, source: sink, presence, logger, metrics: edge.metrics.registry });
+        handle.dns = dns;
+        closers.push(() => dns.close());
+      }
     }
 
     if (runs(config, 'worker')) {

@@ -1,7 +1,7 @@
 // The edge role: public HTTP and HTTPS listeners, the agent tunnel endpoint on the same HTTP listener, and the
 // config mirror that feeds them. It reads config only from the feed (and its own saved copy), never the store.
 import { join } from 'node:path';
-import type { Config } from '../shared/config.ts';
+import { publicAddressList, type Config } from '../shared/config.ts';
 import { FeedSubscriber } from '../shared/feed/subscriber.ts';
 import type { FeedSource } from '../shared/feed/transport.ts';
 import type { Logger } from '../shared/log.ts';
@@ -26,7 +26,7 @@ import type { StageDeps } from './pipeline/stage.ts';
 import { StageMemory } from './pipeline/stage-memory.ts';
 import { ClusterStore } from './rate-limit/cluster.ts';
 import type { RateLimitDeps } from './rate-limit/deps.ts';
-import { GeoDatabases } from './rate-limit/geo.ts';
+import { GeoDatabases } from '../shared/geo.ts';
 import { RuleHits } from './rate-limit/hits.ts';
 import { compileTrustedProxies } from './rate-limit/visitor-address.ts';
 import { HeldRequests, RateLimitCounters } from './rate-limit/visitors.ts';
@@ -273,6 +273,7 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
   // Dedicated TCP/UDP ports follow the config; each bind or close is reported in the next heartbeat.
   const ports = new DedicatedPorts({ config, registry, relay, host: settings.bindHost, logger: log, onChange: () => beat() });
 
+  const publicAddresses = publicAddressList(settings.edge.publicAddresses);
   // Presence: the whole state of this edge, at every change and on a timer (a missed beat only ages the entry).
   let beatQueued = false;
   const beat = () => {
@@ -296,6 +297,7 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
           ports: ports.open(),
           ...(relayBound.port === undefined ? {} : { relay: { host: relayAdvertiseHost(settings), port: relayBound.port } }),
           load: registry.sessions().reduce((n, s) => n + s.activeStreams, 0),
+          ...(publicAddresses.length > 0 ? { addresses: publicAddresses } : {}),
           // Endpoint configs this edge refused because they failed to compile (bounded), shown by GET /v1/edges.
           ...config.compileErrors(),
           // Visitor credentials accepted here (id → last use), which the worker writes as last_used_at.

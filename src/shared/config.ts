@@ -6,7 +6,7 @@ import { hostname } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { Type, type Static } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
-import { compileCidrList } from './match/cidr.ts';
+import { compileCidrList, parseIp } from './match/cidr.ts';
 import { PlanSchema, type Plan } from './plans.ts';
 import { parseRedisNodes, parseRedisTarget } from './redis-connect.ts';
 
@@ -79,6 +79,8 @@ export const ConfigSchema = Type.Object(
     // from the change feed and presence; part of `edge serve` and of EDGE_ROLE=dns.
     dns: Type.Object(
       {
+        // Runs beside every edge (EDGE_ROLE=all or edge); false leaves DNS to other nodes or to the operator.
+        enabled: Type.Boolean(),
         // UDP and TCP on one port; 0 = a port the system chooses.
         port: Port,
         bindHost: Type.String({ minLength: 1 }),
@@ -179,6 +181,9 @@ export const ConfigSchema = Type.Object(
         // Header names (comma-separated, any case) whose values full traffic capture stores as [redacted], beyond
         // Authorization, Proxy-Authorization, Cookie and Set-Cookie (docs/traffic.md "Storage").
         captureRedactHeaders: Type.String({ pattern: "^[A-Za-z0-9!#$%&'*+.^_`|~,\\s-]*$" }),
+        // The public addresses visitors reach this edge on (comma-separated IPv4/IPv6), announced in its heartbeat: the
+        // DNS role answers endpoint names without a dedicated IP with the live edges' addresses. Empty = none announced.
+        publicAddresses: Type.String(),
         // Data connections granted to each raw-transport http agent (docs/tunnels.md "Data connections"); 0: none.
         tunnelDataConnections: Type.Integer({ minimum: 0, maximum: 1024 }),
       },
@@ -265,6 +270,7 @@ export const ENV_SETTINGS = {
   EDGE_RATE_LIMIT_MAX_KEYS: 'edge.rateLimitMaxKeys',
   EDGE_CAPTURE_REDACT_HEADERS: 'edge.captureRedactHeaders',
   EDGE_TUNNEL_DATA_CONNECTIONS: 'edge.tunnelDataConnections',
+  EDGE_PUBLIC_ADDRESSES: 'edge.publicAddresses',
   EDGE_RELAY_PORT: 'relay.port',
   EDGE_RELAY_BIND_HOST: 'relay.bindHost',
   EDGE_RELAY_ADVERTISE_HOST: 'relay.advertiseHost',
@@ -275,6 +281,7 @@ export const ENV_SETTINGS = {
   EDGE_RELAY_CERT_FILE: 'relay.certFile',
   EDGE_RELAY_KEY_FILE: 'relay.keyFile',
   EDGE_REGION_ORDER: 'relay.regionOrder',
+  EDGE_DNS_ENABLED: 'dns.enabled',
   EDGE_DNS_PORT: 'dns.port',
   EDGE_DNS_BIND_HOST: 'dns.bindHost',
   EDGE_GEODNS_ZONE: 'dns.geoZone',
@@ -318,6 +325,14 @@ export const ENV_SETTINGS = {
   EDGE_SMTP_FROM: 'alerts.smtpFrom',
   EDGE_ALERT_WEBHOOK_TIMEOUT_MS: 'alerts.webhookTimeoutMs',
 } as const;
+
+/** EDGE_PUBLIC_ADDRESSES as a list: comma-separated, blanks ignored. */
+export function publicAddressList(text: string): string[] {
+  return text
+    .split(',')
+    .map((a) => a.trim())
+    .filter((a) => a !== '');
+}
 
 /** RFC 2136 publishing needs its server, zone and key together; the server is host:port (IPv6 in brackets). */
 function checkDnsUpdate(dns: Config['dns']): void {
@@ -434,6 +449,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   } catch (err) {
     const origin = source['edge.trustedProxies'] ? ` (from ${source['edge.trustedProxies']})` : '';
     throw new ConfigError(`invalid setting "edge.trustedProxies"${origin}: ${(err as Error).message}`);
+  }
+  for (const address of publicAddressList(config.edge.publicAddresses)) {
+    if (parseIp(address) === null || address.includes('/')) {
+      const origin = source['edge.publicAddresses'] ? ` (from ${source['edge.publicAddresses']})` : '';
+      throw new ConfigError(`invalid setting "edge.publicAddresses"${origin}: ${JSON.stringify(address)} is not an IPv4 or IPv6 address`);
+    }
   }
   // Base URLs of an edge's public listener (probes, replays): the pattern lets through what no URL parser takes.
   for (const path of ['health.probeEdgeUrl', 'replayEdgeUrl'] as const) {

@@ -37,6 +37,8 @@ export interface EdgeHeartbeat {
   relay?: { host: string; port: number };
   /** Streams in flight on this edge's agent sessions at the beat: how busy it is, for choosing among relay peers. */
   load?: number;
+  /** The shared public addresses this edge serves (EDGE_PUBLIC_ADDRESSES): the DNS role answers endpoint names with them. */
+  addresses?: string[];
   /** Dedicated ports this edge has bound right now (absent from edges that predate them). */
   ports?: Array<{ endpoint: string; protocol: 'tcp' | 'udp'; port: number }>;
   /**

@@ -10,7 +10,7 @@ import { startDnsServer, type DnsServer } from '../../src/dns/server.ts';
 import type { DnsAuthority, DnsClient, DnsQuestion, DnsResponse } from '../../src/dns/types.ts';
 import { sample } from '../helpers/metrics.ts';
 import { random } from '../helpers/random.ts';
-import { framed, idOf, query, TcpClient, UdpClient } from './wire-clients.ts';
+import { framed, idOf, query, TcpClient, UdpClient } from '../helpers/dns-clients.ts';
 
 const run = promisify(execFile);
 const hasDig = (() => {

@@ -1,7 +1,7 @@
 // What the rate-limit stage needs of the edge beyond an endpoint's rules: time, GeoIP, the cluster store, bounds,
 // and where matches are reported. One object per edge (src/edge/index.ts), reached through StageDeps.rateLimits.
 import type { ClusterStore } from './cluster.ts';
-import type { GeoDatabases } from './geo.ts';
+import type { GeoDatabases } from '../../shared/geo.ts';
 import type { HeldRequests, RateLimitCounters } from './visitors.ts';
 import type { RateLimitClock } from './window.ts';
 

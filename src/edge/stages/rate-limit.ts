@@ -13,7 +13,7 @@ import { DEFAULT_STAGE_DEPS, type RequestContext, type Stage, type StageDeps, ty
 import { browserOf } from '../rate-limit/browser.ts';
 import { BlockedUntil, RateLimitStoreUnavailable, type ClusterStore } from '../rate-limit/cluster.ts';
 import type { RateLimitDeps, RateLimitOutcome } from '../rate-limit/deps.ts';
-import { GeoDatabases } from '../rate-limit/geo.ts';
+import { GeoDatabases } from '../../shared/geo.ts';
 import { rateLimitKey } from '../rate-limit/visitor-address.ts';
 import { HeldRequests, type KeptRuleState, type VisitorBudget } from '../rate-limit/visitors.ts';
 import { DEFAULT_MAX_KEYS, SYSTEM_CLOCK, SlidingWindowCounter, type RateLimitClock, type WindowDecision } from '../rate-limit/window.ts';

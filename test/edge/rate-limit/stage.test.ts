@@ -11,7 +11,7 @@ import { eventually } from '../../helpers/eventually.ts';
 import { capturedLogger } from '../../helpers/logger.ts';
 import type { StageDeps } from '../../../src/edge/pipeline/stage.ts';
 import { browserOf } from '../../../src/edge/rate-limit/browser.ts';
-import { GeoDatabases } from '../../../src/edge/rate-limit/geo.ts';
+import { GeoDatabases } from '../../../src/shared/geo.ts';
 import { rateLimit, throttleQueueBound } from '../../../src/edge/stages/rate-limit.ts';
 import type { RateLimitRuleConfig } from '../../../src/shared/snapshot.ts';
 import { endpointConfig } from '../../helpers/endpoint-config.ts';

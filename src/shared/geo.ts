@@ -1,10 +1,10 @@
-// Country and ASN of a visitor's address for rate-limit conditions: MaxMind-format databases read with `maxmind`,
-// loaded once on first need (only rules with such conditions pay), lookups cached per address.
+// Country and ASN of an address (rate-limit conditions at the edge, the asker's region in GeoDNS): MaxMind-format
+// databases read with `maxmind`, loaded once on first need (only users of a lookup pay), lookups cached per address.
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { LRUCache } from 'lru-cache';
 import { Reader } from 'maxmind';
-import { parseIp, type IpWords } from '../../shared/match/cidr.ts';
+import { parseIp, type IpWords } from './match/cidr.ts';
 
 const require = createRequire(import.meta.url);
 

@@ -1,4 +1,4 @@
-// Raw DNS clients for the wire server's tests: one UDP socket and one TCP connection that send exact bytes and hand
+// Raw DNS clients for tests of the DNS role: one UDP socket and one TCP connection that send exact bytes and hand
 // back replies in arrival order, so a test can prove "no reply" by the next reply being the one to a later query.
 import { createSocket, type Socket as UdpSocket } from 'node:dgram';
 import { connect, type Socket } from 'node:net';
