@@ -47,6 +47,8 @@ export interface NodeHandle {
   healthProber?: HealthProber;
   /** The edge role's copy of the config feed. */
   edgeFeed?: { subscriber: FeedSubscriber; mirror: FeedMirror };
+  /** Where edges report themselves (Redis between nodes, in memory in one process). */
+  presence?: PresenceStore;
   /** The DNS role beside this node's edge (docs/dedicated-ips.md), when EDGE_DNS_ENABLED. */
   dns?: DnsRole;
   publisher?: FeedPublisher;
@@ -184,6 +186,7 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
       ? new RedisPresence(config.redisUrl, config.redisPrefix, config.presence.staleMs)
       : new MemoryPresence(config.presence.staleMs);
     closers.push(() => presence.close());
+    handle.presence = presence;
 
     // Traffic records (rate-limit hit statistics) from edges to the worker: a Redis Stream between nodes, or one
     // in-process stream shared by the roles of this process (docs/traffic-records.md).

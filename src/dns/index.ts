@@ -61,7 +61,9 @@ export async function startDnsRole(deps: DnsRoleDeps): Promise<DnsRole> {
   };
   // Presence ages out an edge after EDGE_PRESENCE_STALE_MS; polling at the heartbeat interval keeps answers within a
   // beat of that. A failed read keeps the last view: answers stay health-aware as of then, never empty.
-  const poll = setInterval(() => refreshPresence().catch((err) => log.warn({ err }, 'presence read failed; answering from the last view')), settings.presence.intervalMs);
+  const poll = setInterval(() => {
+    refreshPresence().catch((err) => log.warn({ err }, 'presence read failed; answering from the last view'));
+  }, settings.presence.intervalMs);
   poll.unref();
 
   let server: DnsServer | undefined;
