@@ -1,6 +1,7 @@
 // The composition root: starts the roles this node runs (control, edge, worker, or all of them) and wires
 // them together through the store and the change feed. The only module that may import more than one role.
 import { startDnsRole, type DnsRole } from './dns/index.ts';
+import { dnsPublisherFrom } from './dns/publisher.ts';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
@@ -257,7 +258,9 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
         return secure ? { origin: `https://${hostPart}:${edge.httpsPort}`, verifyTls: false } : { origin: `http://${hostPart}:${edge.httpPort}`, verifyTls: true };
       };
       if (!config.replayEdgeUrl && !runs(config, 'edge')) logger.warn('EDGE_REPLAY_EDGE_URL is not set: traffic replays will answer 503 on this control node');
-      const control = await startControl({ config, db, logger, secrets, presence, readiness, publicHttpsPort, replayEdge, alertNotifier: notifier?.notify });
+      // Group bindings are published to the operator's primary by RFC 2136 when EDGE_DNS_UPDATE_SERVER is set.
+      const dnsRepoint = dnsPublisherFrom(config) ?? undefined;
+      const control = await startControl({ config, db, logger, secrets, presence, readiness, publicHttpsPort, replayEdge, alertNotifier: notifier?.notify, dnsRepoint });
       handle.control = control;
       closers.push(() => control.close());
       logger.info({ port: control.port, host: config.bindHost }, 'control API listening');

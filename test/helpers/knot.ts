@@ -20,6 +20,8 @@ export interface KnotOptions {
   key: KnotKey;
   /** false: the zone's ACL denies updates with the key, so the server refuses them. */
   allowUpdate: boolean;
+  /** Listen on this port (a server restarted where its clients already point); absent: a free one. */
+  port?: number;
 }
 
 /** A decoded answer; dns-packet's decode sets `rcode` ('NOERROR', 'NXDOMAIN', …), which @types/dns-packet omits. */
@@ -160,13 +162,13 @@ export async function startKnot(options: KnotOptions): Promise<KnotServer> {
     await mkdir(join(dir, 'db'));
     await writeFile(join(dir, `${options.zone.replace(/\.$/, '')}.zone`), zoneFile(options.zone));
     for (let attempt = 1; ; attempt++) {
-      const port = await freePort();
+      const port = options.port ?? (await freePort());
       const conf = join(dir, 'knot.conf');
       await writeFile(conf, knotConf(dir, port, options));
       try {
         return await run(dir, conf, port, options.zone);
       } catch (err) {
-        if (!(err instanceof PortTaken) || attempt >= 3) throw err;
+        if (!(err instanceof PortTaken) || attempt >= 3 || options.port !== undefined) throw err;
       }
     }
   } catch (err) {
