@@ -1,7 +1,7 @@
 // The DNS role (docs/dedicated-ips.md): an authoritative server for the base domain and the GeoDNS zone, kept by its
 // own feed subscriber and a presence poll, so a question never waits on the store and a bind shows within a beat.
 import type { Registry } from 'prom-client';
-import type { Config } from '../shared/config.ts';
+import { dnsNameservers, type Config } from '../shared/config.ts';
 import { FeedSubscriber } from '../shared/feed/subscriber.ts';
 import type { FeedSource } from '../shared/feed/transport.ts';
 import { GeoDatabases } from '../shared/geo.ts';
@@ -30,15 +30,6 @@ export interface DnsRole {
   close(): Promise<void>;
 }
 
-/** The NS names of both zones: EDGE_DNS_NAMESERVERS, else ns1.<base domain>. */
-export function nameserversOf(settings: Config): string[] {
-  const listed = settings.dns.nameservers
-    .split(',')
-    .map((n) => n.trim().replace(/\.$/, ''))
-    .filter((n) => n !== '');
-  return listed.length > 0 ? listed : [`ns1.${settings.baseDomain}`];
-}
-
 export async function startDnsRole(deps: DnsRoleDeps): Promise<DnsRole> {
   const { settings } = deps;
   const log = deps.logger.child({ component: 'dns' });
@@ -48,7 +39,7 @@ export async function startDnsRole(deps: DnsRoleDeps): Promise<DnsRole> {
   const zones = new DnsZones({
     baseDomain: settings.baseDomain,
     geoZone: settings.dns.geoZone,
-    nameservers: nameserversOf(settings),
+    nameservers: dnsNameservers(settings),
     ttlSeconds: settings.dns.ttlSeconds,
     geoTtlSeconds: settings.dns.geoTtlSeconds,
     regions: loadRegionMap(settings.dns.regionsFile),

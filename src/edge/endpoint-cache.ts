@@ -18,7 +18,7 @@ import { FeedMirror, type ResetSwap } from '../shared/feed/subscriber.ts';
 import type { FeedChange, FeedEntry, FeedSnapshot } from '../shared/feed/types.ts';
 import type { Logger } from '../shared/log.ts';
 import { COMPILE_ERRORS_REPORTED, type EdgeHeartbeat, type EndpointCompileError } from '../shared/presence.ts';
-import { TOPICS, type AccountConfig, type ApiKeyConfig, type CertificateConfig, type EndpointConfig } from '../shared/snapshot.ts';
+import { TOPICS, type AccountConfig, type ApiKeyConfig, type CertificateConfig, type DedicatedIpGroupConfig, type EndpointConfig } from '../shared/snapshot.ts';
 import { copyMap, TimeSlicer } from '../shared/time-slice.ts';
 import { compileEndpoint, STAGES, type CompiledEndpoint } from './compile.ts';
 import { DEFAULT_STAGE_DEPS, type StageDeps, type StageFactory } from './pipeline/stage.ts';
@@ -40,6 +40,8 @@ export interface EndpointCacheEvents {
   apiKey: [keyId: string, config: ApiKeyConfig | null, previous: ApiKeyConfig | null];
   /** An account entry was added, changed or removed (null). */
   account: [id: number, config: AccountConfig | null, previous: AccountConfig | null];
+  /** A dedicated IP group entry was added, changed or removed (null): src/edge/dedicated-addresses.ts follows it. */
+  dedicatedIpGroup: [id: number, config: DedicatedIpGroupConfig | null];
 }
 
 export interface EndpointCacheOptions {
@@ -75,7 +77,7 @@ interface Admitted {
 type Notice =
   | { topic: 'endpoint'; key: string; config: EndpointConfig | null; previous: EndpointConfig | null }
   | { topic: 'certificate'; key: string }
-  | { topic: 'apiKey' | 'account'; key: string; config: unknown; previous: unknown };
+  | { topic: 'apiKey' | 'account' | 'dedicatedIpGroup'; key: string; config: unknown; previous: unknown };
 
 /** An endpoint's index entries: its hostname, taken back only if no other endpoint took it since (resets reorder). */
 function index(state: Served, uuid: string, previous: EndpointConfig | null, next: EndpointConfig | null): void {
@@ -156,6 +158,11 @@ export class EndpointCache extends EventEmitter<EndpointCacheEvents> {
 
   account(id: number): AccountConfig | undefined {
     return this.mirror.get(TOPICS.account, String(id))?.data as AccountConfig | undefined;
+  }
+
+  /** Every dedicated IP group the feed holds (active and pending). */
+  dedicatedIpGroups(): DedicatedIpGroupConfig[] {
+    return this.mirror.entries(TOPICS.dedicatedIpGroup).map((e) => e.data as DedicatedIpGroupConfig);
   }
 
   certificate(id: number): CertificateConfig | undefined {
@@ -392,7 +399,7 @@ export class EndpointCache extends EventEmitter<EndpointCacheEvents> {
   /** What listeners are told of a change to an entry other than an endpoint; null for a topic this edge ignores. */
   private notice(change: FeedChange, previous: FeedEntry | undefined): Notice | null {
     if (change.topic === TOPICS.certificate) return { topic: 'certificate', key: change.key };
-    const topic = change.topic === TOPICS.apiKey ? 'apiKey' : change.topic === TOPICS.account ? 'account' : null;
+    const topic = change.topic === TOPICS.apiKey ? 'apiKey' : change.topic === TOPICS.account ? 'account' : change.topic === TOPICS.dedicatedIpGroup ? 'dedicatedIpGroup' : null;
     if (topic === null) return null;
     return { topic, key: change.key, config: change.data, previous: previous?.data ?? null };
   }
@@ -410,6 +417,9 @@ export class EndpointCache extends EventEmitter<EndpointCacheEvents> {
         break;
       case 'account':
         this.emit('account', Number(n.key), n.config as AccountConfig | null, n.previous as AccountConfig | null);
+        break;
+      case 'dedicatedIpGroup':
+        this.emit('dedicatedIpGroup', Number(n.key), n.config as DedicatedIpGroupConfig | null);
         break;
     }
   }

@@ -21,6 +21,8 @@ import { EdgeMetrics, FeedProgress } from './metrics.ts';
 import { OpsServer } from './ops.ts';
 import { createListeners } from './http/listeners.ts';
 import { listen } from './http/listen.ts';
+import { DedicatedListeners } from './http/dedicated-listeners.ts';
+import { DedicatedAddresses } from './dedicated-addresses.ts';
 import { handleRequest, handleUpgrade } from './pipeline/pipeline.ts';
 import type { StageDeps } from './pipeline/stage.ts';
 import { StageMemory } from './pipeline/stage-memory.ts';
@@ -232,7 +234,9 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
   // EDGE_TRUSTED_PROXIES was checked when the settings loaded; the visitor address is decided once per request.
   // Health probes are verified with a key derived from the shared secret (docs/health-checks.md).
   const probeKey = deps.secrets.derive(PROBE_KEY_PURPOSE);
-  const pipeline = { config, registry, relay, origins, capture, logger: log, trustedProxies: compileTrustedProxies(settings.edge.trustedProxies), probeKey };
+  // Dedicated IPs serve only the endpoints bound to them (docs/dedicated-ips.md "At the edge"): 421 otherwise.
+  const dedicated = new DedicatedAddresses(config);
+  const pipeline = { config, registry, relay, origins, capture, logger: log, trustedProxies: compileTrustedProxies(settings.edge.trustedProxies), probeKey, dedicated };
   const metrics = new EdgeMetrics({
     traffic,
     tunnels: () => registry.size,
@@ -269,6 +273,9 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
   // Names of endpoints with mTLS on are handed to a TLS setup that asks for a client certificate (src/edge/tls.ts);
   // a client that has not sent its ClientHello within the headers timeout could not send its head in time either.
   selector.routeConnections(secure, { helloTimeoutMs: settings.edge.headersTimeoutMs });
+  selector.dedicated = dedicated;
+  // This region's dedicated addresses, listened on beside the bind host when it does not already cover them.
+  const dedicatedListeners = new DedicatedListeners({ dedicated, region: settings.region, bindHost: settings.bindHost, plain, secure, logger: log });
 
   // Dedicated TCP/UDP ports follow the config; each bind or close is reported in the next heartbeat.
   const ports = new DedicatedPorts({ config, registry, relay, host: settings.bindHost, logger: log, onChange: () => beat() });
@@ -298,6 +305,7 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
           ...(relayBound.port === undefined ? {} : { relay: { host: relayAdvertiseHost(settings), port: relayBound.port } }),
           load: registry.sessions().reduce((n, s) => n + s.activeStreams, 0),
           ...(publicAddresses.length > 0 ? { addresses: publicAddresses } : {}),
+          ...(dedicatedListeners.bound().length > 0 ? { dedicated_addresses: dedicatedListeners.bound() } : {}),
           // Endpoint configs this edge refused because they failed to compile (bounded), shown by GET /v1/edges.
           ...config.compileErrors(),
           // Visitor credentials accepted here (id → last use), which the worker writes as last_used_at.
@@ -326,6 +334,7 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
   const httpPort = await listen(plain, settings.httpPort, settings.bindHost);
   const httpsPort = await listen(secure, settings.httpsPort, settings.bindHost);
   httpsPortBound = httpsPort;
+  await dedicatedListeners.start({ http: httpPort, https: httpsPort });
   const relayPort = relayServer ? await relayServer.listen(settings.relay.port, settings.relay.bindHost || settings.bindHost) : undefined;
   relayBound.port = relayPort;
   await relay?.start();
@@ -348,6 +357,7 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
       clearInterval(heartbeat);
       plain.close();
       secure.close();
+      dedicatedListeners.close();
       stopListenerChecks();
       // Dedicated ports stop accepting now; their connections drain alongside the tunnels that carry them.
       const portsClosed = ports.close(2_000);

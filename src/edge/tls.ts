@@ -5,6 +5,7 @@
 // starts: it asks for a client certificate, verifies it against the endpoint's CA bundle, and keeps its sessions to
 // itself. Other names never receive a CertificateRequest (browsers would show a certificate picker).
 import { createHash, createPrivateKey, webcrypto } from 'node:crypto';
+import type { DedicatedAddresses } from './dedicated-addresses.ts';
 import type { Server as HttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
 import { createSecureContext, createServer as createTlsServer, type SecureContext, type Server as TlsServer, type TLSSocket } from 'node:tls';
@@ -107,6 +108,12 @@ function verdictOf(socket: TLSSocket, key: string): ClientAuth {
 }
 
 /**
+ * A fatal TLS alert record, unrecognized_name (RFC 6066 §3, RFC 8446 §6): content type alert (21), legacy version
+ * 1.2, length 2, level fatal (2), description 112. Sent in the clear before any handshake state exists.
+ */
+const UNRECOGNIZED_NAME_ALERT = Buffer.from([21, 3, 3, 0, 2, 2, 112]);
+
+/**
  * Waits for the ClientHello at the start of `raw` and calls `then` with the server name it asks for (null: none),
  * with every byte read put back, so TLS starts from the first byte. A client that sends no complete ClientHello
  * within `timeoutMs`, or ends the connection first, is dropped.
@@ -163,6 +170,10 @@ export class CertificateSelector {
   private readonly contexts = new Map<number, SecureContext>();
   /** By endpoint uuid; checked against the config in force at each use, dropped when the endpoint changes. */
   private readonly clientAuth = new Map<string, ClientAuthSetup>();
+  /** By certificate id (0: the platform's): servers for clients without SNI on a dedicated address. */
+  private readonly nameChosen = new Map<number, { certificate: CertificateConfig | undefined; server: TlsServer }>();
+  /** Set by the edge: which names each dedicated address serves (src/edge/dedicated-addresses.ts). */
+  dedicated: DedicatedAddresses | undefined;
   readonly platform: SecureContext;
 
   constructor(
@@ -172,7 +183,10 @@ export class CertificateSelector {
     private readonly logger: Logger,
   ) {
     this.platform = createSecureContext({ cert: platformCertificate.cert, key: platformCertificate.key });
-    config.on('certificate', (id) => this.contexts.delete(id));
+    config.on('certificate', (id) => {
+      this.contexts.delete(id);
+      this.nameChosen.delete(id);
+    });
     config.on('endpoint', (uuid) => this.clientAuth.delete(uuid));
   }
 
@@ -213,18 +227,26 @@ export class CertificateSelector {
     const accept = server.listeners('connection')[0] as (raw: Socket) => void;
     server.removeListener('connection', accept);
     server.on('connection', (raw: Socket) =>
-      readServerName(raw, options.helloTimeoutMs, (name) => {
-        let clientAuth: TlsServer | null;
+      readServerName(raw, options.helloTimeoutMs, (sent) => {
+        let name = sent === null ? null : sent.toLowerCase();
+        // A dedicated address (docs/dedicated-ips.md "At the edge"): a name it does not serve is refused in the
+        // handshake (RFC 6066 §3), and a client that names none gets the certificate of the endpoint bound there.
+        const served = this.dedicated?.servedOn(raw.localAddress) ?? null;
+        if (served !== null) {
+          if (name === null) name = served.values().next().value ?? null;
+          else if (![...served.values()].includes(name)) return void raw.end(UNRECOGNIZED_NAME_ALERT);
+        }
+        let next: TlsServer | null;
         try {
-          clientAuth = name === null ? null : this.clientAuthServer(name.toLowerCase(), server);
+          next = name === null ? null : (this.clientAuthServer(name, server) ?? (sent === null ? this.nameChosenServer(name, server) : null));
         } catch (err) {
           // Fail closed: serving this name without the client-certificate check would skip the endpoint's policy.
           this.logger.error({ err, servername: name }, 'cannot set up client-certificate TLS; dropping the connection');
           raw.destroy();
           return;
         }
-        if (clientAuth === null) accept.call(server, raw);
-        else clientAuth.emit('connection', raw);
+        if (next === null) accept.call(server, raw);
+        else next.emit('connection', raw);
       }),
     );
   }
@@ -261,6 +283,23 @@ export class CertificateSelector {
     });
     server.on('tlsClientError', (err, socket) => https.emit('tlsClientError', err, socket));
     this.clientAuth.set(endpoint.uuid, { endpoint, certificate, server });
+    return server;
+  }
+
+  /**
+   * A TLS server presenting `servername`'s certificate (its custom one, else the platform's) to a client that sent no
+   * server name on a dedicated address, which chose the name: the public listener has no certificate without SNI.
+   */
+  private nameChosenServer(servername: string, https: HttpsServer): TlsServer {
+    const id = this.contextFor(servername) === this.platform ? 0 : (this.config.lookup(servername)?.config.certificate_id ?? 0);
+    const certificate = id === 0 ? undefined : this.config.certificate(id);
+    const cached = this.nameChosen.get(id);
+    if (cached !== undefined && cached.certificate === certificate) return cached.server;
+    const pair = this.keyPair(certificate) ?? this.platformCertificate;
+    const server = createTlsServer({ cert: pair.cert, key: pair.key, ALPNProtocols: ['http/1.1'] });
+    server.on('secureConnection', (socket: TLSSocket) => https.emit('secureConnection', socket));
+    server.on('tlsClientError', (err, socket) => https.emit('tlsClientError', err, socket));
+    this.nameChosen.set(id, { certificate, server });
     return server;
   }
 

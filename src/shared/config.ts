@@ -326,6 +326,25 @@ export const ENV_SETTINGS = {
   EDGE_ALERT_WEBHOOK_TIMEOUT_MS: 'alerts.webhookTimeoutMs',
 } as const;
 
+/** The NS names of the platform's zones: EDGE_DNS_NAMESERVERS, else ns1.<base domain>. */
+export function dnsNameservers(config: Pick<Config, 'dns' | 'baseDomain'>): string[] {
+  const listed = config.dns.nameservers
+    .split(',')
+    .map((n) => n.trim().replace(/\.$/, ''))
+    .filter((n) => n !== '');
+  return listed.length > 0 ? listed : [`ns1.${config.baseDomain}`];
+}
+
+/**
+ * Whether `hostname` is a name the platform's DNS keeps for itself (the GeoDNS zone and what lies under it, the name
+ * servers): an endpoint there would be shadowed by the DNS role's own answers.
+ */
+export function reservedDnsName(config: Pick<Config, 'dns' | 'baseDomain'>, hostname: string): boolean {
+  const zone = config.dns.geoZone;
+  if (zone !== '' && (hostname === zone || hostname.endsWith(`.${zone}`))) return true;
+  return dnsNameservers(config).includes(hostname);
+}
+
 /** EDGE_PUBLIC_ADDRESSES as a list: comma-separated, blanks ignored. */
 export function publicAddressList(text: string): string[] {
   return text

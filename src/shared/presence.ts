@@ -39,6 +39,8 @@ export interface EdgeHeartbeat {
   load?: number;
   /** The shared public addresses this edge serves (EDGE_PUBLIC_ADDRESSES): the DNS role answers endpoint names with them. */
   addresses?: string[];
+  /** Dedicated addresses this edge listens on beside its bind host (docs/dedicated-ips.md "At the edge"). */
+  dedicated_addresses?: string[];
   /** Dedicated ports this edge has bound right now (absent from edges that predate them). */
   ports?: Array<{ endpoint: string; protocol: 'tcp' | 'udp'; port: number }>;
   /**

@@ -194,6 +194,17 @@ describe('endpoint lifecycle', () => {
       assert.equal(await endpointCount(b.id), 0);
     });
 
+    it('answers 409 for the names the platform’s DNS keeps (the GeoDNS zone, the name servers), and creates nothing', async () => {
+      const user = await t.createUser('pro');
+      for (const subdomain of ['geo', 'ns1']) {
+        const res = await create(user.api_key, { subdomain, is_custom: true });
+        assert.equal(res.status, 409, `${subdomain}: ${res.text}`);
+        assert.equal(res.body.code, 'already_exists');
+        assert.match(res.body.error, /reserved/);
+      }
+      assert.equal(await endpointCount(user.id), 0);
+    });
+
     it('puts endpoints on a verified domain of the active account', async () => {
       const user = await t.createUser('pro');
       const domain = await addDomain(user);

@@ -1,5 +1,6 @@
 // The endpoint lifecycle as domain operations: create (quota, domain, custom name), list, delete, promote, dedicated
 // ports, capture, ephemeral creation and the admin pause. Each runs its own transaction; the store writes publish.
+import { reservedDnsName } from '../../shared/config.ts';
 import type { Plan } from '../../shared/plans.ts';
 import { parseInt64 } from '../../shared/schema.ts';
 import { findUserById } from '../../store/accounts.ts';
@@ -132,6 +133,7 @@ export function endpointService({ db, config }: Pick<ControlDeps, 'db' | 'config
         if (wantsCustom && caller.entitled('custom_subdomains')) {
           const hostname = hostnameFor(requested!, domainName);
           if (hostname.length > MAX_HOSTNAME_LENGTH) throw fail.invalid_request('Invalid subdomain format', { field: 'subdomain', reason: `the hostname ${hostname} is longer than ${MAX_HOSTNAME_LENGTH} characters` });
+          if (reservedDnsName(config, hostname)) throw fail.already_exists(`The hostname ${hostname} is reserved for the platform's DNS`, { hostname });
           const row = await store.insertEndpoint(tx, { ...base, subdomain: requested!, hostname, isCustom: true });
           if (!row) throw fail.already_exists(`The hostname ${hostname} is already taken`, { hostname });
           return row;

@@ -1,6 +1,7 @@
 // The per-request pipeline, top to bottom: host lookup → endpoint state → path normalisation → the endpoint's
 // compiled stages (HTTPS enforcement, rate limits, auth, JWT, RBAC, routing) → forward → capture when it ends.
 import { ServerResponse, type IncomingMessage } from 'node:http';
+import type { DedicatedAddresses } from '../dedicated-addresses.ts';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { PROBE_HEADER, verifyProbe } from '../../shared/health-probe.ts';
@@ -40,6 +41,8 @@ export interface PipelineDeps {
    * no request is taken for a probe.
    */
   probeKey?: Buffer;
+  /** Which endpoints each dedicated address serves (src/edge/dedicated-addresses.ts); absent: every address serves all. */
+  dedicated?: DedicatedAddresses;
 }
 
 /**
@@ -91,7 +94,7 @@ function hostAuthority(value: string): Authority | null {
   return lastHostAuthority;
 }
 
-type Refusal = 'malformed_request' | 'endpoint_not_found' | 'endpoint_disabled';
+type Refusal = 'malformed_request' | 'endpoint_not_found' | 'endpoint_disabled' | 'misdirected_request';
 
 /**
  * The steps every request and upgrade share: validate the authority and the target, find the endpoint, check it may
@@ -114,6 +117,12 @@ function resolve(deps: PipelineDeps, req: IncomingMessage, res: ServerResponse, 
   const host = authority.host;
   const endpoint = deps.config.lookup(host);
   if (endpoint === null) return void refuse('endpoint_not_found'), null;
+  // A dedicated address serves only the endpoints bound to it (docs/dedicated-ips.md "At the edge"); shared ones serve all.
+  const dedicated = deps.dedicated;
+  if (dedicated !== undefined && !dedicated.empty) {
+    const served = dedicated.servedOn(req.socket.localAddress);
+    if (served !== null && !served.has(endpoint.config.uuid)) return void refuse('misdirected_request', `${host} is not served on this dedicated address`), null;
+  }
   if (endpoint.config.status === 'disabled' || endpoint.config.status === 'error') return void refuse('endpoint_disabled'), null;
   const path = normalizePath(target.path);
   if (path === null) return void refuse('malformed_request', 'the path has a malformed percent escape, or a "." or ".." segment with ";" parameters'), null;
