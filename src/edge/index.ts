@@ -275,7 +275,7 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
   selector.routeConnections(secure, { helloTimeoutMs: settings.edge.headersTimeoutMs });
   selector.dedicated = dedicated;
   // This region's dedicated addresses, listened on beside the bind host when it does not already cover them.
-  const dedicatedListeners = new DedicatedListeners({ dedicated, region: settings.region, bindHost: settings.bindHost, plain, secure, logger: log });
+  const dedicatedListeners = new DedicatedListeners({ dedicated, region: settings.region, bindHost: settings.bindHost, plain, secure, logger: log, onChange: () => beat() });
 
   // Dedicated TCP/UDP ports follow the config; each bind or close is reported in the next heartbeat.
   const ports = new DedicatedPorts({ config, registry, relay, host: settings.bindHost, logger: log, onChange: () => beat() });

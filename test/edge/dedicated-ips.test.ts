@@ -102,6 +102,13 @@ describe('edge on dedicated addresses', () => {
     assert.equal((await get(GROUP_IP, httpPort, 'unknown.example')).status, 404);
   });
 
+  it('reports the dedicated addresses it listens on in its heartbeat (GET /v1/edges)', async () => {
+    await until('the heartbeat', async () => {
+      const edges = (await t.api('GET', '/v1/edges')).body.items as Array<{ dedicated_addresses: string[] }>;
+      return edges.some((e) => e.dedicated_addresses.includes(GROUP_IP) && e.dedicated_addresses.includes(SINGLE_IP));
+    });
+  });
+
   it('keeps serving every endpoint on the shared address', async () => {
     for (const ep of [grouped, single, shared]) assert.equal((await get('127.0.0.1', httpPort, ep.hostname)).code, 'no_agent', ep.hostname);
   });

@@ -33,6 +33,8 @@ const EdgeView = Type.Object({
   compile_error_count: Type.Integer({ description: 'How many endpoints have a config this edge refused, in all' }),
   relay: Type.Union([Type.String({ description: 'host:port where other edges relay to this one (docs/cluster.md)' }), Type.Null()]),
   load: Type.Integer({ description: 'Streams in flight on this edge\'s agent tunnels at its last heartbeat' }),
+  addresses: Type.Array(Type.String(), { description: 'Shared public addresses the edge announces (EDGE_PUBLIC_ADDRESSES)' }),
+  dedicated_addresses: Type.Array(Type.String(), { description: 'Dedicated IPs the edge listens on beside its bind host (docs/dedicated-ips.md)' }),
 });
 
 export function presenceRoutes(app: ControlApp, deps: ControlDeps): void {
@@ -83,6 +85,8 @@ export function presenceRoutes(app: ControlApp, deps: ControlDeps): void {
           // Edges without shared presence (or from before the relay) advertise none.
           relay: e.relay ? `${e.relay.host}:${e.relay.port}` : null,
           load: e.load ?? 0,
+          addresses: e.addresses ?? [],
+          dedicated_addresses: e.dedicated_addresses ?? [],
         })),
       };
     },

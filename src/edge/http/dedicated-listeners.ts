@@ -15,6 +15,8 @@ export interface DedicatedListenerOptions {
   plain: HttpServer;
   secure: HttpsServer;
   logger: Logger;
+  /** Called after a pass changed what is listened on (the edge reports it in its next heartbeat). */
+  onChange?: () => void;
 }
 
 /** Whether a listener on `bindHost` already receives connections to `address`. */
@@ -62,6 +64,8 @@ export class DedicatedListeners {
     const ports = this.ports;
     if (ports === null || this.closed) return;
     const { dedicated, region, bindHost, plain, secure, logger } = this.options;
+    const before = this.servers.size;
+    let changed = false;
     const wanted = new Map<string, { address: string; port: number; server: HttpServer | HttpsServer }>();
     for (const { address, region: where } of dedicated.addresses()) {
       if (where !== region || covers(bindHost, address)) continue;
@@ -72,6 +76,7 @@ export class DedicatedListeners {
       if (wanted.has(key)) continue;
       server.close();
       this.servers.delete(key);
+      changed = true;
     }
     for (const [key, want] of wanted) {
       if (this.servers.has(key)) continue;
@@ -80,10 +85,12 @@ export class DedicatedListeners {
         await listen(server, want.port, want.address);
         if (this.closed) return void server.close();
         this.servers.set(key, server);
+        changed = true;
       } catch (err) {
         // Typically EADDRNOTAVAIL: the address is not configured on this machine. Retried at the next change.
         logger.warn({ err, address: want.address, port: want.port }, 'cannot listen on a dedicated address');
       }
     }
+    if (changed || before !== this.servers.size) this.options.onChange?.();
   }
 }
