@@ -122,6 +122,7 @@ export async function startLocalCluster(options: LocalClusterOptions = {}): Prom
           EDGE_HTTPS_PORT: port(10 * (i + 1) + 1),
           EDGE_OPS_PORT: port(10 * (i + 1) + 2),
           EDGE_RELAY_PORT: port(10 * (i + 1) + 3),
+          EDGE_DNS_PORT: port(10 * (i + 1) + 4),
           ...options.edgeEnv,
         }),
       );

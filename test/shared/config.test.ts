@@ -62,6 +62,17 @@ describe('loadConfig', () => {
     }, TypeError);
   });
 
+  it('puts the GeoDNS zone under the base domain unless it is set, and turns it off when set to an empty value', () => {
+    assert.equal(loadConfig({}).dns.geoZone, 'geo.edge.localhost');
+    assert.equal(loadConfig({ EDGE_BASE_DOMAIN: 'edge.example.com' }).dns.geoZone, 'geo.edge.example.com');
+    assert.equal(loadConfig({ EDGE_GEODNS_ZONE: 'g.example.net' }).dns.geoZone, 'g.example.net');
+    assert.equal(loadConfig({ EDGE_GEODNS_ZONE: '' }).dns.geoZone, '');
+    const dns = loadConfig({}).dns;
+    assert.deepEqual([dns.enabled, dns.port, dns.bindHost, dns.geoTtlSeconds, dns.ttlSeconds, dns.rateLimit], [true, 8053, '127.0.0.1', 30, 300, 20]);
+    const secret = loadConfig({ EDGE_DNS_UPDATE_SERVER: '[::1]:53', EDGE_DNS_UPDATE_ZONE: 'example.com', EDGE_DNS_TSIG_KEY: 'k:hmac-sha256:c2VjcmV0c2VjcmV0c2VjcmV0' });
+    assert.equal(secret.dns.updateServer, '[::1]:53');
+  });
+
   it('names the bad setting and the variable that set it', () => {
     const cases: Array<[Record<string, string>, RegExp]> = [
       [{ EDGE_ROLE: 'proxy' }, /"role" \(from EDGE_ROLE\)/],
@@ -94,6 +105,23 @@ describe('loadConfig', () => {
       [{ EDGE_HEALTH_CONCURRENCY: '0' }, /"health.concurrency" \(from EDGE_HEALTH_CONCURRENCY\)/],
       [{ EDGE_SMTP_URL: 'mail.example.com:25' }, /"alerts.smtpUrl" \(from EDGE_SMTP_URL\).*not shown/],
       [{ EDGE_ALERT_EVALUATION_INTERVAL_MS: '10' }, /"alerts.evaluationIntervalMs" \(from EDGE_ALERT_EVALUATION_INTERVAL_MS\)/],
+      // The relay between edges (docs/cluster.md).
+      [{ EDGE_RELAY_PORT: '70000' }, /"relay.port" \(from EDGE_RELAY_PORT\)/],
+      [{ EDGE_REGION_ORDER: 'eu,,us' }, /"relay.regionOrder" \(from EDGE_REGION_ORDER\)/],
+      [{ EDGE_RELAY_CA_FILE: '/etc/edge/ca.pem' }, /EDGE_RELAY_CA_FILE, EDGE_RELAY_CERT_FILE and EDGE_RELAY_KEY_FILE go together/],
+      [{ EDGE_DATABASE_STATEMENT_TIMEOUT_MS: '50' }, /"databaseStatementTimeoutMs" \(from EDGE_DATABASE_STATEMENT_TIMEOUT_MS\)/],
+      // The DNS role (docs/dedicated-ips.md).
+      [{ EDGE_DNS_PORT: '70000' }, /"dns.port" \(from EDGE_DNS_PORT\)/],
+      [{ EDGE_DNS_ENABLED: 'maybe' }, /EDGE_DNS_ENABLED must be true or false/],
+      [{ EDGE_GEODNS_ZONE: 'Geo Zone' }, /"dns.geoZone" \(from EDGE_GEODNS_ZONE\)/],
+      [{ EDGE_GEODNS_TTL_SECONDS: '0' }, /"dns.geoTtlSeconds" \(from EDGE_GEODNS_TTL_SECONDS\)/],
+      [{ EDGE_DNS_RATE_LIMIT_SLIP: '11' }, /"dns.rateLimitSlip" \(from EDGE_DNS_RATE_LIMIT_SLIP\)/],
+      [{ EDGE_DNS_NAMESERVERS: 'ns1.example.com, ns2' }, /"dns.nameservers" \(from EDGE_DNS_NAMESERVERS\)/],
+      [{ EDGE_DNS_UPDATE_SERVER: '127.0.0.1:53' }, /EDGE_DNS_UPDATE_SERVER, EDGE_DNS_UPDATE_ZONE and EDGE_DNS_TSIG_KEY go together/],
+      [{ EDGE_DNS_UPDATE_SERVER: 'primary.example.com', EDGE_DNS_UPDATE_ZONE: 'example.com', EDGE_DNS_TSIG_KEY: 'k:hmac-sha256:c2VjcmV0' }, /"dns.updateServer".*host:port/],
+      [{ EDGE_DNS_UPDATE_SERVER: '[::1]:70000', EDGE_DNS_UPDATE_ZONE: 'example.com', EDGE_DNS_TSIG_KEY: 'k:hmac-sha256:c2VjcmV0' }, /"dns.updateServer"/],
+      [{ EDGE_PUBLIC_ADDRESSES: '127.0.0.1, edge.example.com' }, /"edge.publicAddresses" \(from EDGE_PUBLIC_ADDRESSES\): "edge.example.com"/],
+      [{ EDGE_PUBLIC_ADDRESSES: '10.0.0.0/8' }, /"edge.publicAddresses"/],
     ];
     for (const [env, message] of cases) {
       assert.throws(() => loadConfig(env), (err: Error) => err instanceof ConfigError && message.test(err.message), JSON.stringify(env));
