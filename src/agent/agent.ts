@@ -49,6 +49,30 @@ export interface AgentEvents {
   stopped: [error: TunnelRefusedError | null];
 }
 
+/** What reports its tunnels coming up and its end: an agent, or a set of them (src/agent/ha.ts). */
+interface TunnelEvents {
+  once(event: 'connected', listener: (welcome: Welcome) => void): unknown;
+  once(event: 'stopped', listener: (err: TunnelRefusedError | null) => void): unknown;
+  off(event: 'connected', listener: (welcome: Welcome) => void): unknown;
+  off(event: 'stopped', listener: (err: TunnelRefusedError | null) => void): unknown;
+}
+
+/** The first welcome `source` reports; rejects with why it stopped first (a refusal for good, or stop()). */
+export function firstWelcome(source: TunnelEvents): Promise<Welcome> {
+  return new Promise<Welcome>((resolve, reject) => {
+    const onConnected = (welcome: Welcome) => {
+      source.off('stopped', onStopped);
+      resolve(welcome);
+    };
+    const onStopped = (err: TunnelRefusedError | null) => {
+      source.off('connected', onConnected);
+      reject(err ?? new Error('agent stopped before it connected'));
+    };
+    source.once('connected', onConnected);
+    source.once('stopped', onStopped);
+  });
+}
+
 export class Agent extends EventEmitter<AgentEvents> {
   readonly agentId: string;
   readonly target: Target;
@@ -119,19 +143,9 @@ export class Agent extends EventEmitter<AgentEvents> {
    */
   start(): Promise<Welcome> {
     if (this.loop) throw new Error('agent already started');
-    return new Promise<Welcome>((resolve, reject) => {
-      const onConnected = (welcome: Welcome) => {
-        this.off('stopped', onStopped);
-        resolve(welcome);
-      };
-      const onStopped = (err: TunnelRefusedError | null) => {
-        this.off('connected', onConnected);
-        reject(err ?? new Error('agent stopped before it connected'));
-      };
-      this.once('connected', onConnected);
-      this.once('stopped', onStopped);
-      this.loop = this.run();
-    });
+    const first = firstWelcome(this);
+    this.loop = this.run();
+    return first;
   }
 
   /**

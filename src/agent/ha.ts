@@ -1,10 +1,9 @@
 // An agent on several edges at once (`--edges`, `--ha-connections`): one tunnel to each of N different edges, each
 // with its own reconnect loop; a tunnel whose edge went away is moved to an edge from the list not in use.
 import { EventEmitter } from 'node:events';
-import { lookup } from 'node:dns/promises';
-import { Resolver } from 'node:dns/promises';
+import { lookup, Resolver } from 'node:dns/promises';
 import { isIP } from 'node:net';
-import { Agent, type DisconnectInfo, type ReconnectInfo } from './agent.ts';
+import { Agent, firstWelcome, type DisconnectInfo, type ReconnectInfo } from './agent.ts';
 import type { TunnelRefusedError } from './handshake.ts';
 import { agentSettings, tunnelUrl, type AgentOptions } from './options.ts';
 import type { Welcome } from '../shared/tunnel/protocol.ts';
@@ -111,18 +110,7 @@ export class HaAgent extends EventEmitter<HaAgentEvents> {
 
   /** Resolves with the first welcome; rejects when an edge refuses the agent for good or stop() comes first. */
   async start(): Promise<Welcome> {
-    const first = new Promise<Welcome>((resolve, reject) => {
-      const onConnected = (welcome: Welcome) => {
-        this.off('stopped', onStopped);
-        resolve(welcome);
-      };
-      const onStopped = (err: TunnelRefusedError | null) => {
-        this.off('connected', onConnected);
-        reject(err ?? new Error('agent stopped before it connected'));
-      };
-      this.once('connected', onConnected);
-      this.once('stopped', onStopped);
-    });
+    const first = firstWelcome(this);
     const edges = await expandEdges(this.options.edges, this.options.dnsServers);
     // An ephemeral endpoint is created by the first tunnel; the others ask for the same one.
     if (this.endpoint === undefined) {

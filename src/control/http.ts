@@ -129,12 +129,13 @@ function reasonOf(issue: ValidationIssue | undefined): string {
   return issue?.message ?? 'invalid value';
 }
 
+/** How long a client is asked to wait when the store is unreachable: about one reconnect of the pool. */
+const STORE_RETRY_AFTER_SECONDS = 5;
+
 /**
  * Maps fastify's and the validator's errors onto the registry, so every response has a stable code. Every validation
  * error, whichever part of the request failed, has the detail `{field, reason}` (docs/errors.md).
  */
-/** How long a client is asked to wait when the store is unreachable: about one reconnect of the pool. */
-const STORE_RETRY_AFTER_SECONDS = 5;
 
 export function toEdgeError(err: unknown): EdgeError {
   if (err instanceof EdgeError) return err;

@@ -29,6 +29,8 @@ export const ErrorResponses = {
   401: ErrorBody,
   403: ErrorBody,
   404: ErrorBody,
+  // store_unavailable (with Retry-After): any operation that reaches the database while it cannot be reached.
+  503: ErrorBody,
 } as const;
 
 export const AccountView = Type.Object({

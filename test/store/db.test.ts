@@ -2,7 +2,7 @@
 // and constraints — not JavaScript checks — refuse duplicates.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { isUniqueViolation } from '../../src/store/db.ts';
+import { isStoreUnavailable, isUniqueViolation, openDatabase } from '../../src/store/db.ts';
 import { migrate, listMigrations } from '../../src/store/migrate.ts';
 import { createUser, addMember, createOrganization } from '../../src/store/accounts.ts';
 import { currentVersion } from '../../src/store/feed.ts';
@@ -87,6 +87,23 @@ describe(`store (${process.env.DATABASE_URL ? 'PostgreSQL' : 'PGlite'})`, () => 
       await Promise.race([done, new Promise((r) => setTimeout(r, 50))]);
     }
     assert.ok(delivered, 'the listener came back');
+  });
+
+  it('cancels a statement past EDGE_DATABASE_STATEMENT_TIMEOUT_MS, and calls that the store being unavailable', { skip: pglite && 'PGlite has no statement timeout' }, async () => {
+    const short = await openDatabase({ url: process.env.DATABASE_URL!, dataDir: '', schema: 'public', statementTimeoutMs: 100 });
+    try {
+      const err = await short.query('SELECT pg_sleep(5)').then(
+        () => null,
+        (e: unknown) => e,
+      );
+      assert.ok(err, 'the statement was cancelled');
+      assert.equal((err as { code?: string }).code, '57014', 'query_canceled');
+      assert.equal(isStoreUnavailable(err), true);
+      // The pool is still usable afterwards.
+      assert.equal((await short.query<{ one: number }>('SELECT 1 AS one')).rows[0].one, 1);
+    } finally {
+      await short.close();
+    }
   });
 
   it('reads int8 columns as numbers on both engines', async () => {

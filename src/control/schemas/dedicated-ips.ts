@@ -68,7 +68,7 @@ export const GroupBindingDetail = Type.Object({ ...GroupBindingView.properties, 
 export const IpBindBody = Strict({ dedicated_ip_id: Type.Integer({ minimum: 1, description: 'A live dedicated IP owned by the endpoint’s account, in no group' }) });
 export const IpBindingView = Type.Object({ endpoint_id: Type.Integer(), dedicated_ip_id: Type.Integer(), address: Type.String(), region: Type.String() });
 
-export const BindErrors = { ...ErrorResponses, 409: ErrorBody, 502: ErrorBody, 503: ErrorBody };
+export const BindErrors = { ...ErrorResponses, 409: ErrorBody, 502: ErrorBody };
 export const AdminErrors = { ...ErrorResponses, 409: ErrorBody };
 
 export function dedicatedIpView(ip: DedicatedIpRow) {

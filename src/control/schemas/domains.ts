@@ -80,7 +80,7 @@ export const VerifyDomain = {
     '503 `unavailable` (detail.reason `dns_lookup_failed`) when the resolver fails or times out — retry later.',
   tags: ['domains'],
   params: IdParams,
-  response: { 200: DomainView, 409: ErrorBody, 503: ErrorBody, ...ErrorResponses },
+  response: { 200: DomainView, 409: ErrorBody, ...ErrorResponses },
 };
 
 export const AdminVerifyDomain = {

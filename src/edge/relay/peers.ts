@@ -74,6 +74,8 @@ export class RelayTarget {
 export class RelayPeers {
   readonly counts: RelayCounts = { sent: 0, failed: 0 };
   private peers: Peer[] = [];
+  /** Endpoint uuid → the peers holding an agent of it, with those agents: built at each refresh, read per request. */
+  private byEndpoint = new Map<string, Array<{ peer: Peer; agents: AgentPresence[] }>>();
   private readonly sessions = new Map<string, ClientHttp2Session>();
   /** Peer node → time until which it is passed over after a failure. */
   private readonly held = new Map<string, number>();
@@ -112,6 +114,21 @@ export class RelayPeers {
     this.peers = edges
       .filter((e) => e.node !== this.options.node && e.relay !== undefined && e.agents.length > 0)
       .map((e) => ({ node: e.node, region: e.region, address: `${e.relay!.host.includes(':') ? `[${e.relay!.host}]` : e.relay!.host}:${e.relay!.port}`, load: e.load ?? 0, agents: e.agents }));
+    const byEndpoint = new Map<string, Array<{ peer: Peer; agents: AgentPresence[] }>>();
+    for (const peer of this.peers) {
+      const mine = new Map<string, AgentPresence[]>();
+      for (const agent of peer.agents) {
+        const list = mine.get(agent.endpoint);
+        if (list) list.push(agent);
+        else mine.set(agent.endpoint, [agent]);
+      }
+      for (const [endpoint, agents] of mine) {
+        const holders = byEndpoint.get(endpoint);
+        if (holders) holders.push({ peer, agents });
+        else byEndpoint.set(endpoint, [{ peer, agents }]);
+      }
+    }
+    this.byEndpoint = byEndpoint;
     const now = this.peers.map((p) => p.node).join();
     // Said once per change (an edge joined, left or went stale), not per read: operators and tests follow it.
     if (now !== before) this.log.info({ peers: now }, 'relay peers changed');
@@ -135,10 +152,10 @@ export class RelayPeers {
     let best: Peer | null = null;
     let bestRank = 0;
     let bestLoad = 0;
-    for (const peer of this.peers) {
+    for (const { peer, agents } of this.byEndpoint.get(endpoint) ?? []) {
       const until = this.held.get(peer.node);
       if (until !== undefined && until > now) continue;
-      if (!peer.agents.some((a) => a.endpoint === endpoint && matches(a, pick, tags))) continue;
+      if (!agents.some((a) => matches(a, pick, tags))) continue;
       const rank = this.rank(peer.region);
       const load = peer.load + (this.inFlight.get(peer.node) ?? 0);
       if (best === null || rank < bestRank || (rank === bestRank && load < bestLoad)) {

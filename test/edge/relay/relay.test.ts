@@ -129,3 +129,38 @@ describe('the relay listener', () => {
     assert.notEqual(anonymous.rst, http2.constants.NGHTTP2_REFUSED_STREAM);
   });
 });
+
+describe('a peer that accepts a stream and never answers', () => {
+  const seed = randomBytes(32);
+  let silent: http2.Http2SecureServer;
+  let port: number;
+  const held: http2.ServerHttp2Stream[] = [];
+  before(async () => {
+    const creds = await derivedCredentials(seed, 'edge-b');
+    silent = http2.createSecureServer({ ca: creds.ca, cert: creds.cert, key: creds.key, requestCert: true, rejectUnauthorized: true, minVersion: 'TLSv1.3' });
+    // Takes the stream and sends nothing back: no headers, no reset.
+    silent.on('stream', (stream) => held.push(stream));
+    port = await new Promise<number>((resolve) => silent.listen(0, '127.0.0.1', () => resolve((silent.address() as { port: number }).port)));
+  });
+  after(() => {
+    for (const stream of held) stream.destroy();
+    silent.close();
+  });
+
+  it('fails the stream with EDGE_RELAY_TIMEOUT (the visitor’s 504 agent_timeout) after the relay timeout, and holds the peer', async () => {
+    const presence = new MemoryPresence(10_000);
+    await presence.report({ ...beat('edge-b', 'eu', 0, [{ endpoint: 'ep' }]), relay: { host: '127.0.0.1', port } });
+    const credentials = await derivedCredentials(seed, 'edge-a');
+    const peers = new RelayPeers({ presence, node: 'edge-a', region: 'eu', regionOrder: [], credentials, timeoutMs: 300, connectTimeoutMs: 2_000, failureHoldMs: 60_000, refreshMs: 60_000, logger });
+    await peers.start();
+    try {
+      const stream = peers.target('ep')!.request({ ':method': 'GET', ':path': '/' });
+      const err = await new Promise<Error & { code?: string }>((resolve) => stream.on('error', resolve));
+      assert.equal(err.code, 'EDGE_RELAY_TIMEOUT');
+      assert.equal(held.length, 1, 'the peer did receive the stream');
+      assert.equal(peers.target('ep'), null, 'the silent peer is passed over for the failure hold');
+    } finally {
+      peers.close();
+    }
+  });
+});
