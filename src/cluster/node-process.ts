@@ -26,6 +26,8 @@ export interface NodePorts {
   https?: number;
   ops?: number;
   relay?: number;
+  /** The DNS role's UDP and TCP port (docs/dedicated-ips.md). */
+  dns?: number;
 }
 
 export class NodeProcess {
@@ -96,7 +98,7 @@ export class NodeProcess {
         }
         if (entry.msg !== 'node ready') return;
         clearTimeout(timer);
-        this.ports = { control: entry.control, http: entry.http, https: entry.https, ops: entry.ops, relay: entry.relay };
+        this.ports = { control: entry.control, http: entry.http, https: entry.https, ops: entry.ops, relay: entry.relay, dns: entry.dns };
         resolve();
       });
     });
