@@ -14,7 +14,9 @@ import { TunnelServer } from '../../src/edge/tunnels/tunnel-server.ts';
 import { eventually } from '../helpers/eventually.ts';
 import { BIN, cleanEnv, run } from '../helpers/serve-process.ts';
 
-const LIMIT = { timeout: 30_000 };
+// A hang guard, not a timing assertion: each case starts `edge agent` processes (tsx start-up takes seconds on a
+// loaded machine).
+const LIMIT = { timeout: 90_000 };
 
 async function startEdge(t: TestContext) {
   const endpoint = { uuid: randomUUID(), hostname: 'cli.edge.test', public_url: 'http://cli.edge.test' };
@@ -83,14 +85,17 @@ describe('edge agent --transport', () => {
 
 describe('edge agent --data-connections', () => {
   it('keeps 8 spare data connections by default; --data-connections and EDGE_DATA_CONNECTIONS set the number, 0 offers none', LIMIT, async (t) => {
-    const byDefault = await agentLine(t, []);
+    // Four agents, each against its own edge, started together: one process start-up instead of four in a row.
+    const [byDefault, flag, variable, none] = await Promise.all([
+      agentLine(t, []),
+      agentLine(t, ['--data-connections', '3'], { EDGE_DATA_CONNECTIONS: '5' }),
+      agentLine(t, [], { EDGE_DATA_CONNECTIONS: '2' }),
+      agentLine(t, ['--data-connections', '0']),
+    ]);
     assert.ok(byDefault.session.data, 'the edge granted data connections');
     await eventually(async () => (byDefault.session.data?.size === 8 ? true : undefined));
-    const flag = await agentLine(t, ['--data-connections', '3'], { EDGE_DATA_CONNECTIONS: '5' });
     await eventually(async () => (flag.session.data?.size === 3 ? true : undefined));
-    const variable = await agentLine(t, [], { EDGE_DATA_CONNECTIONS: '2' });
     await eventually(async () => (variable.session.data?.size === 2 ? true : undefined));
-    const none = await agentLine(t, ['--data-connections', '0']);
     assert.equal(none.session.data, null);
   });
 
