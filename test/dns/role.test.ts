@@ -8,6 +8,7 @@ import dnsPacket, { type DecodedPacket } from 'dns-packet';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
 import { createEndpoint, expectBody, type User } from '../helpers/endpoint-api.ts';
 import { query, TcpClient, UdpClient } from '../helpers/dns-clients.ts';
+import { readUntil } from '../helpers/eventually.ts';
 import type { EdgeHeartbeat } from '../../src/shared/presence.ts';
 
 const run = promisify(execFile);
@@ -21,17 +22,6 @@ const withSubnet = (name: string, type: string, address: string) =>
 /** dns-packet sets rcode when decoding; its types leave it out. */
 const rcodeOf = (p: DecodedPacket) => (p as { rcode?: string }).rcode;
 const dataOf = (p: DecodedPacket) => p.answers?.map((a) => `${a.type} ${(a as { data: unknown }).data}`) ?? [];
-
-/** Polls `check` until it holds: DNS follows the feed and presence asynchronously, and a test waits for the event. */
-async function until<T>(what: string, read: () => Promise<T>, check: (value: T) => boolean, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await read();
-    if (check(value)) return value;
-    if (Date.now() > deadline) throw new Error(`${what}: still ${JSON.stringify(value)}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 describe('DNS role in a node', () => {
   let t: TestNode;
@@ -63,16 +53,16 @@ describe('DNS role in a node', () => {
   it('answers a bound endpoint name after the bind, with a CNAME to the group and the asker region’s address', async () => {
     const ep = await createEndpoint(t, owner);
     // Before the bind: the shared pool, here the edge's own EDGE_PUBLIC_ADDRESSES.
-    const shared = await until('endpoint name in DNS', () => udp.ask(query(ep.hostname, 'A')), (p) => rcodeOf(p) === 'NOERROR' && (p.answers?.length ?? 0) > 0);
+    const shared = await readUntil(() => udp.ask(query(ep.hostname, 'A')), (p) => rcodeOf(p) === 'NOERROR' && (p.answers?.length ?? 0) > 0);
     assert.deepEqual(dataOf(shared), ['A 127.0.0.1']);
     const bound = await expectBody(200, t.api('POST', `/v1/endpoints/${ep.uuid}/dedicated-ip-group`, { key: owner.api_key, body: { group_id: groupId } }));
     assert.equal(bound.geo_fqdn, `grp-${groupId}.geo.${base}`);
-    const answer = await until('the CNAME', () => udp.ask(query(ep.hostname, 'A')), (p) => p.answers?.[0]?.type === 'CNAME');
+    const answer = await readUntil(() => udp.ask(query(ep.hostname, 'A')), (p) => p.answers?.[0]?.type === 'CNAME');
     assert.ok(answer.flags! & dnsPacket.AUTHORITATIVE_ANSWER);
     assert.deepEqual(dataOf(answer), [`CNAME ${bound.geo_fqdn}`, 'A 192.0.2.10'], 'only eu has a live edge: every asker gets eu');
     // Unbinding puts the shared pool back.
     assert.equal((await t.api('DELETE', `/v1/endpoints/${ep.uuid}/dedicated-ip-group`, { key: owner.api_key })).status, 204);
-    await until('the shared pool again', () => udp.ask(query(ep.hostname, 'A')), (p) => dataOf(p).join() === 'A 127.0.0.1');
+    await readUntil(() => udp.ask(query(ep.hostname, 'A')), (p) => dataOf(p).join() === 'A 127.0.0.1');
   });
 
   it('answers each region’s address to an ECS subnet in that region, and echoes the scope', async () => {
@@ -105,7 +95,7 @@ describe('DNS role in a node', () => {
     assert.deepEqual(dataOf(await udp.ask(withSubnet(name, 'A', ASKERS.us))), [`A ${GROUP_ADDRESSES.us}`]);
     // No more beats from us: once presence calls the edge stale, us askers get the next region in us's fallback
     // order with a live edge (sa has no address; eu is this node).
-    await until('us leaves the answer', () => udp.ask(withSubnet(name, 'A', ASKERS.us)), (p) => dataOf(p).join() === `A ${GROUP_ADDRESSES.eu}`);
+    await readUntil(() => udp.ask(withSubnet(name, 'A', ASKERS.us)), (p) => dataOf(p).join() === `A ${GROUP_ADDRESSES.eu}`);
   });
 
   it('answers SOA, NS, NXDOMAIN and REFUSED as an authority, and counts on the ops port', async () => {

@@ -7,6 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
 import { createEndpoint, expectBody, type User } from '../helpers/endpoint-api.ts';
+import { readUntil } from '../helpers/eventually.ts';
 
 /** Loopback addresses other than the bind host: all of 127/8 is local on Linux, no alias needed. */
 const GROUP_IP = '127.0.0.2';
@@ -57,14 +58,6 @@ function listening(address: string, port: number): Promise<boolean> {
   });
 }
 
-async function until(what: string, check: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-}
-
 describe('edge on dedicated addresses', () => {
   let t: TestNode;
   let owner: User;
@@ -86,9 +79,9 @@ describe('edge on dedicated addresses', () => {
     [grouped, single, shared] = await Promise.all([createEndpoint(t, owner), createEndpoint(t, owner), createEndpoint(t, owner)]);
     await expectBody(200, t.api('POST', `/v1/endpoints/${grouped.uuid}/dedicated-ip-group`, { key: owner.api_key, body: { group_id: groupId } }));
     await expectBody(200, t.api('POST', `/v1/endpoints/${single.uuid}/dedicated-ip`, { key: owner.api_key, body: { dedicated_ip_id: s.id } }));
-    await until('the dedicated listeners', async () => (await listening(GROUP_IP, httpPort)) && (await listening(SINGLE_IP, httpsPort)));
+    await readUntil(async () => (await listening(GROUP_IP, httpPort)) && (await listening(SINGLE_IP, httpsPort)), Boolean);
     // Every endpoint has reached the edge: none is 404 on the shared address.
-    await until('the endpoints on the edge', async () => (await get('127.0.0.1', httpPort, shared.hostname)).status !== 404);
+    await readUntil(async () => (await get('127.0.0.1', httpPort, shared.hostname)).status !== 404, Boolean);
   });
   after(() => t.close());
 
@@ -103,10 +96,10 @@ describe('edge on dedicated addresses', () => {
   });
 
   it('reports the dedicated addresses it listens on in its heartbeat (GET /v1/edges)', async () => {
-    await until('the heartbeat', async () => {
+    await readUntil(async () => {
       const edges = (await t.api('GET', '/v1/edges')).body.items as Array<{ dedicated_addresses: string[] }>;
       return edges.some((e) => e.dedicated_addresses.includes(GROUP_IP) && e.dedicated_addresses.includes(SINGLE_IP));
-    });
+    }, Boolean);
   });
 
   it('keeps serving every endpoint on the shared address', async () => {
@@ -123,11 +116,11 @@ describe('edge on dedicated addresses', () => {
 
   it('follows the feed: a retired group stops being listened on, a detached address serves nobody', async () => {
     await expectBody(204, t.api('DELETE', `/v1/endpoints/${single.uuid}/dedicated-ip`, { key: owner.api_key }));
-    await until('the single address to close', async () => !(await listening(SINGLE_IP, httpPort)));
+    await readUntil(async () => !(await listening(SINGLE_IP, httpPort)), Boolean);
     await expectBody(204, t.api('DELETE', `/v1/endpoints/${grouped.uuid}/dedicated-ip-group`, { key: owner.api_key }));
     // The group still holds the address: it stays dedicated, and now serves no endpoint.
-    await until('the grouped endpoint to be refused', async () => (await get(GROUP_IP, httpPort, grouped.hostname)).status === 421);
+    await readUntil(async () => (await get(GROUP_IP, httpPort, grouped.hostname)).status === 421, Boolean);
     await expectBody(200, t.api('DELETE', `/v1/admin/dedicated-ip-groups/${groupId}`));
-    await until('the group address to close', async () => !(await listening(GROUP_IP, httpPort)));
+    await readUntil(async () => !(await listening(GROUP_IP, httpPort)), Boolean);
   });
 });

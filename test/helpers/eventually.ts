@@ -10,3 +10,11 @@ export async function eventually<T>(check: () => Promise<T | undefined>, ms = 15
     await new Promise((r) => setTimeout(r, 25));
   }
 }
+
+/** Reads `read` until `accept` takes what it returned, and returns that; the same deadline as `eventually`. */
+export function readUntil<T>(read: () => Promise<T>, accept: (value: T) => boolean, ms = 15_000): Promise<T> {
+  return eventually(async () => {
+    const value = await read();
+    return accept(value) ? value : undefined;
+  }, ms);
+}
