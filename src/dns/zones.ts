@@ -25,7 +25,7 @@ export interface ZoneOptions {
 type NameTarget = { kind: 'shared' } | { kind: 'address'; address: DedicatedAddressConfig } | { kind: 'group'; id: number };
 
 /** An address of the shared pool: one announced by a live edge (EDGE_PUBLIC_ADDRESSES in its heartbeat). */
-interface SharedAddress extends DedicatedAddressConfig {}
+type SharedAddress = DedicatedAddressConfig;
 
 const SOA_REFRESH = 3600;
 const SOA_RETRY = 600;
@@ -48,6 +48,8 @@ export class DnsZones implements DnsAuthority {
   private aliveRegions = new Set<string>();
   private shared: SharedAddress[] = [];
   private readonly zones: string[];
+  /** Region → the regions tried for its askers, in order: computed once per region, not per question. */
+  private readonly orders = new Map<string, string[]>();
 
   constructor(private readonly options: ZoneOptions) {
     // Longest apex first: a geo zone under the base domain is its own zone.
@@ -161,7 +163,10 @@ export class DnsZones implements DnsAuthority {
   private byRegion(candidates: DedicatedAddressConfig[], client: DnsClient): DedicatedAddressConfig[] {
     const live = candidates.filter((a) => this.aliveRegions.has(a.region));
     if (live.length === 0) return candidates;
-    for (const region of regionOrder(this.options.regions, this.askerRegion(client))) {
+    const asker = this.askerRegion(client);
+    let order = this.orders.get(asker);
+    if (order === undefined) this.orders.set(asker, (order = regionOrder(this.options.regions, asker)));
+    for (const region of order) {
       const here = live.filter((a) => a.region === region);
       if (here.length > 0) return here;
     }
