@@ -121,6 +121,33 @@ describe('dedicated IPs API', () => {
       assert.notEqual(again.id, ip.id);
     });
 
+    it('refuses bad group updates with 400 or 404 and changes nothing', async () => {
+      const ip = await registerIp(owner.account_id, 'eu');
+      const g = await newGroup(owner.account_id, [ip.address], 'pending');
+      const version = await feedVersion(t);
+      const bad: Array<[unknown, number]> = [
+        [{ status: 'retired' }, 400],
+        [{ status: 'ACTIVE' }, 400],
+        [{ name: '' }, 400],
+        [{ name: 'x'.repeat(101) }, 400],
+        [{ addresses: ['not-an-ip'] }, 400],
+        [{ addresses: ['192.0.2.251'] }, 400],
+        [{ addresses: 'a' }, 400],
+        [{ colour: 'red' }, 400],
+      ];
+      for (const [body, status] of bad) {
+        const res = await admin('PATCH', `/v1/admin/dedicated-ip-groups/${g.id}`, body);
+        assert.equal(res.status, status, `${JSON.stringify(body)}: ${res.text}`);
+      }
+      assert.equal((await admin('PATCH', '/v1/admin/dedicated-ip-groups/987654321', { status: 'active' })).status, 404);
+      assert.equal((await admin('PATCH', '/v1/admin/dedicated-ip-groups/x', { status: 'active' })).status, 400);
+      const after = await expectBody(200, admin('GET', `/v1/admin/dedicated-ip-groups/${g.id}`));
+      assert.equal(after.status, 'pending');
+      assert.equal(after.name, 'web');
+      assert.deepEqual(after.regions, { eu: [ip.address] });
+      assert.equal(await feedVersion(t), version);
+    });
+
     it('builds groups from registered addresses of the same account, one group per address', async () => {
       const eu = await registerIp(owner.account_id, 'eu');
       const us = await registerIp(owner.account_id, 'us');
