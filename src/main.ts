@@ -6,6 +6,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { SecretBox } from './shared/secrets.ts';
+import type { AgentEventsAnswer, AgentEventsBody } from './shared/deploy.ts';
 import { REGISTRATION_PATH, type RegistrationRequest } from './shared/registration.ts';
 import { MemoryPresence, RedisPresence, type PresenceStore } from './shared/presence.ts';
 import type { Clock } from './shared/clock.ts';
@@ -89,6 +90,21 @@ async function createEphemeralEndpoint(controlUrl: string, apiKey: string): Prom
   const body = (await res.json().catch(() => ({}))) as { uuid?: string; code?: string; error?: string };
   if (res.status !== 201 || !body.uuid) throw Object.assign(new Error(body.error ?? `control API answered ${res.status}`), { code: body.code });
   return body.uuid;
+}
+
+/**
+ * A deploying agent's events, carried by its edge to the control API with the agent's own key
+ * (src/edge/deploy-channel.ts). Any answer is handed back; only an unreachable control plane rejects.
+ */
+async function reportDeployEvents(controlUrl: string, apiKey: string, application: string, body: AgentEventsBody): Promise<{ status: number; answer?: AgentEventsAnswer }> {
+  const res = await fetch(`${controlUrl}/v1/applications/${encodeURIComponent(application)}/agent-events`, {
+    method: 'POST',
+    headers: { 'x-api-key': apiKey, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+    signal: AbortSignal.timeout(10_000),
+  });
+  const answer = (await res.json().catch(() => undefined)) as AgentEventsAnswer | undefined;
+  return res.status === 200 && answer && Array.isArray(answer.results) ? { status: 200, answer } : { status: res.status };
 }
 
 /**
@@ -277,6 +293,7 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
         createEphemeral: (apiKey) => createEphemeralEndpoint(controlUrl, apiKey),
         records,
         register: (request) => registerVisitor(controlUrl, request),
+        deployEvents: controlUrl ? { report: (apiKey, application, body) => reportDeployEvents(controlUrl, apiKey, application, body) } : undefined,
         clock: options.clock,
       });
       handle.edge = edge;

@@ -75,14 +75,15 @@ export function firstWelcome(source: TunnelEvents): Promise<Welcome> {
 
 export class Agent extends EventEmitter<AgentEvents> {
   readonly agentId: string;
-  readonly target: Target;
+  /** Null for an agent whose `streams` handler picks the target per stream (`edge agent deploy`). */
+  readonly target: Target | null;
   private readonly o: AgentSettings;
   /** What the transports' dials (dial-raw.ts, dial-ws.ts) use of this agent. */
   private readonly dial: DialContext;
   private readonly logger: Logger;
   private readonly backoff: Backoff;
   private readonly http: HttpForwarder | null;
-  private readonly connectStream: ReturnType<typeof createStreamForwarder>;
+  private readonly connectStream: ReturnType<typeof createStreamForwarder> | null;
   private endpointUuid: string | undefined;
   private current: Welcome | null = null;
   private stopping = false;
@@ -107,8 +108,9 @@ export class Agent extends EventEmitter<AgentEvents> {
     this.logger = (options.logger ?? createLogger('silent')).child({ component: 'agent', agent: o.agentId });
     this.backoff = new Backoff(o.backoff);
     this.endpointUuid = options.endpoint;
-    this.http = o.protocol === 'http' ? createHttpForwarder({ target: o.target, logger: this.logger, hostHeader: o.hostHeader, verifyTls: o.verifyTargetTls }) : null;
-    this.connectStream = createStreamForwarder({ target: o.target, logger: this.logger, verifyTls: o.verifyTargetTls, udpIdleMs: o.udpIdleMs });
+    const target = o.target;
+    this.http = target && o.protocol === 'http' ? createHttpForwarder({ target, logger: this.logger, hostHeader: o.hostHeader, verifyTls: o.verifyTargetTls }) : null;
+    this.connectStream = target ? createStreamForwarder({ target, logger: this.logger, verifyTls: o.verifyTargetTls, udpIdleMs: o.udpIdleMs }) : null;
     this.dial = {
       o,
       setAbort: (abort) => (this.abort = abort),
@@ -252,7 +254,8 @@ export class Agent extends EventEmitter<AgentEvents> {
     session.on('stream', (stream, headers) => {
       stream.on('error', (err) => this.logger.debug({ err: err.message }, 'stream error'));
       try {
-        if (headers[':method'] === 'CONNECT') return this.connectStream(stream, headers);
+        if (this.o.streams) return this.o.streams(stream, headers);
+        if (headers[':method'] === 'CONNECT' && this.connectStream) return this.connectStream(stream, headers);
         if (this.http) return this.http.handle(stream, headers);
         stream.respond({ ':status': 501, 'content-type': 'text/plain; charset=utf-8' });
         stream.end(`This is a ${this.o.protocol} agent; it serves CONNECT streams only.\n`);
@@ -274,14 +277,15 @@ export class Agent extends EventEmitter<AgentEvents> {
       link.terminate();
     });
     const grant = welcome.data_connections;
+    const target = this.o.target;
     const dataConnections =
-      grant !== undefined && transport === 'raw' && this.o.dataSpares > 0
+      grant !== undefined && transport === 'raw' && this.o.dataSpares > 0 && target !== null
         ? new AgentDataConnections({
             url: this.o.url,
             edgeTls: this.o.edgeTls,
             grant,
             spares: Math.min(this.o.dataSpares, grant.max),
-            target: this.o.target,
+            target,
             logger: this.logger,
             userAgent: this.o.client,
             handshakeTimeoutMs: this.o.handshakeTimeoutMs,

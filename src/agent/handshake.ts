@@ -82,6 +82,7 @@ export function helloFor(o: AgentSettings, endpoint: string | undefined, transpo
     version: PROTOCOL_VERSION,
     api_key: o.apiKey,
     ...(endpoint !== undefined ? { endpoint } : {}),
+    ...(o.application !== undefined ? { application: o.application } : {}),
     protocol: o.protocol,
     agent_id: o.agentId,
     tags: o.tags,

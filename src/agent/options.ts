@@ -2,6 +2,7 @@
 // of the agent reads (AgentSettings), with the tunnel URL derived from --edge.
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
+import type { IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2';
 import type { ClientOptions } from 'ws';
 import { MAX_API_KEY_LENGTH } from '../shared/api-keys.ts';
 import {
@@ -26,8 +27,15 @@ export interface AgentOptions {
   /** The endpoint to serve; omitted, the edge creates an ephemeral one (kept across reconnects). */
   endpoint?: string;
   protocol: TunnelProtocol;
-  /** `3000`, `host:port`, or a URL (`https://localhost:8443`, `udp://127.0.0.1:53`). */
-  target: string | number;
+  /** `3000`, `host:port`, or a URL (`https://localhost:8443`, `udp://127.0.0.1:53`). Required unless `streams` is given. */
+  target?: string | number;
+  /**
+   * Serves every stream the edge opens instead of the built-in forwarding to `target` (`edge agent deploy`, whose
+   * target moves with each release: src/agent/deploy/agent.ts). Such an agent offers no data connections.
+   */
+  streams?: StreamHandler;
+  /** The application a deploying agent serves (hello `application`); the edge then opens its control stream. */
+  application?: string;
   /** Stable across reconnects; default `<hostname>-<random>`, fixed for the life of this agent. */
   agentId?: string;
   tags?: string[];
@@ -66,6 +74,9 @@ export interface AgentOptions {
   transport?: TransportChoice;
 }
 
+/** Serves one HTTP/2 stream the edge opened on the tunnel (its request headers as received). */
+export type StreamHandler = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => void;
+
 export const TRANSPORT_CHOICES = ['auto', 'raw', 'ws'] as const;
 export type TransportChoice = (typeof TRANSPORT_CHOICES)[number];
 
@@ -101,8 +112,11 @@ export interface AgentSettings {
   url: URL;
   apiKey: string;
   endpoint?: string;
+  application?: string;
   protocol: TunnelProtocol;
-  target: Target;
+  /** Null for an agent whose `streams` handler chooses where each stream goes. */
+  target: Target | null;
+  streams: StreamHandler | undefined;
   agentId: string;
   tags: string[];
   client: string;
@@ -137,6 +151,7 @@ export function agentSettings(options: AgentOptions): AgentSettings {
     version: PROTOCOL_VERSION,
     api_key: options.apiKey,
     ...(options.endpoint !== undefined ? { endpoint: options.endpoint } : {}),
+    ...(options.application !== undefined ? { application: options.application } : {}),
     protocol: options.protocol,
     agent_id: agentId,
     tags,
@@ -164,13 +179,16 @@ export function agentSettings(options: AgentOptions): AgentSettings {
     throw new TypeError(`hostHeader must be visible ASCII without spaces, got ${JSON.stringify(options.hostHeader)}`);
   }
   if (!TRANSPORT_CHOICES.includes(transport)) throw new TypeError(`transport must be one of ${TRANSPORT_CHOICES.join(', ')}, got ${JSON.stringify(transport)}`);
-  const target = Object.freeze(parseTarget(options.protocol, options.target));
+  if (options.target === undefined && options.streams === undefined) throw new TypeError('a target is required (a port, host:port or a URL)');
+  const target = options.target === undefined ? null : Object.freeze(parseTarget(options.protocol, options.target));
   return Object.freeze({
     url,
     apiKey: options.apiKey,
     endpoint: options.endpoint,
+    application: options.application,
     protocol: options.protocol,
     target,
+    streams: options.streams,
     agentId,
     tags: [...tags],
     client,
@@ -180,7 +198,8 @@ export function agentSettings(options: AgentOptions): AgentSettings {
     tuning: Object.freeze({ ...DEFAULT_TUNING, ...options.tuning }),
     transport,
     edgeTls: options.edgeTls,
-    dataSpares: options.protocol === 'http' && !target.tls ? dataSpares : 0,
+    // Data connections splice to one fixed local service; an agent that picks its target per stream has none.
+    dataSpares: options.protocol === 'http' && target !== null && !target.tls && options.streams === undefined ? dataSpares : 0,
     hostHeader: options.hostHeader,
     verifyTargetTls: options.verifyTargetTls,
     udpIdleMs: options.udpIdleMs,

@@ -7,7 +7,7 @@ import { allowsRegion, type Plan } from '../shared/plans.ts';
 import type { EndpointConfig } from '../shared/snapshot.ts';
 import type { Hello, TunnelProtocol } from '../shared/tunnel/protocol.ts';
 import type { EndpointCache } from './endpoint-cache.ts';
-import type { AgentSession, TunnelCredential, TunnelRegistry } from './tunnels/registry.ts';
+import type { AgentSession, DeployGrant, TunnelCredential, TunnelRegistry } from './tunnels/registry.ts';
 import type { Authorize, AuthorizeResult } from './tunnels/tunnel-server.ts';
 
 /** What admission and the standing check read: the mirror, the plans, and this edge's region. */
@@ -83,8 +83,23 @@ export function checkStanding(rules: AdmissionRules, standing: Standing): Refusa
   return null;
 }
 
-function welcome(endpoint: EndpointConfig, credential: TunnelCredential): AuthorizeResult {
-  return { ok: true, endpoint: { uuid: endpoint.uuid, hostname: endpoint.hostname, public_url: endpoint.hostname }, credential };
+function welcome(endpoint: EndpointConfig, credential: TunnelCredential, deploy?: DeployGrant): AuthorizeResult {
+  return { ok: true, endpoint: { uuid: endpoint.uuid, hostname: endpoint.hostname, public_url: endpoint.hostname }, credential, ...(deploy ? { deploy } : {}) };
+}
+
+/**
+ * A deploying agent's application, judged from the mirror: it exists in the key's account (another account's reads
+ * as missing, as in the API), and the endpoint the hello names, if any, is the one it serves. Returns the endpoint
+ * the tunnel serves, or the refusal.
+ */
+export function checkApplication(config: EndpointCache, accountId: number, hello: Pick<Hello, 'application' | 'endpoint' | 'protocol'>): { endpoint: string } | Refusal {
+  const app = hello.application === undefined ? undefined : config.application(hello.application);
+  if (!app || app.account_id !== accountId) return refuse('application_not_found', `no application ${hello.application} in this account`);
+  if (hello.protocol !== 'http') return refuse('invalid_hello', 'a deploying agent serves its application over http');
+  if (hello.endpoint !== undefined && hello.endpoint !== app.endpoint_uuid) {
+    return refuse('forbidden', `application ${app.uuid} serves endpoint ${app.endpoint_uuid}, not ${hello.endpoint}`);
+  }
+  return { endpoint: app.endpoint_uuid };
 }
 
 /** Resolves with the endpoint once the feed has delivered it, or undefined after `ms`. */
@@ -112,8 +127,15 @@ export function agentAuthorizer(options: AgentAuthOptions): Authorize {
     const keyId = apiKeyId(hello.api_key);
     const key = config.apiKey(keyId);
     if (!key || !apiKeyMatches(hello.api_key, Buffer.from(key.secret_hash, 'base64'))) return refuse('unauthorized', 'invalid or revoked API key');
-    const standing: Standing = { keyId, secretHash: key.secret_hash, protocol: hello.protocol, endpoint: hello.endpoint };
     const credential: TunnelCredential = { keyId, secretHash: key.secret_hash, accountId: key.account_id };
+    if (hello.application !== undefined) {
+      const app = checkApplication(config, key.account_id, hello);
+      if ('ok' in app) return app;
+      const refusal = checkStanding(options, { keyId, secretHash: key.secret_hash, protocol: hello.protocol, endpoint: app.endpoint });
+      // The agent's key goes with its events to the control API, which judges it again there (src/edge/deploy-channel.ts).
+      return refusal ?? welcome(config.endpoint(app.endpoint)!, credential, { application: hello.application, apiKey: hello.api_key });
+    }
+    const standing: Standing = { keyId, secretHash: key.secret_hash, protocol: hello.protocol, endpoint: hello.endpoint };
     const refusal = checkStanding(options, standing);
     if (refusal) return refusal;
     if (hello.endpoint) return welcome(config.endpoint(hello.endpoint)!, credential);
@@ -163,11 +185,23 @@ export function watchStanding(rules: AdmissionRules, registry: TunnelRegistry, o
   const onAccount = (id: number) => judge(registry.sessionsOfAccount(id));
   const onEndpoint = (uuid: string) => judge(registry.sessions(uuid));
   const onConnect = (session: AgentSession) => judge([session]);
+  // A deploying agent stands on its application too: deleted, or moved to another endpoint, ends its tunnel.
+  const onApplication = (uuid: string) => {
+    for (const session of registry.sessions()) {
+      if (session.deploy?.application !== uuid || !session.credential || !session.available) continue;
+      const app = checkApplication(config, session.credential.accountId, { application: uuid, endpoint: session.endpoint.uuid, protocol: session.protocol });
+      if (!('ok' in app)) continue;
+      options.logger?.info({ session: session.id, agent: session.agentId, application: uuid, code: app.code }, 'ending a deploying agent whose application is gone');
+      void session.close({ code: app.code, message: app.message }, graceMs);
+    }
+  };
   config.on('apiKey', onKey);
   config.on('account', onAccount);
   config.on('endpoint', onEndpoint);
   registry.on('connect', onConnect);
+  config.on('application', onApplication);
   return () => {
+    config.off('application', onApplication);
     config.off('apiKey', onKey);
     config.off('account', onAccount);
     config.off('endpoint', onEndpoint);

@@ -16,12 +16,21 @@ import { LRUCache } from 'lru-cache';
 import { StringPool } from '../shared/feed/parse.ts';
 import { FeedMirror, type ResetSwap } from '../shared/feed/subscriber.ts';
 import type { FeedChange, FeedEntry, FeedSnapshot } from '../shared/feed/types.ts';
+import type { ApplicationConfig } from '../shared/deploy.ts';
 import type { Logger } from '../shared/log.ts';
 import { COMPILE_ERRORS_REPORTED, type EdgeHeartbeat, type EndpointCompileError } from '../shared/presence.ts';
 import { TOPICS, type AccountConfig, type ApiKeyConfig, type CertificateConfig, type DedicatedIpGroupConfig, type EndpointConfig } from '../shared/snapshot.ts';
 import { copyMap, TimeSlicer } from '../shared/time-slice.ts';
 import { compileEndpoint, STAGES, type CompiledEndpoint } from './compile.ts';
 import { DEFAULT_STAGE_DEPS, type StageDeps, type StageFactory } from './pipeline/stage.ts';
+
+/** Feed topics whose changes are told to listeners as they are (endpoints and certificates have their own notices). */
+const NOTICE_TOPICS = new Map<string, 'apiKey' | 'account' | 'dedicatedIpGroup' | 'application'>([
+  [TOPICS.apiKey, 'apiKey'],
+  [TOPICS.account, 'account'],
+  [TOPICS.dedicatedIpGroup, 'dedicatedIpGroup'],
+  [TOPICS.application, 'application'],
+]);
 
 /** A cached "no such host", so a flood of requests for unknown names never rescans anything. */
 const MISSING = Symbol('missing');
@@ -42,6 +51,8 @@ export interface EndpointCacheEvents {
   account: [id: number, config: AccountConfig | null, previous: AccountConfig | null];
   /** A dedicated IP group entry was added, changed or removed (null): src/edge/dedicated-addresses.ts follows it. */
   dedicatedIpGroup: [id: number, config: DedicatedIpGroupConfig | null];
+  /** An application entry was added, changed (a new deployment order) or removed (null): src/edge/deploy-channel.ts follows it. */
+  application: [uuid: string, config: ApplicationConfig | null];
 }
 
 export interface EndpointCacheOptions {
@@ -77,7 +88,7 @@ interface Admitted {
 type Notice =
   | { topic: 'endpoint'; key: string; config: EndpointConfig | null; previous: EndpointConfig | null }
   | { topic: 'certificate'; key: string }
-  | { topic: 'apiKey' | 'account' | 'dedicatedIpGroup'; key: string; config: unknown; previous: unknown };
+  | { topic: 'apiKey' | 'account' | 'dedicatedIpGroup' | 'application'; key: string; config: unknown; previous: unknown };
 
 /** An endpoint's index entries: its hostname, taken back only if no other endpoint took it since (resets reorder). */
 function index(state: Served, uuid: string, previous: EndpointConfig | null, next: EndpointConfig | null): void {
@@ -163,6 +174,11 @@ export class EndpointCache extends EventEmitter<EndpointCacheEvents> {
   /** Every dedicated IP group the feed holds (active and pending). */
   dedicatedIpGroups(): DedicatedIpGroupConfig[] {
     return this.mirror.entries(TOPICS.dedicatedIpGroup).map((e) => e.data as DedicatedIpGroupConfig);
+  }
+
+  /** A deploying agent's application (its build and run commands, and the deployment order in force). */
+  application(uuid: string): ApplicationConfig | undefined {
+    return this.mirror.get(TOPICS.application, uuid)?.data as ApplicationConfig | undefined;
   }
 
   certificate(id: number): CertificateConfig | undefined {
@@ -399,8 +415,8 @@ export class EndpointCache extends EventEmitter<EndpointCacheEvents> {
   /** What listeners are told of a change to an entry other than an endpoint; null for a topic this edge ignores. */
   private notice(change: FeedChange, previous: FeedEntry | undefined): Notice | null {
     if (change.topic === TOPICS.certificate) return { topic: 'certificate', key: change.key };
-    const topic = change.topic === TOPICS.apiKey ? 'apiKey' : change.topic === TOPICS.account ? 'account' : change.topic === TOPICS.dedicatedIpGroup ? 'dedicatedIpGroup' : null;
-    if (topic === null) return null;
+    const topic = NOTICE_TOPICS.get(change.topic);
+    if (topic === undefined) return null;
     return { topic, key: change.key, config: change.data, previous: previous?.data ?? null };
   }
 
@@ -420,6 +436,9 @@ export class EndpointCache extends EventEmitter<EndpointCacheEvents> {
         break;
       case 'dedicatedIpGroup':
         this.emit('dedicatedIpGroup', Number(n.key), n.config as DedicatedIpGroupConfig | null);
+        break;
+      case 'application':
+        this.emit('application', n.key, n.config as ApplicationConfig | null);
         break;
     }
   }

@@ -11,6 +11,7 @@ import { PROBE_KEY_PURPOSE } from '../shared/health-probe.ts';
 import type { SecretBox } from '../shared/secrets.ts';
 import { TUNNEL_PATH } from '../shared/tunnel/protocol.ts';
 import { agentAuthorizer, watchStanding } from './agent-auth.ts';
+import { startDeployChannels, type DeployEventsClient } from './deploy-channel.ts';
 import { SessionKeys } from './auth/session.ts';
 import { OriginPools } from './forward/origin.ts';
 import { DedicatedPorts } from './ports/manager.ts';
@@ -62,6 +63,8 @@ export interface EdgeDeps {
   register?: StageDeps['register'];
   /** Where stages read the time (StageDeps.clock); absent: the wall clock. */
   clock?: StageDeps['clock'];
+  /** Carries deploying agents' events to the control API; absent (no EDGE_CONTROL_URL): they are logged and dropped. */
+  deployEvents?: DeployEventsClient;
 }
 
 export interface EdgeNode {
@@ -178,6 +181,8 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
   });
   // Tunnels whose key is revoked, account suspended or permission removed end when the feed says so.
   const stopStandingWatch = watchStanding({ config, plans: settings.plans, region: settings.region }, registry, { logger: log });
+  // Deploying agents get their application's orders from the feed; their events go to the control API (docs/deploy.md).
+  const stopDeployChannels = startDeployChannels({ config, registry, client: deps.deployEvents, logger: log.child({ component: 'deploy-channel' }) });
 
   // Relay (docs/cluster.md): only where presence is shared between edges, i.e. with Redis; a single node has no peer.
   // Both ends authenticate with certificates from the cluster's CA, derived from EDGE_SECRET_KEY unless an operator's.
@@ -362,6 +367,7 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
       // Dedicated ports stop accepting now; their connections drain alongside the tunnels that carry them.
       const portsClosed = ports.close(2_000);
       stopStandingWatch();
+      stopDeployChannels();
       // Peers stop being sent new streams; streams relayed here drain alongside the tunnels that carry them.
       relay?.close();
       const relayClosed = relayServer?.close(2_000);

@@ -149,3 +149,10 @@ export const AgentEventsAnswerSchema = Type.Object(
   { additionalProperties: false },
 );
 export type AgentEventsAnswer = Static<typeof AgentEventsAnswerSchema>;
+
+/**
+ * The field that marks the edge's control stream. It is in the edge's own `X-Edge-*` name space, which the edge strips
+ * from every visitor request (src/shared/edge-headers.ts), so a visitor's POST to CONTROL_STREAM_PATH on the
+ * application's host reaches the application, never the agent's control handler.
+ */
+export const CONTROL_STREAM_HEADER = 'x-edge-control';

@@ -13,6 +13,8 @@ export const TOPICS = {
   account: 'account',
   /** key: dedicated IP group id → DedicatedIpGroupConfig (active and pending groups; retired ones are removed) */
   dedicatedIpGroup: 'dedicated_ip_group',
+  /** key: application uuid → ApplicationConfig (src/shared/deploy.ts): what a deploying agent runs, and its order */
+  application: 'application',
 } as const;
 
 /** A per-region group of dedicated addresses (docs/dedicated-ips.md): the DNS role answers grp-<id> from it. */

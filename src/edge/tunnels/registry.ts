@@ -20,6 +20,13 @@ export interface TunnelCredential {
   accountId: number;
 }
 
+/** What a deploying agent's session carries for its control stream (src/edge/deploy-channel.ts). */
+export interface DeployGrant {
+  application: string;
+  /** The agent's own API key: its events reach the control API with it, judged there as any caller is. */
+  apiKey: string;
+}
+
 export interface AgentSessionInfo {
   agentId: string;
   /** Lower case, without duplicates (tags compare case-insensitively). */
@@ -35,6 +42,8 @@ export interface AgentSessionInfo {
   transport?: TunnelTransport;
   /** The data connections granted in the welcome (raw transport, http agents that offered them). */
   data?: DataConnections;
+  /** Set for a deploying agent (`edge agent deploy`): its application and its key. */
+  deploy?: DeployGrant;
 }
 
 /** Why a session left: a code from docs/tunnels.md (`agent_closed`, `ping_timeout`, `replaced`, ...) and words. */
@@ -75,6 +84,7 @@ export class AgentSession extends EventEmitter<AgentSessionEvents> {
   readonly transport: TunnelTransport;
   /** Where HTTP requests go when it has room (docs/tunnels.md "Data connections"); null: HTTP/2 streams only. */
   readonly data: DataConnections | null;
+  readonly deploy: Readonly<DeployGrant> | null;
   readonly connectedAt = new Date();
   private reason: DisconnectReason | null = null;
   private draining = false;
@@ -98,6 +108,7 @@ export class AgentSession extends EventEmitter<AgentSessionEvents> {
     this.credential = info.credential ? Object.freeze({ ...info.credential }) : null;
     this.transport = info.transport ?? 'ws';
     this.data = info.data ?? null;
+    this.deploy = info.deploy ? Object.freeze({ ...info.deploy }) : null;
 
     session.on('goaway', (_code, _lastStreamId, data) => {
       this.reason ??= parseGoAwayReason(data) ?? { code: 'agent_closed', message: 'the agent closed the tunnel' };

@@ -37,16 +37,22 @@ import { RAW_UPGRADE_TOKEN, asksForRawTunnel, encodeHandshakeFrame, openRawLink,
 import { DATA_ID_HEADER, DATA_KEY_HEADER, DATA_UPGRADE_TOKEN, asksForDataConnection } from '../../shared/tunnel/data.ts';
 import { parseAuthority } from '../http/host.ts';
 import { DataConnections } from './data-connections.ts';
-import { AgentSession, type TunnelCredential, type TunnelRegistry } from './registry.ts';
+import { AgentSession, type DeployGrant, type TunnelCredential, type TunnelRegistry } from './registry.ts';
 
 /** `credential` names the API key the session rests on, so the edge can end it when that key loses its standing. */
-export type AuthorizeResult = { ok: true; endpoint: TunnelEndpoint; credential?: TunnelCredential } | { ok: false; code: RefusalCode; message: string };
+export type AuthorizeResult = { ok: true; endpoint: TunnelEndpoint; credential?: TunnelCredential; deploy?: DeployGrant } | { ok: false; code: RefusalCode; message: string };
 
 /**
  * The edge's admission check for one hello: API key, endpoint ownership (or a new ephemeral endpoint when the
  * hello names none), the plan's allowed_regions against this edge's region, the protocol entitlement. It must not
  * throw for a refusal; a thrown error is logged and reaches the agent as a retryable `internal` refusal.
  */
+/** What an admitted hello rests on, carried into its session. */
+interface Admitted {
+  credential?: TunnelCredential;
+  deploy?: DeployGrant;
+}
+
 export type Authorize = (hello: Hello, remoteAddress: string) => Promise<AuthorizeResult>;
 
 export interface TunnelServerOptions {
@@ -359,9 +365,10 @@ export class TunnelServer {
           if (settled) return; // timed out, shut down or disconnected meanwhile
           if (!result.ok) return refuse(result.code, result.message);
           settle();
-          const data = this.grantData(h, hello);
+          // A deploying agent's target moves with each release, so it forwards every request itself (no splice).
+          const data = result.admitted.deploy ? undefined : this.grantData(h, hello);
           if (data) result.welcome.data_connections = data.grant;
-          this.open(h, hello, result.welcome, result.credential, log, data);
+          this.open(h, hello, result.welcome, result.admitted, log, data);
         });
       },
     };
@@ -370,7 +377,7 @@ export class TunnelServer {
   private async decide(
     hello: Hello,
     remoteAddress: string,
-  ): Promise<{ ok: true; welcome: Welcome; credential?: TunnelCredential } | { ok: false; code: RefusalCode; message: string }> {
+  ): Promise<{ ok: true; welcome: Welcome; admitted: Admitted } | { ok: false; code: RefusalCode; message: string }> {
     let result: AuthorizeResult;
     try {
       result = await this.authorize(hello, remoteAddress);
@@ -386,7 +393,7 @@ export class TunnelServer {
       this.logger.error({ problem: checked.message }, 'authorize returned an endpoint the protocol cannot carry');
       return { ok: false, code: 'internal', message: 'the edge produced an invalid welcome' };
     }
-    return { ok: true, welcome, credential: result.credential };
+    return { ok: true, welcome, admitted: { credential: result.credential, deploy: result.deploy } };
   }
 
   /**
@@ -402,11 +409,11 @@ export class TunnelServer {
     });
   }
 
-  private open(h: Handshake, hello: Hello, welcome: Welcome, credential: TunnelCredential | undefined, log: Logger, data?: DataConnections): void {
+  private open(h: Handshake, hello: Hello, welcome: Welcome, admitted: Admitted, log: Logger, data?: DataConnections): void {
     if (this.closing) return void h.terminate();
     h.open(welcome, (link) => {
       if (!link || this.closing) return void h.terminate();
-      this.serve(h, link, hello, welcome, credential, log, data);
+      this.serve(h, link, hello, welcome, admitted, log, data);
     });
   }
 
@@ -415,7 +422,7 @@ export class TunnelServer {
     link: TunnelLink,
     hello: Hello,
     welcome: Welcome,
-    credential: TunnelCredential | undefined,
+    admitted: Admitted,
     log: Logger,
     data: DataConnections | undefined,
   ): void {
@@ -428,9 +435,10 @@ export class TunnelServer {
         endpoint: welcome.endpoint,
         remoteAddress: h.remoteAddress,
         client: hello.client,
-        credential,
+        credential: admitted.credential,
         transport: h.transport,
         data,
+        deploy: admitted.deploy,
       },
       h2,
       link,

@@ -62,6 +62,11 @@ export const HelloSchema = Type.Object(
      * http protocol, a plain-HTTP local service. `host_header` is the Host its local service must see instead of the
      * visitor's (the agent's --host-header), which the edge then writes itself, since the agent no longer parses.
      */
+    /**
+     * A deploying agent (`edge agent deploy`) names its application: the edge then serves the application's endpoint
+     * (`endpoint` may be omitted) and opens the control stream that carries its deployment orders (docs/deploy.md).
+     */
+    application: Type.Optional(Uuid()),
     data_connections: Type.Optional(
       Type.Object({ host_header: Type.Optional(Type.String({ minLength: 1, maxLength: 255, pattern: HOST_HEADER_PATTERN })) }, { additionalProperties: false }),
     ),
@@ -128,6 +133,8 @@ export const REFUSALS = {
   /** The key's user lacks `tunnels:connect` in the key's account. */
   permission_denied: { close: 4403, retry: false },
   endpoint_not_found: { close: 4404, retry: false },
+  /** The hello's application does not exist in the key's account (or was deleted while the agent served it). */
+  application_not_found: { close: 4404, retry: false },
   handshake_timeout: { close: 4408, retry: true },
   /** Another connection with the same agent id took this one's place on the endpoint. */
   replaced: { close: 4409, retry: false },
