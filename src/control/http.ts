@@ -67,6 +67,8 @@ declare module 'fastify' {
      * before the handler runs.
      */
     permission?: Permission | readonly Permission[];
+    /** The route reads and judges its own body, media type included (the git webhook, which needs the raw bytes). */
+    ownBody?: boolean;
   }
 }
 
@@ -276,6 +278,7 @@ export function createControlApp(deps: ControlDeps): ControlApp {
 
   // A body with no Content-Type is never parsed by fastify; say so instead of reporting it as missing.
   app.addHook('onRequest', async (req) => {
+    if (req.routeOptions.config?.ownBody) return;
     const hasBody = Number(req.headers['content-length'] ?? 0) > 0 || req.headers['transfer-encoding'] !== undefined;
     if (hasBody && !req.headers['content-type']) throw fail.unsupported_media_type();
   });

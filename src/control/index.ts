@@ -3,6 +3,8 @@
 import type { AddressInfo } from 'node:net';
 import { createControlApp, type ControlApp, type ControlDeps } from './http.ts';
 import { accountRoutes } from './routes/accounts.ts';
+import { applicationRoutes } from './routes/applications.ts';
+import { gitWebhookRoutes } from './routes/git-webhooks.ts';
 import { adminRoutes } from './routes/admin.ts';
 import { certificateRoutes } from './routes/certificates.ts';
 import { domainRoutes } from './routes/domains.ts';
@@ -23,7 +25,7 @@ import { trafficAlertRoutes } from './routes/traffic-alerts.ts';
 import { trafficRoutes } from './routes/traffic.ts';
 
 /** Every route module, in the order they are registered. Adding an API area is one entry here. */
-const ROUTES = [accountRoutes, adminRoutes, endpointRoutes, domainRoutes, certificateRoutes, presenceRoutes, routingRuleRoutes, endpointOriginRoutes, endpointSettingsRoutes, endpointApiKeyRoutes, oauthProviderRoutes, rbacClientRoutes, rbacRegistrationRoutes, rbacRoleRoutes, rateLimitRoutes, trafficRoutes, healthRoutes, trafficAlertRoutes, dedicatedIpRoutes];
+const ROUTES = [accountRoutes, adminRoutes, endpointRoutes, domainRoutes, certificateRoutes, presenceRoutes, routingRuleRoutes, endpointOriginRoutes, endpointSettingsRoutes, endpointApiKeyRoutes, oauthProviderRoutes, rbacClientRoutes, rbacRegistrationRoutes, rbacRoleRoutes, rateLimitRoutes, trafficRoutes, healthRoutes, trafficAlertRoutes, dedicatedIpRoutes, applicationRoutes, gitWebhookRoutes];
 
 export interface ControlServer {
   app: ControlApp;

@@ -41,6 +41,22 @@ export const ConfigSchema = Type.Object(
     tlsKeyFile: Type.String(),
     // Where an edge reaches the control API (the one-shot flow creates ephemeral endpoints there); empty = this node's.
     controlUrl: Type.String({ pattern: '^(https?://.+)?$' }),
+    // The control API's public base URL (http(s)://host[:port], no path), as git providers reach it: webhook URLs
+    // (GET /v1/applications/{uuid}/webhook) are made from it. Empty = http://<the control listener's address>.
+    publicControlUrl: Type.String({ pattern: '^(https?://[^/?#\\s]+/?)?$' }),
+    // Git push-to-deploy (docs/api.md "Applications and deployments").
+    deploy: Type.Object(
+      {
+        // Whether applications may name file:// repositories. For tests and local development only: a file URL reads
+        // the deploying agent's own disk.
+        allowFileUrls: Type.Boolean(),
+        // Largest webhook delivery body accepted (413 beyond it, before reading the rest).
+        webhookMaxBytes: Type.Integer({ minimum: 1024, maximum: 32 * 1024 * 1024 }),
+        // Authenticated deliveries taken per application per minute, per control node (429 beyond it).
+        webhookRatePerMinute: Type.Integer({ minimum: 1, maximum: 100000 }),
+      },
+      { additionalProperties: false },
+    ),
     // Where the control API sends traffic replays (POST /v1/traffic/logs/{id}/replay): the base URL of an edge's public
     // listener (http:// or https://, no path). Empty = this node's own edge when it runs one; a control-only node
     // without it answers replays 503 (docs/traffic.md "API").
@@ -252,6 +268,10 @@ export const ENV_SETTINGS = {
   EDGE_TLS_KEY_FILE: 'tlsKeyFile',
   EDGE_CONTROL_URL: 'controlUrl',
   EDGE_REPLAY_EDGE_URL: 'replayEdgeUrl',
+  EDGE_PUBLIC_CONTROL_URL: 'publicControlUrl',
+  EDGE_DEPLOY_ALLOW_FILE_URLS: 'deploy.allowFileUrls',
+  EDGE_DEPLOY_WEBHOOK_MAX_BYTES: 'deploy.webhookMaxBytes',
+  EDGE_DEPLOY_WEBHOOK_RATE: 'deploy.webhookRatePerMinute',
   EDGE_ORIGIN_ALLOW_PRIVATE: 'originAllowPrivate',
   EDGE_PUBLIC_HTTPS_PORT: 'publicHttpsPort',
   EDGE_OPS_PORT: 'opsPort',
@@ -476,8 +496,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     }
   }
   // Base URLs of an edge's public listener (probes, replays): the pattern lets through what no URL parser takes.
-  for (const path of ['health.probeEdgeUrl', 'replayEdgeUrl'] as const) {
-    const value = path === 'replayEdgeUrl' ? config.replayEdgeUrl : config.health.probeEdgeUrl;
+  for (const path of ['health.probeEdgeUrl', 'replayEdgeUrl', 'publicControlUrl'] as const) {
+    const value = path === 'replayEdgeUrl' ? config.replayEdgeUrl : path === 'publicControlUrl' ? config.publicControlUrl : config.health.probeEdgeUrl;
     if (value !== '' && !URL.canParse(value)) {
       const origin = source[path] ? ` (from ${source[path]})` : '';
       throw new ConfigError(`invalid setting "${path}"${origin}: not a valid URL (http://host:port or https://host:port, no path), got ${JSON.stringify(value)}`);

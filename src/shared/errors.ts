@@ -74,6 +74,11 @@ export const ERROR_CODES = {
   group_not_active: [409, 'The dedicated IP group is not active'],
   dedicated_ip_in_use: [409, 'The dedicated IP is already in use'],
   replay_not_captured: [409, 'Not enough of this exchange was captured to replay it'],
+  // Applications and git push-to-deploy (docs/api.md "Applications and deployments").
+  deployment_finished: [409, 'The deployment has finished'],
+  not_rollbackable: [409, 'Only a deployment that was live, with a known commit, can be rolled back to'],
+  webhook_signature_invalid: [401, 'The webhook signature is missing or does not match'],
+  webhook_rate_limited: [429, 'Too many webhook deliveries for this application; retry later'],
   dns_repoint_failed: [502, 'The DNS change could not be published; the binding was reverted, retry later'],
   replay_failed: [502, 'The replay could not be completed through the edge'],
   alert_test_too_soon: [429, 'This alert rule was tested moments ago; retry after the cooldown'],

@@ -2,6 +2,7 @@
 // Quotas and port uniqueness are enforced by locks and constraints inside the writing transaction.
 import type { Queryable } from './db.ts';
 import { touch } from './feed-changes.ts';
+import { applicationUuidsOfEndpoint, touchApplication } from './applications.ts';
 
 export interface EndpointRow {
   id: number;
@@ -178,6 +179,8 @@ export async function promoteEndpoint(tx: Queryable, id: number): Promise<Endpoi
  * off endpoints reference it ON DELETE CASCADE, so they go with it. Edges drop it when the deletion reaches them.
  */
 export async function deleteEndpoint(tx: Queryable, endpoint: Pick<EndpointRow, 'id' | 'uuid'>): Promise<boolean> {
+  // Its applications go with it (ON DELETE CASCADE): their feed entries are withdrawn at commit.
+  for (const uuid of await applicationUuidsOfEndpoint(tx, endpoint.id)) touchApplication(tx, uuid);
   const { rows } = await tx.query<{ certificate_id: number | null }>('DELETE FROM endpoints WHERE id = $1 RETURNING certificate_id', [endpoint.id]);
   if (rows.length === 0) return false;
   touch(tx, { endpointDeleted: endpoint.uuid });

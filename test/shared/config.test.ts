@@ -73,6 +73,15 @@ describe('loadConfig', () => {
     assert.equal(secret.dns.updateServer, '[::1]:53');
   });
 
+  it('has the deploy defaults and takes the deploy settings', () => {
+    const c = loadConfig({});
+    assert.deepEqual(c.deploy, { allowFileUrls: false, webhookMaxBytes: 1048576, webhookRatePerMinute: 60 });
+    assert.equal(c.publicControlUrl, '');
+    const set = loadConfig({ EDGE_DEPLOY_ALLOW_FILE_URLS: 'true', EDGE_DEPLOY_WEBHOOK_MAX_BYTES: '65536', EDGE_DEPLOY_WEBHOOK_RATE: '5', EDGE_PUBLIC_CONTROL_URL: 'https://control.example.com' });
+    assert.deepEqual(set.deploy, { allowFileUrls: true, webhookMaxBytes: 65536, webhookRatePerMinute: 5 });
+    assert.equal(set.publicControlUrl, 'https://control.example.com');
+  });
+
   it('names the bad setting and the variable that set it', () => {
     const cases: Array<[Record<string, string>, RegExp]> = [
       [{ EDGE_ROLE: 'proxy' }, /"role" \(from EDGE_ROLE\)/],
@@ -122,6 +131,15 @@ describe('loadConfig', () => {
       [{ EDGE_DNS_UPDATE_SERVER: '[::1]:70000', EDGE_DNS_UPDATE_ZONE: 'example.com', EDGE_DNS_TSIG_KEY: 'k:hmac-sha256:c2VjcmV0' }, /"dns.updateServer"/],
       [{ EDGE_PUBLIC_ADDRESSES: '127.0.0.1, edge.example.com' }, /"edge.publicAddresses" \(from EDGE_PUBLIC_ADDRESSES\): "edge.example.com"/],
       [{ EDGE_PUBLIC_ADDRESSES: '10.0.0.0/8' }, /"edge.publicAddresses"/],
+      // Git push-to-deploy (docs/api.md "Applications and deployments").
+      [{ EDGE_PUBLIC_CONTROL_URL: 'control.example.com' }, /"publicControlUrl" \(from EDGE_PUBLIC_CONTROL_URL\)/],
+      [{ EDGE_PUBLIC_CONTROL_URL: 'https://control.example.com/api' }, /"publicControlUrl" \(from EDGE_PUBLIC_CONTROL_URL\)/],
+      [{ EDGE_PUBLIC_CONTROL_URL: 'http://[::1:8081' }, /"publicControlUrl" \(from EDGE_PUBLIC_CONTROL_URL\): not a valid URL/],
+      [{ EDGE_DEPLOY_ALLOW_FILE_URLS: 'yes' }, /EDGE_DEPLOY_ALLOW_FILE_URLS must be true or false/],
+      [{ EDGE_DEPLOY_WEBHOOK_MAX_BYTES: '100' }, /"deploy.webhookMaxBytes" \(from EDGE_DEPLOY_WEBHOOK_MAX_BYTES\)/],
+      [{ EDGE_DEPLOY_WEBHOOK_MAX_BYTES: '1MiB' }, /EDGE_DEPLOY_WEBHOOK_MAX_BYTES must be an integer/],
+      [{ EDGE_DEPLOY_WEBHOOK_RATE: '0' }, /"deploy.webhookRatePerMinute" \(from EDGE_DEPLOY_WEBHOOK_RATE\)/],
+      [{ EDGE_DEPLOY_WEBHOOK_RATE: '60/minute' }, /EDGE_DEPLOY_WEBHOOK_RATE must be an integer/],
     ];
     for (const [env, message] of cases) {
       assert.throws(() => loadConfig(env), (err: Error) => err instanceof ConfigError && message.test(err.message), JSON.stringify(env));
