@@ -21,8 +21,6 @@ export interface GroupOptions {
 
 /** How long stdout/stderr may stay open after the group was killed (a member that left the group may hold them). */
 const PIPE_CLOSE_MS = 2_000;
-/** How often a stopping group is checked for members left. */
-const POLL_MS = 25;
 
 export class ProcessGroup {
   readonly child: ChildProcess;
@@ -63,13 +61,21 @@ export class ProcessGroup {
       const pid = this.child.pid;
       if (pid === undefined) return; // never started
       signalGroup(pid, 'SIGTERM');
-      // The leader (`sh -c`) may be gone while the service it started still shuts down: wait for the group, not it.
-      const deadline = Date.now() + graceMs;
-      while (Date.now() < deadline && groupAlive(pid)) await sleep(Math.min(POLL_MS, Math.max(1, deadline - Date.now())));
+      // The leader (`sh -c`) may be gone while the service it started still shuts down. Its end shows as the output
+      // pipes closing: every member holds them until it exits. (Polling the group with kill(-pid, 0) would also
+      // count zombies an init that reaps slowly leaves behind.)
+      const grace = new AbortController();
+      await Promise.race([
+        Promise.all([this.exited, this.closed]),
+        sleep(graceMs, undefined, { signal: grace.signal }).catch(() => {}),
+      ]);
+      grace.abort();
+      // Whatever is left of the group: past its grace, or a member that closed its output and lives on.
       signalGroup(pid, 'SIGKILL');
       await this.exited;
-      const timer = sleep(PIPE_CLOSE_MS, undefined, { ref: false });
-      await Promise.race([this.closed, timer]);
+      const late = new AbortController();
+      await Promise.race([this.closed, sleep(PIPE_CLOSE_MS, undefined, { signal: late.signal }).catch(() => {})]);
+      late.abort();
       this.child.stdout?.destroy();
       this.child.stderr?.destroy();
     })();
@@ -82,15 +88,6 @@ function signalGroup(pid: number, signal: NodeJS.Signals): void {
     process.kill(-pid, signal);
   } catch {
     // ESRCH: the group is empty already
-  }
-}
-
-function groupAlive(pid: number): boolean {
-  try {
-    process.kill(-pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
 
