@@ -1,5 +1,6 @@
 // The `edge` command: `serve` runs the node, `admin` bootstraps users and keys directly against the store.
 // Configuration errors exit with status 2 and one line naming the bad setting.
+import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig, type Config } from './shared/config.ts';
 import { createLogger } from './shared/log.ts';
@@ -8,6 +9,7 @@ import type { Welcome } from './shared/tunnel/protocol.ts';
 import type { Agent, ReconnectInfo } from './agent/agent.ts';
 import type { HaAgent } from './agent/ha.ts';
 import { generateApiKey } from './shared/api-keys.ts';
+import { isUuid } from './shared/schema.ts';
 import { openDatabase } from './store/db.ts';
 import * as accounts from './store/accounts.ts';
 import { bootstrapAdmin } from './control/bootstrap.ts';
@@ -18,6 +20,7 @@ const HELP = `Usage: edge <command> [options]
 Commands:
   serve [--role all|control|edge|worker]   Run the node (default role: EDGE_ROLE or all)
   agent <http|tcp|udp> <port|url>          Expose a local service through the edge
+  agent deploy <application-uuid> --dir D  Serve an application and run its deployments on this machine
   admin <subcommand>                       Operate on the store directly (no running server needed)
   cluster [--edges N]                      Start control, worker and N edges as local processes (development, tests)
   help                                     Show this text
@@ -180,7 +183,105 @@ The agent prints the public URL, reconnects with backoff after any drop, and exi
 At a terminal it prints status lines and warnings as text; piped, JSON log lines (EDGE_LOG_FORMAT=auto|text|json,
 EDGE_LOG_LEVEL).`;
 
+const DEPLOY_HELP = `Usage: edge agent deploy <application-uuid> --dir DIR [options]
+
+Serves the application's endpoint from the release that is live, and runs its deployments on this machine as the
+control plane orders them (a git push to its webhook, a manual deploy, a rollback): fetch the commit with git into a
+new release under DIR, run the build command, start the run command with PORT set, wait for the health path to
+answer 2xx, switch visitors to it with no request dropped, then stop the old release (docs/deploy.md).
+
+Options:
+  --dir DIR          Where releases and the agent's state live (required; created if missing)
+  --edge URL         The edge's public base URL (default EDGE_URL or http://127.0.0.1:8080)
+  --api-key KEY      API key (default EDGE_API_KEY); its user needs tunnels:connect in the application's account
+  --id ID            Agent id, stable across reconnects (default: hostname + random)
+  --tags a,b         Tags routing rules can select this agent by
+  --transport T      auto (default), raw or ws, as for edge agent http
+  --build-timeout S  Seconds a build may run (default 600)
+  --health-timeout S Seconds a new release has to answer its health path with 2xx (default 60)
+  --keep-releases N  Releases kept on disk for rollback, the live one included (default 3)`;
+
+/** A whole number of seconds from an option, in range, as milliseconds. */
+function secondsOption(name: string, value: string | undefined, max: number): number | undefined {
+  if (value === undefined) return undefined;
+  if (!/^[0-9]{1,6}$/.test(value) || Number(value) < 1 || Number(value) > max) throw new UsageError(`--${name} must be a whole number of seconds from 1 to ${max}, got "${value}"`);
+  return Number(value) * 1000;
+}
+
+async function deployCommand(args: string[]): Promise<void> {
+  const { values, positionals } = parseArgs({
+    args,
+    allowPositionals: true,
+    options: {
+      dir: { type: 'string' },
+      edge: { type: 'string' },
+      'api-key': { type: 'string' },
+      id: { type: 'string' },
+      tags: { type: 'string' },
+      transport: { type: 'string' },
+      'build-timeout': { type: 'string' },
+      'health-timeout': { type: 'string' },
+      'keep-releases': { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (values.help) return void process.stdout.write(DEPLOY_HELP + '\n');
+  const [application] = positionals;
+  if (!application || positionals.length > 1 || !isUuid(application)) throw new UsageError(`give the application's uuid\n\n${DEPLOY_HELP}`);
+  if (!values.dir) throw new UsageError(`--dir is required: where releases live\n\n${DEPLOY_HELP}`);
+  const apiKey = values['api-key'] ?? process.env.EDGE_API_KEY;
+  if (!apiKey) throw new UsageError('an API key is needed: --api-key or EDGE_API_KEY');
+  const transport = values.transport ?? process.env.EDGE_TRANSPORT ?? 'auto';
+  if (transport !== 'auto' && transport !== 'raw' && transport !== 'ws') throw new UsageError(`--transport must be auto, raw or ws, got "${transport}"`);
+  const keep = values['keep-releases'];
+  if (keep !== undefined && (!/^[0-9]{1,2}$/.test(keep) || Number(keep) < 1 || Number(keep) > 50)) throw new UsageError(`--keep-releases must be a whole number from 1 to 50, got "${keep}"`);
+  const format = (process.env.EDGE_LOG_FORMAT ?? 'auto') as LogFormat;
+  if (!LOG_FORMATS.includes(format)) throw new UsageError(`EDGE_LOG_FORMAT must be auto, text or json, got "${format}"`);
+  const terminal = agentConsole({ out: process.stdout, format, level: process.env.EDGE_LOG_LEVEL });
+  const { DeployAgent } = await import('./agent/deploy/deploy-agent.ts');
+  const { TunnelRefusedError } = await import('./agent/agent.ts');
+  const agent = new DeployAgent({
+    application,
+    dir: resolve(values.dir),
+    edgeUrl: values.edge ?? process.env.EDGE_URL ?? 'http://127.0.0.1:8080',
+    apiKey,
+    agentId: values.id,
+    tags: values.tags ? values.tags.split(',').map((t) => t.trim()).filter(Boolean) : [],
+    transport,
+    logger: terminal.logger,
+    deployer: {
+      buildTimeoutMs: secondsOption('build-timeout', values['build-timeout'], 86_400),
+      healthTimeoutMs: secondsOption('health-timeout', values['health-timeout'], 3_600),
+      keepReleases: keep === undefined ? undefined : Number(keep),
+    },
+  });
+  try {
+    const welcome = await agent.start();
+    terminal.forwarding(welcome, 'http', `application ${application}`, agent.agent.transport ?? transport);
+  } catch (err) {
+    if (err instanceof TunnelRefusedError) {
+      process.stderr.write(`edge: the edge refused this agent (${err.code}): ${err.message}\n`);
+      await agent.stop(0);
+      process.exit(3);
+    }
+    throw err;
+  }
+  agent.agent.on('reconnecting', (info: ReconnectInfo) => terminal.reconnecting(info));
+  agent.agent.on('stopped', (err: { code: string; message: string } | null) => {
+    if (!err) return;
+    process.stderr.write(`edge: stopped by the edge (${err.code}): ${err.message}\n`);
+    void agent.stop(0).finally(() => process.exit(3));
+  });
+  const stop = async () => {
+    await agent.stop();
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void stop());
+  process.on('SIGINT', () => void stop());
+}
+
 async function agentCommand(args: string[]): Promise<void> {
+  if (args[0] === 'deploy') return deployCommand(args.slice(1));
   const { values, positionals } = parseArgs({
     args,
     allowPositionals: true,
