@@ -2,6 +2,7 @@
 // Load runs target 127.0.0.1 only and are bounded in time; figures are for this machine, read them as ratios.
 import { benchCapture, describeCapture } from './capture.ts';
 import { benchConfigApply, describeConfigApply } from './config-apply.ts';
+import { benchDeploy, describeDeploy } from './deploy.ts';
 import { benchDns } from './dns.ts';
 import { benchFeedLatency } from './feed-latency.ts';
 import { benchPolicyMemory, describePolicyMemory } from './policy-memory.ts';
@@ -48,6 +49,10 @@ rows.push(...describeRecordShipping(await benchRecordShipping({ redisUrl: proces
 // The GeoDNS server: answers per second with dnsperf against Knot DNS on the same CPU (target ≥ 0.3×), with and
 // without ECS, and the time from a bind to the new answer (target < 1 s).
 rows.push(...(await benchDns()));
+
+// Push-to-deploy: a signed push webhook to `live` for an app with no build step (target < 2 s), and requests lost
+// while each switch happens under load (target 0).
+rows.push(...describeDeploy(await benchDeploy()));
 
 // The whole request path as users run it: `edge serve` with endpoints made through its API (origin at the default
 // capture, full, off, every policy on; raw tunnel at the default and off; WebSocket), beside a bare http-proxy-3 proxy
