@@ -1,6 +1,6 @@
 // The agent's release manager (`edge agent deploy`): runs the deployment orders the edge relays on this machine —
 // fetch, build, start, health-check, switch, drain — supervises the live process, and reports every step as events.
-import { mkdir, rename, rm } from 'node:fs/promises';
+import { mkdir, rename, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { AgentControlEvent, ApplicationConfig, DeploymentOrder, StatusEvent } from '../../shared/deploy.ts';
@@ -178,6 +178,10 @@ export class Deployer {
       return;
     }
     if (!release || this.closed || this.live) return;
+    if (!(await stat(release.dir).catch(() => null))?.isDirectory()) {
+      this.console(`deploy: state.json names release ${release.name}, which is not in ${this.releasesDir}; nothing to start`);
+      return;
+    }
     this.restored = release.deploymentId;
     const live = new Live(release);
     this.live = live;
