@@ -73,7 +73,12 @@ export async function benchDeploy(options: { pushes?: number; concurrency?: numb
             let text = '';
             res.setEncoding('utf8');
             res.on('data', (d) => (text += d));
-            res.on('end', () => resolve(res.statusCode === 200 && versions.has(text)));
+            res.on('end', () => {
+              const ok = res.statusCode === 200 && versions.has(text);
+              // BENCH_DEBUG=1 prints what a lost request got, to tell the edge's answers from the agent's.
+              if (!ok && process.env.BENCH_DEBUG) console.error(res.statusCode, text.slice(0, 200));
+              resolve(ok);
+            });
           });
           req.on('error', () => resolve(false));
         });

@@ -32,10 +32,15 @@ export interface DeployAgentOptions extends Omit<AgentOptions, 'target' | 'strea
   maxPendingEvents?: number;
 }
 
-/** One live release's forwarders, opened when it first serves and closed once the switch moved past it. */
+/**
+ * One release's forwarders, opened when it first serves. Once the switch moved past the release they close, but only
+ * after the last stream on them ended: closing destroys the pool, and with it any request still running there.
+ */
 interface ReleaseForwarders {
   http: HttpForwarder;
   connect: (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => void;
+  streams: number;
+  retired: boolean;
 }
 
 export class DeployAgent {
@@ -63,8 +68,9 @@ export class DeployAgent {
     this.stopSwitchWatch = this.deployer.onSwitch((port) => {
       for (const [p, f] of this.forwarders) {
         if (p === port) continue;
-        f.http.close();
+        f.retired = true;
         this.forwarders.delete(p);
+        if (f.streams === 0) f.http.close();
       }
     });
   }
@@ -92,8 +98,12 @@ export class DeployAgent {
       return void stream.end('No release of this application is live yet.\n');
     }
     // Held until the stream is done either way, so the release it reached is not stopped under it.
-    stream.once('close', () => lease.release());
     const f = this.forwardersFor(lease.port);
+    f.streams++;
+    stream.once('close', () => {
+      lease.release();
+      if (--f.streams === 0 && f.retired) f.http.close();
+    });
     if (headers[':method'] === 'CONNECT') f.connect(stream, headers);
     else f.http.handle(stream, headers);
   }
@@ -102,7 +112,7 @@ export class DeployAgent {
     let f = this.forwarders.get(port);
     if (!f) {
       const target = parseTarget('http', `127.0.0.1:${port}`);
-      f = { http: createHttpForwarder({ target, logger: this.logger }), connect: createStreamForwarder({ target, logger: this.logger }) };
+      f = { http: createHttpForwarder({ target, logger: this.logger }), connect: createStreamForwarder({ target, logger: this.logger }), streams: 0, retired: false };
       this.forwarders.set(port, f);
     }
     return f;
