@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { DeployAgent } from '../src/agent/deploy/deploy-agent.ts';
 import { createEndpoint, nodeWithOwner } from '../test/helpers/endpoint-api.ts';
-import { createGitApp } from '../test/helpers/git-app.ts';
+import { appFiles, makeRepo } from '../test/helpers/git-app.ts';
 import { percentile } from './lib/soak-report.ts';
 import type { Row } from './proxy.ts';
 
@@ -25,7 +25,7 @@ export async function benchDeploy(options: { pushes?: number; concurrency?: numb
   const pushes = options.pushes ?? 8;
   const concurrency = options.concurrency ?? 8;
   const { t, owner } = await nodeWithOwner({ EDGE_DEPLOY_ALLOW_FILE_URLS: 'true' });
-  const repo = await createGitApp();
+  const repo = await makeRepo();
   const dir = await mkdtemp(join(tmpdir(), 'edge-bench-deploy-'));
   let agent: DeployAgent | undefined;
   const keepAlive = new http.Agent({ keepAlive: true, maxSockets: concurrency });
@@ -61,7 +61,7 @@ export async function benchDeploy(options: { pushes?: number; concurrency?: numb
     };
 
     // The first release has nothing to switch from: it goes live before the load starts.
-    await push(await repo.commit({ version: 'v0' }));
+    await push(await repo.commit(appFiles({ version: 'v0' }), 'v0'));
     const versions = new Set(['v0']);
     let requests = 0;
     let failed = 0;
@@ -91,7 +91,7 @@ export async function benchDeploy(options: { pushes?: number; concurrency?: numb
     try {
       for (let i = 1; i <= pushes; i++) {
         versions.add(`v${i}`);
-        pushToLiveMs.push(await push(await repo.commit({ version: `v${i}` })));
+        pushToLiveMs.push(await push(await repo.commit(appFiles({ version: `v${i}` }))));
       }
     } finally {
       loading = false;

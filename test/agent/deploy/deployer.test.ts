@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { MAX_LOG_LINES_PER_EVENT, MAX_LOG_LINE_LENGTH } from '../../../src/shared/deploy.ts';
 import { eventually } from '../../helpers/eventually.ts';
 import { alive, application, get, order, serverJs, setup, viaDeployer, type Setup } from './fixture.ts';
+import { skipSlowSuite } from '../../helpers/slow-suites.ts';
 
 async function deployV1(s: Setup): Promise<string> {
   const sha = await s.repo.commit({ 'server.js': serverJs('v1') });
@@ -20,7 +21,8 @@ async function releases(s: Setup): Promise<string[]> {
   return (await readdir(join(s.dir, 'releases'))).sort();
 }
 
-describe('deployer: deployments', () => {
+// No store is involved: the suite runs once in CI (test/helpers/slow-suites.ts).
+describe('deployer: deployments', { skip: skipSlowSuite() }, () => {
   it('deploys a commit: building → deploying → live, logs the git steps, acquire() reaches it, state.json names it', async () => {
     const s = await setup();
     try {

@@ -1,72 +1,16 @@
-// What the deployer tests share: a bare git repository made with the real `git` CLI and a work clone committing a
-// tiny Node HTTP app, a recorder of the Deployer's events that waits for the one a test expects, and HTTP helpers.
+// What the deployer tests share: the repository and app of test/helpers/git-app.ts, a recorder of the Deployer's events that waits for the one a test expects, and HTTP helpers.
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
-import { promisify } from 'node:util';
 import { Value } from '@sinclair/typebox/value';
 import { AgentControlEventSchema, type AgentControlEvent, type ApplicationConfig, type DeploymentOrder, type StatusEvent } from '../../../src/shared/deploy.ts';
 import { Deployer, type DeployerOptions } from '../../../src/agent/deploy/deployer.ts';
+import { git, makeRepo, serverJs, type Repo } from '../../helpers/git-app.ts';
 
-const run = promisify(execFile);
-
-export async function git(cwd: string, ...args: string[]): Promise<string> {
-  const { stdout } = await run('git', ['-c', 'user.name=Test', '-c', 'user.email=test@example.test', ...args], { cwd });
-  return stdout.trim();
-}
-
-/**
- * The application: answers its version on `/` (after a few milliseconds, so requests overlap a switch), 200 on the
- * health path (or `health` when given), its pid on `/pid`; refuses to start while a file `down` is in its directory.
- */
-export function serverJs(version: string, health = 200): string {
-  return `const http = require('node:http');
-const fs = require('node:fs');
-if (fs.existsSync('down')) { console.error('down file present'); process.exit(4); }
-const server = http.createServer((req, res) => {
-  if (req.url === '/healthz') { res.writeHead(${health}); return res.end('health'); }
-  if (req.url === '/pid') return res.end(String(process.pid));
-  setTimeout(() => res.end(${JSON.stringify(version)}), 5);
-});
-server.listen(Number(process.env.PORT), '127.0.0.1', () => console.log('listening on ' + process.env.PORT));
-process.on('SIGTERM', () => server.close(() => process.exit(0)));
-`;
-}
-
-export interface Repo {
-  root: string;
-  url: string;
-  /** Commits these files on main and pushes; returns the commit's sha. */
-  commit(files: Record<string, string>, message?: string): Promise<string>;
-  close(): Promise<void>;
-}
-
-export async function makeRepo(): Promise<Repo> {
-  const root = await mkdtemp(join(tmpdir(), 'deploy-repo-'));
-  const bare = join(root, 'app.git');
-  const work = join(root, 'work');
-  await git(root, 'init', '-q', '--bare', '-b', 'main', bare);
-  await git(root, 'init', '-q', '-b', 'main', work);
-  await git(work, 'remote', 'add', 'origin', bare);
-  let n = 0;
-  return {
-    root,
-    url: pathToFileURL(bare).href,
-    async commit(files, message = `commit ${++n}`) {
-      for (const [name, text] of Object.entries(files)) await writeFile(join(work, name), text);
-      await git(work, 'add', '-A');
-      await git(work, 'commit', '-q', '-m', message);
-      await git(work, 'push', '-q', 'origin', 'main');
-      return git(work, 'rev-parse', 'HEAD');
-    },
-    close: () => rm(root, { recursive: true, force: true }),
-  };
-}
+export { git, makeRepo, serverJs, type Repo };
 
 export const RUN = `"${process.execPath}" server.js`;
 

@@ -6,10 +6,12 @@ import { readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ProcessEvent } from '../../../src/shared/deploy.ts';
 import { alive, application, order, serverJs, setup, viaDeployer } from './fixture.ts';
+import { skipSlowSuite } from '../../helpers/slow-suites.ts';
 
 const isProcess = (state: ProcessEvent['state']) => (e: { type: string }): e is ProcessEvent => e.type === 'process' && (e as ProcessEvent).state === state;
 
-describe('deployer: supervision', () => {
+// No store is involved: the suite runs once in CI (test/helpers/slow-suites.ts).
+describe('deployer: supervision', { skip: skipSlowSuite() }, () => {
   it('a new Deployer on the same directory starts the release state.json names, and does not redeploy it', async () => {
     const s = await setup();
     try {
