@@ -142,6 +142,28 @@ describe('edge CLI', () => {
     assert.match(role.stderr, /needs (REDIS_URL|EDGE_SECRET_KEY)/);
   });
 
+  it('refuses a bad `edge agent deploy` command line with exit status 2, naming what is wrong', async () => {
+    const uuid = '0b7e3f62-5a2d-4c47-9a51-2f5d4a8e0c11';
+    const env = cleanEnv({ EDGE_API_KEY: 'edge_test_key' });
+    const cases: Array<[string[], RegExp]> = [
+      [['agent', 'deploy'], /give the application's uuid/],
+      [['agent', 'deploy', 'not-a-uuid', '--dir', '/tmp/x'], /give the application's uuid/],
+      [['agent', 'deploy', uuid], /--dir is required/],
+      [['agent', 'deploy', uuid, '--dir', '/tmp/x', '--keep-releases', '0'], /--keep-releases must be a whole number from 1 to 50/],
+      [['agent', 'deploy', uuid, '--dir', '/tmp/x', '--build-timeout', '1.5'], /--build-timeout must be a whole number of seconds/],
+      [['agent', 'deploy', uuid, '--dir', '/tmp/x', '--health-timeout', '0'], /--health-timeout must be a whole number of seconds/],
+      [['agent', 'deploy', uuid, '--dir', '/tmp/x', '--transport', 'carrier-pigeon'], /--transport must be auto, raw or ws/],
+    ];
+    for (const [args, message] of cases) {
+      const res = await run(args, env);
+      assert.equal(res.code, 2, `${args.join(' ')}: ${res.stderr}`);
+      assert.match(res.stderr, message, args.join(' '));
+    }
+    const help = await run(['agent', 'deploy', '--help'], env);
+    assert.equal(help.code, 0);
+    assert.match(help.stdout, /--keep-releases/);
+  });
+
   it('prints help', async () => {
     const res = await run(['--help'], cleanEnv({}));
     assert.equal(res.code, 0);
