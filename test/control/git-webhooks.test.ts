@@ -238,8 +238,23 @@ describe('git webhooks', () => {
       const doc = await expectBody(200, t.api('GET', '/v1/openapi.json', { key: null }));
       const op = doc.paths['/api/webhooks/git/{uuid}'].post;
       assert.deepEqual(op.security, []);
-      assert.ok(doc.paths['/v1/applications/{uuid}/webhook'].get);
-      assert.ok(doc.paths['/v1/applications/{uuid}/agent-events'].post);
+      // Every operation of applications and deployments is described.
+      const operations: Array<[string, string]> = [
+        ['/v1/applications', 'post'],
+        ['/v1/applications', 'get'],
+        ['/v1/applications/{uuid}', 'get'],
+        ['/v1/applications/{uuid}', 'patch'],
+        ['/v1/applications/{uuid}', 'delete'],
+        ['/v1/applications/{uuid}/webhook', 'get'],
+        ['/v1/applications/{uuid}/webhook/regenerate', 'post'],
+        ['/v1/applications/{uuid}/deployments', 'get'],
+        ['/v1/applications/{uuid}/deployments', 'post'],
+        ['/v1/applications/{uuid}/deployments/{id}', 'get'],
+        ['/v1/applications/{uuid}/deployments/{id}/rollback', 'post'],
+        ['/v1/applications/{uuid}/deployments/{id}/cancel', 'post'],
+        ['/v1/applications/{uuid}/agent-events', 'post'],
+      ];
+      for (const [path, method] of operations) assert.ok(doc.paths[path]?.[method]?.summary, `${method.toUpperCase()} ${path} in the OpenAPI document`);
     });
   });
 
