@@ -23,9 +23,10 @@ import { routingRuleRoutes } from './routes/routing-rules.ts';
 import { dedicatedIpRoutes } from './routes/dedicated-ips.ts';
 import { trafficAlertRoutes } from './routes/traffic-alerts.ts';
 import { trafficRoutes } from './routes/traffic.ts';
+import { consoleRoutes } from './console.ts';
 
 /** Every route module, in the order they are registered. Adding an API area is one entry here. */
-const ROUTES = [accountRoutes, adminRoutes, endpointRoutes, domainRoutes, certificateRoutes, presenceRoutes, routingRuleRoutes, endpointOriginRoutes, endpointSettingsRoutes, endpointApiKeyRoutes, oauthProviderRoutes, rbacClientRoutes, rbacRegistrationRoutes, rbacRoleRoutes, rateLimitRoutes, trafficRoutes, healthRoutes, trafficAlertRoutes, dedicatedIpRoutes, applicationRoutes, gitWebhookRoutes];
+const ROUTES = [accountRoutes, adminRoutes, endpointRoutes, domainRoutes, certificateRoutes, presenceRoutes, routingRuleRoutes, endpointOriginRoutes, endpointSettingsRoutes, endpointApiKeyRoutes, oauthProviderRoutes, rbacClientRoutes, rbacRegistrationRoutes, rbacRoleRoutes, rateLimitRoutes, trafficRoutes, healthRoutes, trafficAlertRoutes, dedicatedIpRoutes, applicationRoutes, gitWebhookRoutes, (app: ControlApp) => consoleRoutes(app)];
 
 export interface ControlServer {
   app: ControlApp;
