@@ -2,6 +2,7 @@
 // Load runs target 127.0.0.1 only and are bounded in time; figures are for this machine, read them as ratios.
 import { benchCapture, describeCapture } from './capture.ts';
 import { benchConfigApply, describeConfigApply } from './config-apply.ts';
+import { benchConsole, describeConsole } from './console.ts';
 import { benchDeploy, describeDeploy } from './deploy.ts';
 import { benchDns } from './dns.ts';
 import { benchFeedLatency } from './feed-latency.ts';
@@ -53,6 +54,10 @@ rows.push(...(await benchDns()));
 // Push-to-deploy: a signed push webhook to `live` for an app with no build step (target < 2 s), and requests lost
 // while each switch happens under load (target 0).
 rows.push(...describeDeploy(await benchDeploy()));
+
+// The web console's first load in Chromium: bytes with a cold cache (target < 300 KB) and navigation -> the endpoint
+// list drawn with 1,000 endpoints (target < 1 s).
+rows.push(...describeConsole(await benchConsole()));
 
 // The whole request path as users run it: `edge serve` with endpoints made through its API (origin at the default
 // capture, full, off, every policy on; raw tunnel at the default and off; WebSocket), beside a bare http-proxy-3 proxy
