@@ -5,6 +5,17 @@ import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
   { ignores: ['node_modules/**'] },
+  // The web console's browser modules (src/console): plain ES modules in the browser, no type-checker over them.
+  {
+    files: ['src/console/**/*.js'],
+    extends: [js.configs.recommended],
+    languageOptions: {
+      sourceType: 'module',
+      globals: Object.fromEntries(
+        ['window', 'document', 'location', 'history', 'sessionStorage', 'fetch', 'URL', 'URLSearchParams', 'Event', 'CustomEvent', 'setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'navigator', 'console', 'performance', 'TextDecoder', 'TextEncoder', 'atob', 'btoa', 'requestAnimationFrame', 'ResizeObserver', 'uPlot'].map((name) => [name, 'readonly']),
+      ),
+    },
+  },
   { files: ['**/*.ts'], extends: [js.configs.recommended, ...tseslint.configs.recommended] },
   {
     files: ['**/*.ts'],

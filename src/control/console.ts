@@ -53,7 +53,8 @@ const SOURCE = join(dirname(fileURLToPath(import.meta.url)), '..', 'console');
 
 /** The vendored libraries, by the path the console's modules import them from. */
 const VENDOR: Record<string, string> = {
-  'vendor/htm-preact.mjs': require.resolve('htm/preact/standalone.mjs'),
+  // htm's build that carries Preact and its hooks in one module, so the browser needs no import map.
+  'vendor/htm-preact.mjs': join(dirname(require.resolve('htm')), '..', 'preact', 'standalone.mjs'),
   'vendor/uplot.js': join(dirname(require.resolve('uplot')), 'uPlot.iife.min.js'),
   'vendor/uplot.css': join(dirname(require.resolve('uplot')), 'uPlot.min.css'),
 };
@@ -132,7 +133,11 @@ function send(req: FastifyRequest, reply: FastifyReply, file: Asset, cache: stri
 export function consoleRoutes(app: ControlApp, assets = defaultAssets()): void {
   const index = assets.get('index.html');
   if (!index) throw new Error('the console has no index.html');
-  app.get('/console', { config: { public: true }, schema: { hide: true } }, async (_req, reply) => reply.redirect(CONSOLE_PREFIX, 301));
+  // The router ignores a trailing slash, so this route also takes /console/: only the bare form is redirected, so
+  // that the console's relative URLs resolve under /console/.
+  app.get('/console', { config: { public: true }, schema: { hide: true } }, async (req, reply) =>
+    req.url.split('?')[0] === '/console' ? reply.redirect(CONSOLE_PREFIX, 301) : send(req, reply, index, 'no-cache'),
+  );
   app.get(`${CONSOLE_PREFIX}*`, { config: { public: true }, schema: { hide: true } }, async (req, reply) => {
     const path = (req.params as { '*': string })['*'];
     const file = assets.get(path);
