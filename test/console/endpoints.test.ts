@@ -205,6 +205,8 @@ describe('the endpoint screens in Chromium', { skip: skipConsoleSuite() }, () =>
     // The tab polls; the probes land within seconds at the test's interval scale.
     await page.locator('.chart canvas').waitFor({ timeout: 30_000 });
     await page.getByText('100.00 %').first().waitFor(WAIT);
+    // A few probes, so the chart has a line to draw.
+    await page.getByText(/Latency of the last ([3-9]|\d{2,}) probes/).waitFor(WAIT);
     assert.match(await page.locator('dl.facts').innerText(), /Last check\s+healthy 200/);
     await assertAccessible(page, 'health');
     await screenshot(page, 'health');

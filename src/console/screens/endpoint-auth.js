@@ -5,7 +5,7 @@
 import { html, useEffect, useState } from '../vendor/htm-preact.mjs';
 import { api } from '../api.js';
 import { ConfirmButton, ErrorMessage, Loading, formatTime, useAction, useApi } from '../ui.js';
-import { FORM_GRID, endpointApi, splitList } from './endpoint-common.js';
+import { CHECK_ROW, FORM_GRID, endpointApi, splitList } from './endpoint-common.js';
 
 const NO_PROVIDERS = [];
 
@@ -55,17 +55,16 @@ function ModeForm({ endpoint, settings, providers, onSaved }) {
     <h2 id="auth-mode-heading">Mode</h2>
     <p>Visitors meet: <strong>${settings.mode}</strong>${settings.enforce_https ? ', HTTPS enforced' : ''}${settings.session_ttl_seconds ? `, sessions last ${settings.session_ttl_seconds} s` : ''}.</p>
     <form onSubmit=${submit}>
-      <div class="toolbar">
+      <div style=${FORM_GRID}>
         <label for="auth-mode">Mode</label>
         <select id="auth-mode" value=${mode} onChange=${(e) => setMode(e.currentTarget.value)}>
           ${WRITE_MODES.map(([value, label]) => html`<option value=${value}>${label}</option>`)}
         </select>
-        <input id="auth-https" type="checkbox" checked=${https} onChange=${(e) => setHttps(e.currentTarget.checked)} />
-        <label for="auth-https">Enforce HTTPS</label>
         <label for="auth-ttl">Session lifetime (seconds, empty: the platform default)</label>
         <input id="auth-ttl" type="number" min="1" value=${ttl} onInput=${(e) => setTtl(e.currentTarget.value)} />
-        <button type="submit" disabled=${action.busy}>Save mode</button>
+        <div style=${CHECK_ROW}><input id="auth-https" type="checkbox" checked=${https} onChange=${(e) => setHttps(e.currentTarget.checked)} /> <label for="auth-https">Enforce HTTPS (redirect plain HTTP)</label></div>
       </div>
+      <button type="submit" disabled=${action.busy}>Save mode</button>
       <p class="hint">Basic needs at least one user, token a live token, OAuth/OIDC an enabled provider: add those below first.</p>
     </form>
     <${ErrorMessage} error=${action.error} />
@@ -327,8 +326,7 @@ function JwtForm({ endpoint, settings, onSaved }) {
     <p>The JWT layer is <strong>${on ? 'on' : 'off'}</strong>: when on, every request must carry a bearer JWT signed by a key of the JWKS, after the mode's own check.</p>
     <form onSubmit=${submit}>
       <div style=${FORM_GRID}>
-        <input id="jwt-enabled" type="checkbox" checked=${enabled} onChange=${(e) => setEnabled(e.currentTarget.checked)} />
-        <label for="jwt-enabled">Require a JWT</label>
+        <div style=${CHECK_ROW}><input id="jwt-enabled" type="checkbox" checked=${enabled} onChange=${(e) => setEnabled(e.currentTarget.checked)} /> <label for="jwt-enabled">Require a JWT</label></div>
         <label for="jwt-jwks">JWKS URL (https)</label>
         <input id="jwt-jwks" type="url" value=${jwks} onInput=${(e) => setJwks(e.currentTarget.value)} />
         <label for="jwt-issuer">Issuer (optional)</label>

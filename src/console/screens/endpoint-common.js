@@ -36,3 +36,6 @@ export function intOr(text, fallback) {
  * policy allows where a style attribute in markup would not be.
  */
 export const FORM_GRID = { display: 'grid', gridTemplateColumns: 'max-content minmax(12rem, 32rem)', gap: '0.4rem 0.8rem', alignItems: 'center', margin: '0.5rem 0' };
+
+/** A checkbox and its label across both columns of FORM_GRID. */
+export const CHECK_ROW = { gridColumn: '1 / -1', display: 'flex', gap: '0.4rem', alignItems: 'center' };

@@ -4,7 +4,7 @@
 import { html, useEffect, useRef, useState } from '../vendor/htm-preact.mjs';
 import { api } from '../api.js';
 import { ErrorMessage, Loading, formatTime, useAction, useApi } from '../ui.js';
-import { FORM_GRID, endpointApi, intOr } from './endpoint-common.js';
+import { CHECK_ROW, FORM_GRID, endpointApi, intOr } from './endpoint-common.js';
 
 const POLL_MS = 3000;
 const STATUS_CLASS = { healthy: 'ok', unhealthy: 'bad', error: 'bad', timeout: 'warn' };
@@ -28,7 +28,8 @@ function LatencyChart({ checks }) {
         height: 220,
         legend: { show: false },
         cursor: { show: true, drag: { x: false, y: false } },
-        scales: { x: { time: true } },
+        // One probe alone would stretch the time axis over years: give it a minute either side.
+        scales: { x: { time: true, range: (_u, min, max) => (min === max ? [min - 60, max + 60] : [min, max]) } },
         axes: [{}, { label: 'ms', size: 60 }],
         series: [{}, { label: 'Latency (ms)', stroke: '#0b5cad', width: 2, points: { show: true, size: 5 } }],
       },
@@ -72,8 +73,7 @@ function CheckConfig({ endpoint, config, onSaved }) {
     <p>Checks are <strong>${config.enabled ? 'on' : 'off'}</strong>${config.enabled ? html`: <code>GET ${config.path}</code> every ${config.interval_seconds} s` : ''}. Changes reach the prober within about 30 seconds.</p>
     <form onSubmit=${submit}>
       <div style=${FORM_GRID}>
-        <input id="health-enabled" type="checkbox" checked=${enabled} onChange=${(e) => setEnabled(e.currentTarget.checked)} />
-        <label for="health-enabled">Probe this endpoint</label>
+        <div style=${CHECK_ROW}><input id="health-enabled" type="checkbox" checked=${enabled} onChange=${(e) => setEnabled(e.currentTarget.checked)} /> <label for="health-enabled">Probe this endpoint</label></div>
         <label for="health-path">Path</label>
         <input id="health-path" value=${path} onInput=${(e) => setPath(e.currentTarget.value)} autocomplete="off" />
         <label for="health-interval">Interval (seconds, ${config.min_interval_seconds}–${config.max_interval_seconds})</label>

@@ -4,7 +4,7 @@
 import { html, useState } from '../vendor/htm-preact.mjs';
 import { api } from '../api.js';
 import { ConfirmButton, ErrorMessage, Loading, formatTime, useAction, useApi } from '../ui.js';
-import { FORM_GRID, endpointApi, intOr, splitList } from './endpoint-common.js';
+import { CHECK_ROW, FORM_GRID, endpointApi, intOr, splitList } from './endpoint-common.js';
 
 function list(values) {
   return values && values.length ? values.join(', ') : '—';
@@ -47,8 +47,7 @@ function NewRole({ endpoint, onCreated }) {
       ${field('denied_paths', 'Denied paths')}
       <label for="role-rps">Requests per second (optional)</label>
       <input id="role-rps" type="number" min="0" value=${f.rate_limit_rps} onInput=${set('rate_limit_rps')} />
-      <input id="role-default" type="checkbox" checked=${f.is_default} onChange=${set('is_default')} />
-      <label for="role-default">Give to new clients</label>
+      <div style=${CHECK_ROW}><input id="role-default" type="checkbox" checked=${f.is_default} onChange=${set('is_default')} /> <label for="role-default">Give to new clients</label></div>
     </div>
     <button type="submit" disabled=${action.busy || f.name.trim() === ''}>Add role</button>
     <${ErrorMessage} error=${action.error} />
@@ -114,8 +113,7 @@ function NewClient({ endpoint, onCreated }) {
       <input id="client-name" value=${f.display_name} onInput=${set('display_name')} autocomplete="off" />
       <label for="client-email">E-mail (optional)</label>
       <input id="client-email" type="email" value=${f.email} onInput=${set('email')} autocomplete="off" />
-      <input id="client-token" type="checkbox" checked=${f.auto_generate_token} onChange=${set('auto_generate_token')} />
-      <label for="client-token">Generate a token (token mode)</label>
+      <div style=${CHECK_ROW}><input id="client-token" type="checkbox" checked=${f.auto_generate_token} onChange=${set('auto_generate_token')} /> <label for="client-token">Generate a token (token mode)</label></div>
     </div>
     <button type="submit" disabled=${action.busy || f.identifier.trim() === ''}>Add client</button>
     ${created?.generated_token

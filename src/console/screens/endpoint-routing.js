@@ -4,7 +4,7 @@
 import { html, useState } from '../vendor/htm-preact.mjs';
 import { api } from '../api.js';
 import { ConfirmButton, ErrorMessage, Loading, useAction, useApi } from '../ui.js';
-import { FORM_GRID, endpointApi, intOr } from './endpoint-common.js';
+import { CHECK_ROW, FORM_GRID, endpointApi, intOr } from './endpoint-common.js';
 
 const TYPES = [
   ['path', 'path', 'prefix, exact or glob (empty: prefix)'],
@@ -63,8 +63,7 @@ function NewRule({ endpoint, onCreated }) {
       <input id="route-name" value=${f.name} onInput=${set('name')} autocomplete="off" />
       <label for="route-priority">Priority (lower first)</label>
       <input id="route-priority" type="number" value=${f.priority} onInput=${set('priority')} />
-      <input id="route-enabled" type="checkbox" checked=${f.enabled} onChange=${set('enabled')} />
-      <label for="route-enabled">Enabled</label>
+      <div style=${CHECK_ROW}><input id="route-enabled" type="checkbox" checked=${f.enabled} onChange=${set('enabled')} /> <label for="route-enabled">Enabled</label></div>
       <label for="route-target">Send to</label>
       <select id="route-target" value=${f.target} onChange=${set('target')}>
         <option value="agent">agents (by id and/or tags)</option>
