@@ -155,7 +155,7 @@ export function EndpointList({ query }) {
           <thead><tr><th scope="col">Hostname</th><th scope="col">Status</th><th scope="col">Agents</th><th scope="col">Kind</th><th scope="col">Created</th><th scope="col">Actions</th></tr></thead>
           <tbody>
             ${data.items.length === 0
-              ? html`<tr><td colspan="6">${where.q ? `No endpoint matches “${where.q}”.` : 'No endpoints yet.'}</td></tr>`
+              ? html`<tr><td colspan="6">${where.q ? `No endpoint matches “${where.q}”.` : where.page > 1 ? 'No endpoints on this page.' : 'No endpoints yet.'}</td></tr>`
               : data.items.map((e) => html`<${Row} key=${e.uuid} endpoint=${e} tick=${tick} onChanged=${onChanged} />`)}
           </tbody>
         </table>
