@@ -1,0 +1,237 @@
+// The console's endpoint screens in Chromium against a real node, a real agent and a real local service: the list
+// (create, search, delete), the overview with an agent online, visitor auth that a visitor then meets at the edge,
+// a shadowed rate-limit rule, routing rules, RBAC, health with its chart, a missing plan feature named, API values
+// with markup shown as text, and an axe pass on the list and every tab.
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import type { Browser, Page } from 'playwright-core';
+import { startAgent, type Agent } from '../../src/agent/agent.ts';
+import { accessibilityViolations, launchBrowser, screenshot, signedInPage, skipConsoleSuite } from '../helpers/console.ts';
+import { createEndpoint, edgeCaughtUp, expectBody, nodeWithOwner, type User } from '../helpers/endpoint-api.ts';
+import { visit } from '../helpers/http.ts';
+import { startEchoService, type Echoed, type LocalService } from '../helpers/local-service.ts';
+import type { TestNode } from '../helpers/node.ts';
+
+const MARKUP = '<img src=x onerror=alert(1)>';
+const WAIT = { timeout: 20_000 };
+
+async function assertAccessible(page: Page, where: string): Promise<void> {
+  const violations = await accessibilityViolations(page);
+  assert.deepEqual(violations, [], `${where}: ${JSON.stringify(violations, null, 2)}`);
+}
+
+describe('the endpoint screens in Chromium', { skip: skipConsoleSuite() }, () => {
+  let t: TestNode;
+  let owner: User;
+  let browser: Browser;
+  let service: LocalService<Echoed>;
+  let agent: Agent | undefined;
+  let served: { uuid: string; hostname: string };
+  let page: Page;
+
+  before(async () => {
+    // Presence every 200 ms (agents show at once); health checks of 60 s probe every second, uptime read uncached.
+    ({ t, owner } = await nodeWithOwner({ EDGE_PRESENCE_INTERVAL_MS: '200', EDGE_HEALTH_MIN_INTERVAL_SECONDS: '1', EDGE_HEALTH_UPTIME_CACHE_SECONDS: '0' }));
+    [browser, service] = await Promise.all([launchBrowser(), startEchoService()]);
+    served = await createEndpoint(t, owner);
+    await edgeCaughtUp(t);
+    agent = await startAgent({
+      edgeUrl: `http://127.0.0.1:${t.node.edge!.httpPort}`,
+      apiKey: owner.api_key,
+      endpoint: served.uuid,
+      protocol: 'http',
+      target: service.port,
+      agentId: 'console-agent',
+      tags: ['blue'],
+    });
+    page = await signedInPage(browser, t.controlUrl, owner.api_key);
+  });
+  after(async () => {
+    await page?.context().close();
+    await browser?.close();
+    await agent?.stop();
+    await service?.close();
+    await t?.close();
+  });
+
+  const open = async (path: string) => {
+    await page.goto(`${t.controlUrl}/console${path}`);
+    await page.getByRole('button', { name: 'Sign out' }).waitFor(WAIT);
+  };
+  const rows = () => page.locator('table tbody tr');
+
+  it('creates an endpoint, finds it by search (kept in the URL), deletes it after confirming', async () => {
+    await createEndpoint(t, owner);
+    await open('/endpoints');
+    await page.getByRole('button', { name: 'New endpoint' }).click();
+    await page.getByRole('button', { name: 'Create endpoint' }).click();
+    const created = page.locator('p.notice a');
+    await created.waitFor(WAIT);
+    const hostname = await created.innerText();
+    await page.locator('table').getByRole('link', { name: hostname, exact: true }).waitFor(WAIT);
+    assert.ok((await rows().count()) >= 3, 'every endpoint listed');
+    await assertAccessible(page, 'the list');
+
+    const subdomain = hostname.split('.')[0];
+    await page.getByLabel('Search by hostname').fill(subdomain);
+    await page.waitForURL((url) => url.searchParams.get('q') === subdomain, WAIT);
+    await page.waitForFunction(() => document.querySelectorAll('table tbody tr').length === 1, undefined, WAIT);
+    assert.equal(await rows().first().getByRole('link').innerText(), hostname);
+    // A reload (or a shared link) keeps the search.
+    await page.reload();
+    await page.waitForFunction(() => document.querySelectorAll('table tbody tr').length === 1, undefined, WAIT);
+    assert.equal(await page.getByLabel('Search by hostname').inputValue(), subdomain);
+
+    const row = rows().filter({ hasText: hostname });
+    await row.getByRole('button', { name: 'Delete' }).click();
+    await row.getByRole('button', { name: `Yes, delete ${hostname}` }).click();
+    await page.getByText(`Deleted ${hostname}.`).waitFor(WAIT);
+    await page.getByText(`No endpoint matches “${subdomain}”.`).waitFor(WAIT);
+    const gone = await t.api('GET', '/v1/endpoints?page_size=100', { key: owner.api_key });
+    assert.ok(!gone.body.items.some((e: { hostname: string }) => e.hostname === hostname));
+  });
+
+  it('shows the agent online on the overview, with its id and tags, and changes capture', async () => {
+    await open(`/endpoints/${served.uuid}`);
+    const agentRow = page.getByRole('row').filter({ hasText: 'console-agent' });
+    await agentRow.waitFor(WAIT);
+    assert.match(await agentRow.innerText(), /blue/);
+    await assertAccessible(page, 'overview');
+    await screenshot(page, 'endpoint');
+
+    await page.getByLabel('Capture requests').check();
+    await page.getByLabel('Level').selectOption('full');
+    await page.getByRole('button', { name: 'Save capture' }).click();
+    await page.getByText('Capture is on (full)').waitFor(WAIT);
+    const endpoint = await expectBody(200, t.api('GET', `/v1/endpoints/${served.uuid}`, { key: owner.api_key }));
+    assert.deepEqual([endpoint.capture_enabled, endpoint.capture_level], [true, 'full']);
+  });
+
+  it('turns on basic auth by adding a user (a username with markup stays text); a visitor without credentials gets 401', async () => {
+    await open(`/endpoints/${served.uuid}/auth`);
+    await page.getByLabel('Username').fill(MARKUP);
+    await page.getByLabel('Password', { exact: true }).fill('password-123');
+    await page.getByRole('button', { name: 'Add user' }).click();
+    await page.getByRole('button', { name: 'Save users' }).click();
+    await page.getByText('Visitors meet: basic').waitFor(WAIT);
+    await page.getByRole('cell', { name: MARKUP, exact: true }).waitFor(WAIT);
+    assert.equal(await page.locator('img').count(), 0, 'no element made from the markup');
+    await assertAccessible(page, 'auth');
+
+    await edgeCaughtUp(t);
+    const edgePort = t.node.edge!.httpPort;
+    assert.equal((await visit(edgePort, served.hostname, '/')).status, 401);
+    const credentials = Buffer.from(`${MARKUP}:password-123`).toString('base64');
+    assert.equal((await visit(edgePort, served.hostname, '/', { headers: { authorization: `Basic ${credentials}` } })).status, 200);
+
+    // Removing the only user turns visitor auth off again (the other tests visit without credentials).
+    await page.getByRole('button', { name: `Remove ${MARKUP}` }).click();
+    await page.getByRole('button', { name: 'Save users' }).click();
+    await page.getByText('Visitors meet: none').waitFor(WAIT);
+  });
+
+  it('warns that a rule another rule covers is shadowed, saying why; names with markup stay text', async () => {
+    await open(`/endpoints/${served.uuid}/rate-limits`);
+    const addRule = async (name: string, requests: string, priority: string, path?: string) => {
+      await page.getByLabel('Name').fill(name);
+      await page.getByLabel('Requests per window').fill(requests);
+      await page.getByLabel('Window (seconds)').fill('60');
+      await page.getByLabel('Priority (lower first)').fill(priority);
+      if (path) {
+        await page.getByRole('button', { name: 'Add condition' }).click();
+        await page.getByLabel('Type 1').selectOption('path');
+        await page.getByLabel('Operator 1').selectOption('prefix');
+        await page.getByLabel('Value 1').fill(path);
+      }
+      await page.getByRole('button', { name: 'Add rule' }).click();
+      await page.getByRole('row').filter({ hasText: name }).waitFor(WAIT);
+    };
+    await addRule(MARKUP, '10', '0');
+    await addRule('api burst', '100', '5', '/api');
+    const shadowed = page.getByRole('row').filter({ hasText: 'api burst' });
+    const warning = shadowed.getByRole('note');
+    await warning.waitFor(WAIT);
+    assert.match(await warning.innerText(), /Shadowed/);
+    assert.ok((await warning.innerText()).includes(MARKUP), 'the reason names the covering rule, as text');
+    assert.match(await shadowed.innerText(), /path prefix \/api/);
+    const covering = page.getByRole('row').filter({ hasText: MARKUP }).filter({ hasNotText: 'api burst' });
+    assert.equal(await covering.getByRole('note').count(), 0, 'the covering rule is not shadowed');
+    assert.equal(await page.locator('img').count(), 0);
+    await assertAccessible(page, 'rate limits');
+
+    await shadowed.getByRole('button', { name: 'Delete rule api burst' }).click();
+    await shadowed.getByRole('button', { name: 'Yes, delete rule api burst' }).click();
+    await page.getByRole('row').filter({ hasText: 'api burst' }).waitFor({ state: 'detached', ...WAIT });
+  });
+
+  it('creates and deletes a routing rule', async () => {
+    await open(`/endpoints/${served.uuid}/routing`);
+    await page.getByText('No routing rules.').waitFor(WAIT);
+    await page.getByLabel('Name').fill('api to blue');
+    await page.getByLabel('Agent tags (comma separated, all required)').fill('blue');
+    await page.getByLabel(/^Key 1/).fill('prefix');
+    await page.getByLabel('Pattern 1').fill('/api');
+    await page.getByRole('button', { name: 'Add routing rule' }).click();
+    const row = page.getByRole('row').filter({ hasText: 'api to blue' });
+    await row.waitFor(WAIT);
+    assert.match(await row.innerText(), /agents tagged blue/);
+    await assertAccessible(page, 'routing');
+    await row.getByRole('button', { name: 'Delete routing rule api to blue' }).click();
+    await row.getByRole('button', { name: 'Yes, delete routing rule api to blue' }).click();
+    await page.getByText('No routing rules.').waitFor(WAIT);
+  });
+
+  it('creates an RBAC role and an invite', async () => {
+    await open(`/endpoints/${served.uuid}/rbac`);
+    await page.getByLabel('Name', { exact: true }).fill('readers');
+    await page.getByLabel('Allowed methods (comma separated, * for any)').fill('get, head');
+    await page.getByLabel('Allowed paths (globs: /api/*, /files/**)').fill('/docs/**');
+    await page.getByRole('button', { name: 'Add role' }).click();
+    const role = page.getByRole('row').filter({ hasText: 'readers' });
+    await role.waitFor(WAIT);
+    assert.match(await role.innerText(), /GET, HEAD/);
+    await page.getByLabel('E-mail (optional)').last().fill('guest@example.test');
+    await page.getByRole('button', { name: 'Create invite' }).click();
+    await page.getByText(/\/register\?endpoint=/).waitFor(WAIT);
+    await page.getByRole('row').filter({ hasText: 'guest@example.test' }).filter({ hasText: 'invited' }).waitFor(WAIT);
+    await assertAccessible(page, 'rbac');
+  });
+
+  it('shows uptime and a latency chart once probes ran', async () => {
+    await open(`/endpoints/${served.uuid}/health`);
+    await page.getByLabel('Probe this endpoint').check();
+    await page.getByRole('button', { name: 'Save health check' }).click();
+    await page.getByText('Checks are on').waitFor(WAIT);
+    // The tab polls; the probes land within seconds at the test's interval scale.
+    await page.locator('.chart canvas').waitFor({ timeout: 30_000 });
+    await page.getByText('100.00 %').first().waitFor(WAIT);
+    // A few probes, so the chart has a line to draw.
+    await page.getByText(/Latency of the last ([3-9]|\d{2,}) probes/).waitFor(WAIT);
+    assert.match(await page.locator('dl.facts').innerText(), /Last check\s+healthy 200/);
+    await assertAccessible(page, 'health');
+    await screenshot(page, 'health');
+  });
+
+  it('has no serious accessibility violation on the tabs the tests above did not check', async () => {
+    // overview, auth, rate-limits, routing, rbac and health were checked above, with content in them.
+    for (const tab of ['traffic']) {
+      await open(`/endpoints/${served.uuid}/${tab}`);
+      await page.getByRole('link', { name: 'Overview' }).waitFor(WAIT);
+      await page.locator('.loading').first().waitFor({ state: 'detached', ...WAIT });
+      await assertAccessible(page, tab);
+    }
+  });
+
+  it('names the plan feature a refused tab needs', async () => {
+    const free = await t.createUser('free');
+    const e = await createEndpoint(t, free);
+    const freePage = await signedInPage(browser, t.controlUrl, free.api_key, `/endpoints/${e.uuid}/routing`);
+    try {
+      const alert = freePage.getByRole('alert').first();
+      await alert.waitFor(WAIT);
+      assert.match(await alert.innerText(), /Your plan does not include endpoint_routing_rules/);
+    } finally {
+      await freePage.context().close();
+    }
+  });
+});
