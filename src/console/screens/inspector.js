@@ -172,27 +172,33 @@ function Replay({ log }) {
   </section>`;
 }
 
+// Facts three to a row, the ones not recorded for this exchange left out.
+const FACTS_GRID = { gridTemplateColumns: 'repeat(3, max-content minmax(0, 1fr))' };
+
 function Facts({ log }) {
   const facts = [
     ['Time', formatTime(log.created_at)],
-    ['Host', log.host],
     ['Status', log.status_code || 'no answer'],
     ['Duration', `${log.duration_ms} ms`],
+    ['Host', log.host],
     ['Received', formatBytes(log.bytes_in)],
     ['Sent', formatBytes(log.bytes_out)],
-    ['Visitor', log.source_ip || '—'],
-    ['Country', log.country || '—'],
-    ['User agent', log.user_agent || '—'],
+    ['Visitor', log.source_ip],
+    ['Country', log.country],
     ['TLS', log.tls ? 'yes' : 'no'],
-    ['Edge', [log.edge_node, log.region].filter(Boolean).join(', ') || '—'],
-    ['Edge error', log.edge_error || '—'],
-    ['Routing rule', log.routing_rule || '—'],
-    ['Authentication', log.auth_outcome || '—'],
+    ['Edge', [log.edge_node, log.region].filter(Boolean).join(', ')],
+    ['Edge error', log.edge_error],
+    ['Routing rule', log.routing_rule],
+    ['Authentication', log.auth_outcome],
+    ['RBAC client', log.rbac_client_id],
     ['Completed', log.completed ? 'yes' : 'no (cut short)'],
     ['Captured', log.capture_level],
-  ];
-  return html`<dl class="facts">${facts.map(([k, v]) => html`<dt>${k}</dt><dd>${v}</dd>`)}</dl>`;
+    ['User agent', log.user_agent],
+  ].filter(([, v]) => v !== null && v !== undefined && v !== '');
+  return html`<dl class="facts" style=${FACTS_GRID}>${facts.map(([k, v]) => html`<dt>${k}</dt><dd>${v}</dd>`)}</dl>`;
 }
+
+const INHERIT_SIZE = { fontSize: 'inherit' };
 
 function RequestDetail({ requestId, base, search }) {
   const { data: log, error, loading } = useApi(`/v1/traffic/logs/${encodeURIComponent(requestId)}`);
@@ -204,7 +210,7 @@ function RequestDetail({ requestId, base, search }) {
   if (error && !log) return html`<section class="request-detail"><h2>Request ${requestId}</h2><${ErrorMessage} error=${error} />${close}</section>`;
   if (!log || (loading && String(log.id) !== String(requestId))) return html`<section class="request-detail"><h2>Request ${requestId}</h2><${Loading} what="Loading the request" /></section>`;
   return html`<section class="request-detail">
-    <h2 tabindex="-1" ref=${heading}><span class="mono">${log.method} ${fullPath(log)}</span> <${StatusBadge} code=${log.status_code} /></h2>
+    <h2 tabindex="-1" ref=${heading}><span class="mono" style=${INHERIT_SIZE}>${log.method} ${fullPath(log)}</span> <${StatusBadge} code=${log.status_code} /></h2>
     ${close}
     <${Facts} log=${log} />
     ${log.request === null
