@@ -23,9 +23,25 @@ export function contentType(headers) {
   return '';
 }
 
-/** Headers as a table; a redacted value is marked as such, next to the text the API returned. */
-export function HeadersTable({ headers, caption }) {
+function lowerKeys(headers) {
+  const out = new Map();
+  if (headers && typeof headers === 'object') for (const [name, value] of Object.entries(headers)) out.set(name.toLowerCase(), headerValue(value));
+  return out;
+}
+
+/**
+ * Headers as a table; a redacted value is marked as such, next to the text the API returned. With `compare` (the
+ * other side of a comparison), a header it lacks is marked new and one whose value differs changed.
+ */
+export function HeadersTable({ headers, caption, compare }) {
   const entries = headers && typeof headers === 'object' ? Object.entries(headers) : [];
+  const other = compare ? lowerKeys(compare) : null;
+  const mark = (name, text) => {
+    if (!other) return '';
+    const was = other.get(name.toLowerCase());
+    if (was === undefined) return html` <span class="badge ok">new</span>`;
+    return was === text ? '' : html` <span class="badge warn">changed</span>`;
+  };
   if (entries.length === 0) return html`<p class="hint">No headers.</p>`;
   return html`<table class="headers">
     <caption class="visually-hidden">${caption}</caption>
@@ -34,7 +50,7 @@ export function HeadersTable({ headers, caption }) {
       ${entries.map(([name, value]) => {
         const text = headerValue(value);
         return html`<tr>
-          <th scope="row" class="mono">${name}</th>
+          <th scope="row" class="mono">${name}${mark(name, text)}</th>
           <td class="mono">${text === REDACTED ? html`<span class="badge warn" title="The capture does not keep credentials">redacted</span> ` : ''}${text}</td>
         </tr>`;
       })}
@@ -103,8 +119,8 @@ export function BodyView({ body, headers }) {
   </div>`;
 }
 
-/** One side (request, response, replay answer): optional status line, headers, body. */
-export function ExchangeSide({ title, level = 3, status, headers, body, children }) {
+/** One side (request, response, replay answer): optional status line, headers, body; `compare`: see HeadersTable. */
+export function ExchangeSide({ title, level = 3, status, headers, body, compare, children }) {
   const H = `h${level}`;
   const Sub = `h${level + 1}`;
   return html`<section class="exchange-side">
@@ -112,7 +128,7 @@ export function ExchangeSide({ title, level = 3, status, headers, body, children
     ${status !== undefined ? html`<p>Status <strong>${status}</strong></p>` : ''}
     ${children}
     <${Sub}>Headers</${Sub}>
-    <${HeadersTable} headers=${headers} caption=${`${title} headers`} />
+    <${HeadersTable} headers=${headers} caption=${`${title} headers`} compare=${compare} />
     <${Sub}>Body</${Sub}>
     <${BodyView} body=${body} headers=${headers} />
   </section>`;

@@ -165,8 +165,9 @@ function Replay({ log }) {
       <${ExchangeSide} title="Original response" level=${4} status=${log.status_code || 'no answer'} headers=${log.response?.headers} body=${log.response?.body}>
         <p class="hint">${formatTime(log.created_at)}, ${log.duration_ms} ms</p>
       </${ExchangeSide}>
-      <${ExchangeSide} title="Replayed response" level=${4} status=${result.status} headers=${result.headers} body=${result.body}>
+      <${ExchangeSide} title="Replayed response" level=${4} status=${result.status} headers=${result.headers} body=${result.body} compare=${log.response?.headers ?? {}}>
         <p class="hint"><span class="mono">${result.request.method} ${result.request.url}</span>, ${result.duration_ms} ms</p>
+        ${result.status !== log.status_code ? html`<p class="warning">The status differs from the original (${log.status_code || 'no answer'}).</p>` : ''}
       </${ExchangeSide}>
     </div>`}
   </section>`;
