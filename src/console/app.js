@@ -63,7 +63,7 @@ function Shell({ me, onSignOut }) {
       <nav aria-label="Main">
         ${NAV.map(([to, label]) => html`<${Link} to=${to} aria-current=${path.startsWith(to) ? 'page' : undefined}>${label}</${Link}>`)}
       </nav>
-      <span class="who">${me.user?.email ?? ''} · ${me.active_account?.name ?? ''}</span>
+      <span class="who">${[me.user?.email, me.active_account?.name].filter((v, i, all) => v && all.indexOf(v) === i).join(' · ')}</span>
       <button type="button" onClick=${onSignOut}>Sign out</button>
     </header>
     <main id="main">${screen}</main>

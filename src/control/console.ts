@@ -59,10 +59,16 @@ const VENDOR: Record<string, string> = {
   'vendor/uplot.css': join(dirname(require.resolve('uplot')), 'uPlot.min.css'),
 };
 
+/** Where index.html takes the list of the console's modules (loadConsoleAssets). */
+const PRELOAD_MARK = '<!-- modulepreload -->';
+
 function asset(path: string): Asset {
-  const body = readFileSync(path);
+  return assetOf(readFileSync(path), TYPES[extname(path)] ?? 'application/octet-stream');
+}
+
+function assetOf(body: Buffer, type: string): Asset {
   return {
-    type: TYPES[extname(path)] ?? 'application/octet-stream',
+    type,
     body,
     gzip: gzipSync(body, { level: 9 }),
     br: brotliCompressSync(body, { params: { [zlib.BROTLI_PARAM_QUALITY]: 11 } }),
@@ -85,6 +91,15 @@ export function loadConsoleAssets(source = SOURCE): Map<string, Asset> {
     assets.set(relative(source, path).split(sep).join('/'), asset(path));
   }
   for (const [path, file] of Object.entries(VENDOR)) assets.set(path, asset(file));
+  // The browser learns of a module only when the one importing it has arrived: a waterfall of round trips, one per
+  // level of imports. Announcing every module in the page lets it fetch them all at once.
+  const index = assets.get('index.html');
+  if (index) {
+    const modules = [...assets.keys()].filter((p) => p.endsWith('.js') || p.endsWith('.mjs')).filter((p) => p !== 'vendor/uplot.js').sort();
+    const links = modules.map((p) => `    <link rel="modulepreload" href="${CONSOLE_PREFIX}${p}" />`).join('\n');
+    const text = index.body.toString('utf8');
+    if (text.includes(PRELOAD_MARK)) assets.set('index.html', assetOf(Buffer.from(text.replace(PRELOAD_MARK, links.trimStart())), index.type));
+  }
   return assets;
 }
 
