@@ -29,6 +29,8 @@ describe('console: account', { skip: skipConsoleSuite() }, () => {
     pages.push(page);
     const plan = page.locator('dl.facts dt', { hasText: 'Plan' }).locator('xpath=following-sibling::dd[1]');
     assert.equal(await plan.innerText(), 'business');
+    const rbac = page.getByRole('table', { name: 'Plan features' }).getByRole('row', { name: /rbac/ });
+    assert.match(await rbac.innerText(), /yes/);
     await page.getByRole('table', { name: 'API keys' }).getByRole('cell').first().waitFor();
     const found = await accessibilityViolations(page);
     assert.deepEqual(found, [], JSON.stringify(found, null, 2));

@@ -25,6 +25,11 @@ describe('accounts and API keys', () => {
       assert.equal(me.body.active_account.id, res.body.account_id);
       assert.equal(me.body.active_account.plan, 'pro');
       assert.equal(me.body.user.is_admin, false);
+      // The plan as the node applies it, so a client can say what is included before an operation is refused.
+      assert.equal(me.body.plan.name, 'pro');
+      assert.equal(typeof me.body.plan.entitlements.rbac, 'boolean');
+      assert.ok(Number.isInteger(me.body.plan.quotas.permanent_endpoints));
+      assert.ok(me.body.plan.protocols.includes('http'));
     });
 
     it('answers 409 for an e-mail that exists in any letter case', async () => {

@@ -9,6 +9,27 @@ function yesNo(value) {
   return value ? 'yes' : 'no';
 }
 
+/** The plan's features and quotas as the node applies them (GET /v1/me `plan`). */
+function PlanDetails({ plan }) {
+  if (!plan) return html`<p class="hint">This node has no settings for the account's plan.</p>`;
+  const quota = (n) => (n === 0 ? 'unlimited' : String(n));
+  return html`<h3>What the plan includes</h3>
+    <table>
+      <caption class="visually-hidden">Plan features</caption>
+      <thead><tr><th scope="col">Feature</th><th scope="col">Included</th></tr></thead>
+      <tbody>
+        ${Object.entries(plan.entitlements).map(([name, on]) => html`<tr><td><code>${name}</code></td><td>${on ? html`<span class="badge ok">yes</span>` : html`<span class="badge bad">no</span>`}</td></tr>`)}
+      </tbody>
+    </table>
+    <dl class="facts">
+      <dt>Permanent endpoints</dt><dd>${plan.quotas.permanent_endpoints ?? '—'}</dd>
+      <dt>Organization endpoints</dt><dd>${plan.quotas.organization_endpoints ?? '—'}</dd>
+      <dt>Dedicated ports</dt><dd>${plan.quotas.dedicated_ports_max === undefined ? '—' : quota(plan.quotas.dedicated_ports_max)}</dd>
+      <dt>Regions</dt><dd>${plan.allowed_regions.includes('*') ? 'all' : plan.allowed_regions.join(', ')}</dd>
+      <dt>Tunnel protocols</dt><dd>${plan.protocols.join(', ')}</dd>
+    </dl>`;
+}
+
 function ActiveAccount({ me }) {
   const a = me.active_account;
   return html`<section>
@@ -20,11 +41,7 @@ function ActiveAccount({ me }) {
       <dt>Standing</dt><dd>${a.suspended ? html`<span class="badge bad">suspended</span> since ${formatTime(a.suspended_at)}` : html`<span class="badge ok">active</span>`}</dd>
       <dt>Your permissions</dt><dd>${a.permissions.length ? a.permissions.join(', ') : 'none'}</dd>
     </dl>
-    <p class="hint">
-      The plan decides which features the account has (RBAC, custom certificates, dedicated ports and addresses, routing
-      rules, custom rate limits, custom subdomains) and its quotas; the API names the plan but does not list its
-      entitlements, and an operation the plan lacks answers with the feature it needs.
-    </p>
+    <${PlanDetails} plan=${me.plan} />
     <h3>Signed in as</h3>
     <dl class="facts">
       <dt>E-mail</dt><dd>${me.user.email}</dd>

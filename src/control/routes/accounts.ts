@@ -36,6 +36,11 @@ function memberView(m: Member) {
 }
 
 export function accountRoutes(app: ControlApp, deps: ControlDeps): void {
+  /** What the active account's plan gives, so a client can say what is included before an operation is refused. */
+  const planView = (name: string) => {
+    const plan = deps.config.plans[name];
+    return plan ? { name, entitlements: { ...plan.entitlements }, quotas: { ...plan.quotas }, allowed_regions: [...plan.allowed_regions], protocols: [...plan.protocols] } : null;
+  };
   const accounts = accountService(deps);
 
   app.get(
@@ -56,6 +61,18 @@ export function accountRoutes(app: ControlApp, deps: ControlDeps): void {
             }),
             active_account: Type.Object({ ...AccountView.properties, permissions: Type.Array(Type.String()) }),
             accounts: Type.Array(Type.Object({ ...AccountView.properties, is_owner: Type.Boolean(), permissions: Type.Array(Type.String()) })),
+            plan: Nullable(
+              Type.Object(
+                {
+                  name: Type.String(),
+                  entitlements: Type.Record(Type.String(), Type.Boolean()),
+                  quotas: Type.Record(Type.String(), Type.Integer()),
+                  allowed_regions: Type.Array(Type.String()),
+                  protocols: Type.Array(Type.String()),
+                },
+                { description: "The active account's plan as this node applies it (config/plans.json); null when the plan is not configured here" },
+              ),
+            ),
           }),
           ...ErrorResponses,
         },
@@ -72,6 +89,7 @@ export function accountRoutes(app: ControlApp, deps: ControlDeps): void {
           is_owner: m.is_owner,
           permissions: effectivePermissions({ isAdmin: false, isOwner: m.is_owner, permissions: m.permissions }),
         })),
+        plan: planView(account.plan),
       };
     },
   );
