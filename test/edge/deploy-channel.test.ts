@@ -11,7 +11,7 @@ import { DeployAgent } from '../../src/agent/deploy/deploy-agent.ts';
 import type { ServerHttp2Stream } from 'node:http2';
 import { Agent, TunnelRefusedError, type AgentOptions } from '../../src/agent/agent.ts';
 import { CONTROL_STREAM_HEADER, CONTROL_STREAM_PATH, type EdgeControlMessage } from '../../src/shared/deploy.ts';
-import { createEndpoint, expectBody, nodeWithOwner, type User } from '../helpers/endpoint-api.ts';
+import { createEndpoint, edgeCaughtUp, expectBody, nodeWithOwner, type User } from '../helpers/endpoint-api.ts';
 import { readUntil } from '../helpers/eventually.ts';
 import { appFiles, makeRepo, type Repo } from '../helpers/git-app.ts';
 import { visit } from '../helpers/http.ts';
@@ -96,6 +96,9 @@ describe('push-to-deploy through a deploying agent', () => {
         body: { name: 'web', endpoint: endpoint.uuid, source: 'git', repository_url: repo.url, provider: 'github', branch: 'main', build_command: 'sh build.sh', run_command: 'node server.js', health_path: '/healthz' },
       }),
     );
+    // The edge admits a deploying agent from its own copy of the feed: the application must have reached it (with
+    // Redis between control and edge, the 201 can come first).
+    await edgeCaughtUp(t);
     agent = new DeployAgent({
       application: app.uuid,
       dir,
@@ -255,6 +258,7 @@ describe('the control stream of a deploying agent', () => {
       201,
       t.api('POST', '/v1/applications', { key: owner.api_key, body: { name: 'api', endpoint: endpoint.uuid, source: 'git', repository_url: 'file:///nonexistent/app.git', provider: 'github', run_command: 'node server.js' } }),
     );
+    await edgeCaughtUp(t);
   });
 
   afterEach(async () => {
