@@ -1,7 +1,8 @@
 // The console's endpoint screens in Chromium against a real node, a real agent and a real local service: the list
 // (create, search, delete), the overview with an agent online, visitor auth that a visitor then meets at the edge,
-// a shadowed rate-limit rule, routing rules, RBAC, health with its chart, a missing plan feature named, API values
-// with markup shown as text, and an axe pass on the list and every tab.
+// a shadowed rate-limit rule, routing rules, rules edited (conditions added and deleted, a refused edit that changes
+// nothing, a new routing target the edge then uses), RBAC, health with its chart, a missing plan feature named, API
+// values with markup shown as text, and an axe pass on the list and every tab.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Browser, Locator, Page } from 'playwright-core';
