@@ -54,7 +54,10 @@ export function useAction() {
 
 export function ErrorMessage({ error }) {
   if (!error) return null;
-  return html`<p class="error" role="alert">${error.message}${error.code && error.status ? html` <span class="code">(${error.status} ${error.code})</span>` : ''}</p>`;
+  // Some refusals carry their reason as a string `detail` beside a general message ("Bad request": a rate-limit
+  // condition the API refuses, docs/api.md); the reason is what the person can act on.
+  const reason = typeof error.detail === 'string' && error.detail !== '' && error.detail !== error.message ? `: ${error.detail}` : '';
+  return html`<p class="error" role="alert">${error.message}${reason}${error.code && error.status ? html` <span class="code">(${error.status} ${error.code})</span>` : ''}</p>`;
 }
 
 export function Loading({ what = 'Loading' }) {

@@ -1,10 +1,11 @@
 // The console's endpoint screens in Chromium against a real node, a real agent and a real local service: the list
 // (create, search, delete), the overview with an agent online, visitor auth that a visitor then meets at the edge,
-// a shadowed rate-limit rule, routing rules, RBAC, health with its chart, a missing plan feature named, API values
-// with markup shown as text, and an axe pass on the list and every tab.
+// a shadowed rate-limit rule, routing rules, rules edited (conditions added and deleted, a refused edit that changes
+// nothing, a new routing target the edge then uses), RBAC, health with its chart, a missing plan feature named, API
+// values with markup shown as text, and an axe pass on the list and every tab.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import type { Browser, Page } from 'playwright-core';
+import type { Browser, Locator, Page } from 'playwright-core';
 import { startAgent, type Agent } from '../../src/agent/agent.ts';
 import { accessibilityViolations, launchBrowser, screenshot, signedInPage, skipConsoleSuite } from '../helpers/console.ts';
 import { createEndpoint, edgeCaughtUp, expectBody, nodeWithOwner, type User } from '../helpers/endpoint-api.ts';
@@ -18,6 +19,14 @@ const WAIT = { timeout: 20_000 };
 async function assertAccessible(page: Page, where: string): Promise<void> {
   const violations = await accessibilityViolations(page);
   assert.deepEqual(violations, [], `${where}: ${JSON.stringify(violations, null, 2)}`);
+}
+
+/** Submits `form` with its button named `button` and returns the refusal the form then shows. */
+async function refusal(form: Locator, button: string): Promise<string> {
+  await form.getByRole('button', { name: button }).click();
+  const alert = form.getByRole('alert');
+  await alert.waitFor(WAIT);
+  return alert.innerText();
 }
 
 describe('the endpoint screens in Chromium', { skip: skipConsoleSuite() }, () => {
@@ -179,6 +188,158 @@ describe('the endpoint screens in Chromium', { skip: skipConsoleSuite() }, () =>
     await row.getByRole('button', { name: 'Delete routing rule api to blue' }).click();
     await row.getByRole('button', { name: 'Yes, delete routing rule api to blue' }).click();
     await page.getByText('No routing rules.').waitFor(WAIT);
+  });
+
+  it('edits a rate-limit rule in place: pre-filled, conditions added and deleted, a refused condition kept as typed, and the shadow warning after a save', async () => {
+    // An endpoint of its own: 'wide' covers every request at 10 a minute; 'checkout' is evaluated first, so it acts.
+    const e = await createEndpoint(t, owner);
+    const key = owner.api_key;
+    const addRule = (body: Record<string, unknown>) =>
+      expectBody(201, t.api('POST', '/v1/firewall/rate-limits', { key, body: { endpoint_id: e.uuid, action: 'block', window_size_seconds: 60, ...body } }));
+    await addRule({ name: 'wide', requests_per_window: 10, priority: 10 });
+    const made = await addRule({
+      name: 'checkout',
+      description: 'orders',
+      requests_per_window: 100,
+      priority: 0,
+      fail_mode: 'closed',
+      conditions: [{ type: 'path', operator: 'prefix', value: '/checkout' }],
+    });
+    const stored = () => expectBody(200, t.api('GET', `/v1/firewall/rate-limits/${made.uuid}`, { key }));
+    const conditionsOf = (rule: { conditions: Array<{ condition_type: string; operator: string; condition_value: string }> }) =>
+      rule.conditions.map((c) => `${c.condition_type} ${c.operator} ${c.condition_value}`);
+
+    await open(`/endpoints/${e.uuid}/rate-limits`);
+    await page.getByRole('button', { name: 'Edit rule checkout' }).click();
+    const editor = page.getByRole('form', { name: 'Edit rule checkout' });
+    await editor.waitFor(WAIT);
+    assert.deepEqual(
+      await Promise.all(['Name', 'Description (optional)', 'Requests per window', 'Window (seconds)', 'Priority (lower first)', 'Cluster count unavailable'].map((l) => editor.getByLabel(l).inputValue())),
+      ['checkout', 'orders', '100', '60', '0', 'closed'],
+      'the form starts from the rule',
+    );
+    const conditions = page.getByRole('region', { name: 'Conditions of checkout' });
+    assert.deepEqual(await conditions.locator('li .mono').allInnerTexts(), ['path prefix /checkout']);
+    await assertAccessible(page, 'rate-limit rule editor');
+
+    // Cancel closes the editor and writes nothing.
+    await editor.getByLabel('Name').fill('not saved');
+    await editor.getByRole('button', { name: 'Cancel' }).click();
+    await editor.waitFor({ state: 'detached', ...WAIT });
+    assert.equal((await stored()).name, 'checkout');
+
+    await page.getByRole('button', { name: 'Edit rule checkout' }).click();
+    const append = page.getByRole('form', { name: 'Add a condition to checkout' });
+    // Joined by OR: the last condition's join is rewritten before the new one is appended.
+    await append.getByLabel('Joined by').selectOption('OR');
+    await append.getByLabel('Type').selectOption('method');
+    await append.getByLabel('Operator').selectOption('in');
+    await append.getByLabel('Value').fill('post');
+    await append.getByRole('button', { name: 'Append condition' }).click();
+    await conditions.getByRole('listitem').filter({ hasText: 'method in POST' }).waitFor(WAIT);
+    assert.match(await page.getByRole('row').filter({ has: page.getByRole('button', { name: 'Delete rule checkout' }) }).innerText(), /path prefix \/checkout OR method in POST/);
+    assert.deepEqual((await stored()).conditions.map((c: { logical_operator: string }) => c.logical_operator), ['OR', 'AND']);
+    assert.deepEqual(conditionsOf(await stored()), ['path prefix /checkout', 'method in POST']);
+
+    // A condition the API refuses: its reason beside the form, what was typed still there, the rule unchanged.
+    await append.getByLabel('Type').selectOption('path');
+    await append.getByLabel('Operator').selectOption('prefix');
+    await append.getByLabel('Value').fill('/shop/../admin');
+    assert.match(await refusal(append, 'Append condition'), /dot segments/);
+    assert.equal(await append.getByLabel('Value').inputValue(), '/shop/../admin');
+    assert.deepEqual(conditionsOf(await stored()), ['path prefix /checkout', 'method in POST']);
+    assert.equal(await conditions.getByRole('listitem').count(), 2);
+
+    await conditions.getByRole('button', { name: 'Delete condition 1' }).click();
+    await conditions.getByRole('button', { name: 'Yes, delete condition 1' }).click();
+    await conditions.getByRole('listitem').filter({ hasText: '/checkout' }).waitFor({ state: 'detached', ...WAIT });
+    assert.deepEqual(conditionsOf(await stored()), ['method in POST']);
+
+    // Moved after 'wide', the rule can never act: the re-read list says so. The name's markup stays text.
+    const renamed = 'checkout <b>late</b>';
+    await editor.getByLabel('Name').fill(renamed);
+    await editor.getByLabel('Priority (lower first)').fill('20');
+    await editor.getByRole('button', { name: 'Save rule' }).click();
+    await editor.waitFor({ state: 'detached', ...WAIT });
+    const row = page.getByRole('row').filter({ has: page.getByRole('button', { name: `Delete rule ${renamed}` }) });
+    const warning = row.getByRole('note');
+    await warning.waitFor(WAIT);
+    assert.match(await warning.innerText(), /Shadowed: this rule never acts\..*wide/s);
+    assert.equal(await page.locator('table b').count(), 0, 'no element made from the name');
+    const saved = await stored();
+    assert.deepEqual(
+      [saved.name, saved.priority, saved.description, saved.fail_mode, saved.requests_per_window, saved.shadowed, conditionsOf(saved)],
+      [renamed, 20, 'orders', 'closed', 100, true, ['method in POST']],
+      'the edited fields written, the others and the conditions kept',
+    );
+  });
+
+  it('edits a routing rule: a refused pattern changes nothing, a new target is where the edge then sends requests', async () => {
+    const key = owner.api_key;
+    const green = await startEchoService();
+    let greenAgent: Agent | undefined;
+    const made = await expectBody(
+      201,
+      t.api('POST', `/v1/endpoints/${served.uuid}/routing-rules`, {
+        key,
+        body: { name: 'api to blue', priority: 1, target_agent_tags: 'blue', conditions: [{ condition_type: 'path', condition_key: 'prefix', pattern: '/api' }] },
+      }),
+    );
+    const stored = () => expectBody(200, t.api('GET', `/v1/endpoints/${served.uuid}/routing-rules/${made.id}`, { key }));
+    const edgePort = t.node.edge!.httpPort;
+    try {
+      greenAgent = await startAgent({
+        edgeUrl: `http://127.0.0.1:${edgePort}`,
+        apiKey: key,
+        endpoint: served.uuid,
+        protocol: 'http',
+        target: green.port,
+        agentId: 'console-agent-green',
+        tags: ['green'],
+      });
+      await edgeCaughtUp(t);
+      assert.equal((await visit(edgePort, served.hostname, '/api/before')).status, 200);
+      assert.ok(service.seen.some((r) => r.url === '/api/before'), 'the blue agent served it');
+
+      await open(`/endpoints/${served.uuid}/routing`);
+      await page.getByRole('button', { name: 'Edit routing rule api to blue' }).click();
+      const editor = page.getByRole('form', { name: 'Edit routing rule api to blue' });
+      await editor.waitFor(WAIT);
+      assert.deepEqual(
+        await Promise.all(['Name', 'Priority (lower first)', 'Agent tags (comma separated, all required)', 'Key 1', 'Pattern 1'].map((l) => editor.getByLabel(l).inputValue())),
+        ['api to blue', '1', 'blue', 'prefix', '/api'],
+        'the form starts from the rule',
+      );
+      assert.equal(await editor.getByLabel('Enabled').isChecked(), true);
+      await assertAccessible(page, 'routing rule editor');
+
+      await editor.getByLabel('Agent tags (comma separated, all required)').fill('green');
+      await editor.getByLabel('Pattern 1').fill('/api/../x');
+      assert.match(await refusal(editor, 'Save routing rule'), /dot segments/);
+      assert.equal(await editor.getByLabel('Pattern 1').inputValue(), '/api/../x', 'the form keeps what was typed');
+      assert.deepEqual(await stored(), made, 'the refused edit changed nothing');
+
+      const renamed = `api to green ${MARKUP}`;
+      await editor.getByLabel('Name').fill(renamed);
+      await editor.getByLabel('Pattern 1').fill('/api');
+      await editor.getByRole('button', { name: 'Save routing rule' }).click();
+      await editor.waitFor({ state: 'detached', ...WAIT });
+      const row = page.getByRole('row').filter({ hasText: renamed });
+      await row.waitFor(WAIT);
+      assert.match(await row.innerText(), /agents tagged green/);
+      assert.equal(await page.locator('img').count(), 0, 'no element made from the name');
+      const saved = await stored();
+      assert.deepEqual([saved.name, saved.priority, saved.enabled, saved.target_agent_tags, saved.conditions], [renamed, 1, true, 'green', made.conditions]);
+
+      await edgeCaughtUp(t);
+      assert.equal((await visit(edgePort, served.hostname, '/api/after')).status, 200);
+      assert.ok(green.seen.some((r) => r.url === '/api/after'), 'the green agent served it');
+      assert.ok(!service.seen.some((r) => r.url === '/api/after'), 'the blue agent did not');
+    } finally {
+      await t.api('DELETE', `/v1/endpoints/${served.uuid}/routing-rules/${made.id}`, { key });
+      await greenAgent?.stop();
+      await green.close();
+    }
   });
 
   it('creates an RBAC role and an invite', async () => {
