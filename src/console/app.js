@@ -168,4 +168,7 @@ function App() {
   return html`<${Shell} me=${me} notice=${notice} onDismiss=${() => setNotice(null)} onSwitch=${switchAccount} switching=${switching} onSignOut=${signOutNow} />`;
 }
 
-render(html`<${App} />`, document.getElementById('app'));
+// The page's "Loading the console…" placeholder is not Preact's to diff away: cleared first, or it stays under the app.
+const root = document.getElementById('app');
+root.textContent = '';
+render(html`<${App} />`, root);

@@ -102,7 +102,7 @@ describe('console: alerts', { skip: skipConsoleSuite() }, () => {
     assert.equal(await form.getByLabel('Window').inputValue(), '300');
     assert.equal(await form.getByLabel('E-mail address', { exact: true }).inputValue(), 'ops@example.test');
     assert.equal(await form.getByLabel('Webhook URL (channel 2)').inputValue(), 'https://hooks.example.com/alerts');
-    assert.equal(await form.getByLabel(/^New signing secret .*\(channel 2\)$/).inputValue(), '', 'a secret is never shown');
+    assert.equal(await form.getByLabel('New signing secret (channel 2)').inputValue(), '', 'a secret is never shown');
     await noViolations(page, 'alert rule edit form');
 
     const fields = (r: Record<string, unknown>) => ({ name: r.name, metric: r.metric, comparison: r.comparison, threshold: r.threshold, window_seconds: r.window_seconds, endpoint_uuid: r.endpoint_uuid, channels: r.channels, updated_at: r.updated_at });

@@ -104,6 +104,7 @@ describe('the console shell in Chromium', { skip: skipConsoleSuite() }, () => {
     const page = await signedInPage(browser, t.controlUrl, owner.api_key);
     try {
       assert.match(page.url(), /\/console\/endpoints$/);
+      assert.equal(await page.getByText('Loading the console…').count(), 0, 'the page’s placeholder is gone once the app runs');
       assert.equal(await page.evaluate(() => sessionStorage.getItem('edge.apiKey')), owner.api_key);
       assert.equal(await page.evaluate(() => localStorage.length), 0, 'nothing in localStorage');
       await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Account' }).click();

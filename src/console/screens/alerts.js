@@ -88,10 +88,20 @@ function ChannelFields({ channel: c, index, count, editing, onChange, onRemove }
           <input id=${id('to')} type="email" required value=${c.to} onInput=${set('to')} />`
       : html`<label for=${id('url')}>Webhook URL${n}</label>
           <input id=${id('url')} type="url" required placeholder="https://hooks.example.com/alerts" value=${c.url} onInput=${set('url')} />
-          <label for=${id('secret')}>${editing && c.signed ? 'New signing secret (empty keeps the current one while the URL stays)' : 'Signing secret (optional)'}${n}</label>
-          <input id=${id('secret')} type="password" autocomplete="off" minlength="16" value=${c.secret} disabled=${c.unsign} onInput=${set('secret')} />
+          <label for=${id('secret')}>${editing && c.signed ? 'New signing secret' : 'Signing secret (optional)'}${n}</label>
+          <input
+            id=${id('secret')}
+            type="password"
+            autocomplete="off"
+            minlength="16"
+            value=${c.secret}
+            disabled=${c.unsign}
+            onInput=${set('secret')}
+            aria-describedby=${editing && c.signed ? id('secret-hint') : undefined}
+          />
           ${editing && c.signed
-            ? html`<span style=${ACROSS}><input id=${id('unsign')} type="checkbox" checked=${c.unsign} onChange=${set('unsign')} /> <label for=${id('unsign')}>Stop signing deliveries${n}</label></span>`
+            ? html`<span></span><span id=${id('secret-hint')} class="hint">Left empty, deliveries stay signed with the current secret while the URL stays the same.</span>
+                <span style=${ACROSS}><input id=${id('unsign')} type="checkbox" checked=${c.unsign} onChange=${set('unsign')} /> <label for=${id('unsign')}>Stop signing deliveries${n}</label></span>`
             : ''}`}`;
 }
 
