@@ -2,7 +2,7 @@
 // URL to its screen. Screens live in ./screens/, one module per screen, each a client of the public /v1 API through ./api.js.
 import { html, render, useEffect, useRef, useState } from './vendor/htm-preact.mjs';
 import { api, apiKey, chooseAccount, chosenAccount, signIn, signOut } from './api.js';
-import { Link, match, navigate, useLocation } from './router.js';
+import { BASE, Link, match, navigate, useLocation } from './router.js';
 import { ErrorMessage } from './ui.js';
 import { ROUTES } from './routes.js';
 
@@ -57,6 +57,15 @@ async function loadMe() {
   }
 }
 
+/**
+ * One endpoint's or rule's page belongs to the account it was opened in: on a change of account, the console goes to
+ * the list of the same kind instead.
+ */
+function toAccountLists() {
+  const path = location.pathname.slice(BASE.length);
+  if (/^\/(endpoints|alerts)\/./.test(path)) navigate(path.startsWith('/alerts') ? '/alerts' : '/endpoints');
+}
+
 /** The active account in the header: a choice among the user's accounts, or its name when there is one. */
 function AccountSwitch({ me, onSwitch, busy }) {
   const accounts = me.accounts ?? [];
@@ -77,16 +86,11 @@ function Shell({ me, notice, onDismiss, onSwitch, switching, onSignOut }) {
   useEffect(() => {
     if (path === '/' || path === '') navigate('/endpoints', { replace: true });
   }, [path]);
-  // One endpoint's or rule's page belongs to the account it was opened in: switching goes to the list instead.
-  const switchAccount = async (id) => {
-    const switched = await onSwitch(id);
-    if (switched && /^\/(endpoints|alerts)\/./.test(path)) navigate(path.startsWith('/alerts') ? '/alerts' : '/endpoints');
-  };
   let screen = html`<p>No such page. <${Link} to="/endpoints">Go to the endpoints</${Link}>.</p>`;
   for (const [pattern, Screen] of ROUTES) {
     const params = match(pattern, path);
     if (params) {
-      screen = html`<${Screen} ...${params} query=${query} me=${me} switchAccount=${switchAccount} />`;
+      screen = html`<${Screen} ...${params} query=${query} me=${me} switchAccount=${onSwitch} />`;
       break;
     }
   }
@@ -96,7 +100,7 @@ function Shell({ me, notice, onDismiss, onSwitch, switching, onSignOut }) {
       <nav aria-label="Main">
         ${NAV.map(([to, label]) => html`<${Link} to=${to} aria-current=${path.startsWith(to) ? 'page' : undefined}>${label}</${Link}>`)}
       </nav>
-      <${AccountSwitch} me=${me} onSwitch=${switchAccount} busy=${switching} />
+      <${AccountSwitch} me=${me} onSwitch=${onSwitch} busy=${switching} />
       <button type="button" onClick=${onSignOut}>Sign out</button>
     </header>
     ${notice
@@ -125,6 +129,7 @@ function App() {
       try {
         const next = await loadMe();
         setMe(next);
+        toAccountLists();
         setNotice(`You no longer belong to ${lost ? `the account “${lost.name}”` : `account #${event.detail.accountId}`}: the console is back in “${next.active_account.name}”, the account of your API key.`);
       } catch (err) {
         setNotice(err.message);
@@ -146,6 +151,7 @@ function App() {
       const next = await api('GET', '/v1/me');
       setNotice(null);
       setMe(next);
+      toAccountLists();
       return true;
     } catch (err) {
       // A lost account was already dropped by api.js (and the shell told); anything else leaves the choice as it was.

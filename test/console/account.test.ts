@@ -65,7 +65,12 @@ describe('console: account', { skip: skipConsoleSuite() }, () => {
     const switcher = page.getByLabel('Active account');
     assert.equal(await switcher.inputValue(), String(member.account_id), 'the key’s own account first');
 
+    // Switched from one of the other account's endpoints: its page belongs to that account, so the list opens.
+    await table.getByRole('link', { name: own.hostname, exact: true }).click();
+    await page.waitForURL(`**/console/endpoints/${own.uuid}`);
+    await page.getByRole('heading', { level: 1, name: own.hostname }).waitFor();
     await switcher.selectOption(String(org.id));
+    await page.waitForURL(/\/console\/endpoints$/);
     await table.getByRole('link', { name: orgs.hostname, exact: true }).waitFor();
     assert.equal(await table.getByRole('link', { name: own.hostname, exact: true }).count(), 0, 'only the chosen account’s endpoints');
     assert.equal(await page.evaluate(() => sessionStorage.getItem('edge.accountId')), String(org.id));
