@@ -2,7 +2,7 @@
 // sessionStorage, and every failure turned into an ApiError that says what went wrong in words a person can act on.
 
 const KEY = 'edge.apiKey';
-/** The account the user chose to work in, sent as X-Account-Id (docs/api.md "The active account"); kept with the key. */
+/** The account the user chose to work in, sent as X-Account-Id (docs/api.md "The active account"), kept by the key. */
 const ACCOUNT = 'edge.accountId';
 
 export function apiKey() {
@@ -89,7 +89,8 @@ export async function api(method, path, body) {
       signOut();
       window.dispatchEvent(new CustomEvent('edge:signed-out'));
     } else if (error.code === 'not_a_member' && account) {
-      error.message = 'You no longer belong to the account this console was working in: it went back to the account of your API key. Nothing was changed.';
+      error.message =
+        'You no longer belong to the account this console was working in: it went back to the account of your API key. Nothing was changed.';
       // Several calls in flight may be refused alike: the first one still holding the choice reports it.
       if (chosenAccount() === account) {
         chooseAccount(null);

@@ -1,5 +1,5 @@
-// The console's shell: sign-in, the navigation, the account the console works in, and the route table that maps each
-// URL to its screen. Screens live in ./screens/, one module per screen, each a client of the public /v1 API through ./api.js.
+// The console's shell: sign-in, the navigation, the account the console works in, and the route table that maps
+// each URL to its screen. Screens live in ./screens/, one module per screen, each a client of the /v1 API (./api.js).
 import { html, render, useEffect, useRef, useState } from './vendor/htm-preact.mjs';
 import { api, apiKey, chooseAccount, chosenAccount, signIn, signOut } from './api.js';
 import { BASE, Link, match, navigate, useLocation } from './router.js';
@@ -130,7 +130,8 @@ function App() {
         const next = await loadMe();
         setMe(next);
         toAccountLists();
-        setNotice(`You no longer belong to ${lost ? `the account “${lost.name}”` : `account #${event.detail.accountId}`}: the console is back in “${next.active_account.name}”, the account of your API key.`);
+        const which = lost ? `the account “${lost.name}”` : `account #${event.detail.accountId}`;
+        setNotice(`You no longer belong to ${which}: the console is back in “${next.active_account.name}”, the account of your API key.`);
       } catch (err) {
         setNotice(err.message);
       }
