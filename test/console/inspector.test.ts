@@ -1,7 +1,8 @@
 // The traffic inspector and recent errors in a real browser against a real node: requests made through the edge to
-// an agent's local service, captured in full, found in the inspector's list (filtered by status class), opened at
-// their own URL with headers and bodies, replayed beside the original; hostile header values and paths stay text;
-// the 404 among them in recent errors; no serious accessibility violations.
+// an agent's local service, captured in full, found in the inspector's list (filtered by status class, older pages
+// on request), opened at their own URL with headers and bodies, replayed beside the original (a POST only after a
+// confirmation); hostile header values and paths stay text; full capture turned on from the notice of an endpoint
+// without it; the 404 among them in recent errors; no serious accessibility violations.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Browser, Page } from 'playwright-core';
@@ -25,7 +26,8 @@ describe('console: traffic inspector and recent errors', { skip: skipConsoleSuit
   let endpoint: { uuid: string; hostname: string };
   let page: Page;
 
-  const edgeVisit = (path: string, headers: Record<string, string> = {}) => visit(t.node.edge!.httpPort, endpoint.hostname, path, { headers });
+  const edgeVisit = (path: string, headers: Record<string, string> = {}, options: { method?: string; body?: string } = {}) =>
+    visit(t.node.edge!.httpPort, endpoint.hostname, path, { headers, ...options });
   /** The suite's one signed-in tab (the key stays in its sessionStorage) at `path` under /console. */
   const open = async (path: string) => {
     await page.goto(`${t.controlUrl}/console${path}`);
@@ -39,18 +41,23 @@ describe('console: traffic inspector and recent errors', { skip: skipConsoleSuit
   const captured = (count: number) =>
     eventually(async () => {
       const res = await t.api('GET', `/v1/traffic/logs?endpoint=${endpoint.uuid}&limit=100`, { key: owner.api_key });
-      return res.status === 200 && res.body.items.length >= count ? (res.body.items as Array<{ id: number; path: string; status_code: number }>) : undefined;
+      return res.status === 200 && res.body.items.length >= count ? (res.body.items as Array<{ id: number; path: string; method: string; status_code: number }>) : undefined;
     });
+  /** The captured request to `path` by `method`, once stored. */
+  const capturedRequest = (method: string, path: string) =>
+    eventually(async () => (await captured(1)).find((r) => r.method === method && r.path === path));
 
   before(async () => {
     service = await startLocalService<string>(
       (req, res, record) => {
-        req.resume();
+        let body = '';
+        req.setEncoding('utf8');
+        req.on('data', (chunk: string) => (body += chunk));
         req.on('end', () => {
-          record(req.url!);
+          record(`${req.method} ${req.url} ${body}`);
           if (req.url === '/missing') return void res.writeHead(404, { 'content-type': 'text/plain' }).end('no such thing');
           if (req.url === '/bin') return void res.writeHead(200, { 'content-type': 'application/octet-stream' }).end(Buffer.from([0, 1, 2, 0xff, 0xfe, 0x41]));
-          const text = JSON.stringify({ url: req.url, probe: req.headers['x-probe'] ?? null, seen: Date.now() });
+          const text = JSON.stringify({ url: req.url, method: req.method, body, probe: req.headers['x-probe'] ?? null, seen: Date.now() });
           res.writeHead(200, { 'content-type': 'application/json', 'x-service': 'local' }).end(text);
         });
       },
@@ -149,5 +156,66 @@ describe('console: traffic inspector and recent errors', { skip: skipConsoleSuit
     await page.getByLabel('Class').selectOption('5xx');
     await page.getByText('No errors').waitFor();
     await noViolations(page, 'recent errors');
+  });
+
+  it('replays a captured POST only after a confirmation, then with force, beside the original', async () => {
+    const order = '{"item":"tea","count":2}';
+    assert.equal((await edgeVisit('/orders/new', { 'content-type': 'application/json' }, { method: 'POST', body: order })).status, 200);
+    const post = await capturedRequest('POST', '/orders/new');
+    await open(`/endpoints/${endpoint.uuid}/traffic/${post.id}`);
+    const sent = () => service.seen.filter((s) => s === `POST /orders/new ${order}`).length;
+    assert.equal(sent(), 1);
+    await page.getByRole('button', { name: 'Replay POST request' }).click();
+    const confirm = page.getByRole('button', { name: 'Yes, send this POST again' });
+    await confirm.waitFor();
+    assert.equal(sent(), 1, 'nothing is sent before the confirmation');
+    await noViolations(page, 'replay confirmation');
+    await confirm.click();
+
+    const replayed = page.locator('section.exchange-side').filter({ has: page.getByRole('heading', { name: 'Replayed response' }) });
+    await replayed.getByText('Status 200').waitFor();
+    await replayed.getByText(/POST http.*\/orders\/new/).waitFor();
+    assert.match(await replayed.locator('pre').innerText(), /"method": "POST",\n {2}"body": "\{\\"item\\":\\"tea\\",\\"count\\":2\}"/);
+    assert.equal(sent(), 2, 'the replay sent the captured POST again, body and all');
+    const original = page.locator('section.exchange-side').filter({ has: page.getByRole('heading', { name: 'Original response' }) });
+    await original.getByText('Status 200').waitFor();
+    // A cancelled confirmation sends nothing.
+    await page.getByRole('button', { name: 'Replay POST request' }).click();
+    await page.getByRole('button', { name: 'Cancel' }).click();
+    await page.getByRole('button', { name: 'Replay POST request' }).waitFor();
+    assert.equal(sent(), 2);
+  });
+
+  it('shows older requests a page at a time when there are more than one page holds', async () => {
+    // The inspector lists 50 a page: 55 more requests make sure a second page exists.
+    for (let i = 0; i < 55; i++) assert.equal((await edgeVisit(`/page/${i}`)).status, 200);
+    // Every one of them stored (captures are written apart from the answer), so the count below is final.
+    const all = await eventually(async () => {
+      const rows = await captured(55);
+      return new Set(rows.filter((r) => r.path.startsWith('/page/')).map((r) => r.path)).size === 55 ? rows : undefined;
+    });
+    const total = all.length;
+    assert.ok(total > 50 && total < 100, `${total} captured: more than a page, all in one API answer`);
+    await open(`/endpoints/${endpoint.uuid}/traffic`);
+    await page.getByText('50 requests shown').waitFor();
+    assert.equal(await page.locator('table tbody tr').count(), 50);
+    assert.equal(await page.getByRole('link', { name: '/page/0', exact: true }).count(), 0, 'the oldest is not on the first page');
+    await page.getByRole('button', { name: 'Show older requests' }).click();
+    await page.getByText(`${total} requests shown`).waitFor();
+    await page.getByRole('link', { name: '/page/0', exact: true }).waitFor();
+    assert.equal(await page.getByRole('button', { name: 'Show older requests' }).count(), 0, 'no page after the last');
+  });
+
+  it('turns full capture on from the notice of an endpoint that does not capture', async () => {
+    const quiet = await createEndpoint(t, owner);
+    await expectBody(200, t.api('PUT', `/v1/endpoints/${quiet.uuid}/settings/capture`, { key: owner.api_key, body: { capture_enabled: false } }));
+    assert.equal((await expectBody(200, t.api('GET', `/v1/endpoints/${quiet.uuid}`, { key: owner.api_key }))).capture_enabled, false);
+    await open(`/endpoints/${quiet.uuid}/traffic`);
+    await page.getByText('Capture is off for this endpoint').waitFor();
+    await noViolations(page, 'capture notice');
+    await page.getByRole('button', { name: 'Capture headers and bodies' }).click();
+    await page.getByText('Capture is off for this endpoint').waitFor({ state: 'detached' });
+    const after = await expectBody(200, t.api('GET', `/v1/endpoints/${quiet.uuid}`, { key: owner.api_key }));
+    assert.deepEqual([after.capture_enabled, after.capture_level], [true, 'full']);
   });
 });

@@ -9,15 +9,17 @@ import { nodeWithOwner, type User } from '../helpers/endpoint-api.ts';
 import { accessibilityViolations, launchBrowser, signedInPage, skipConsoleSuite } from '../helpers/console.ts';
 import type { TestNode } from '../helpers/node.ts';
 
-describe('the console as served', () => {
-  let t: TestNode;
-  before(async () => {
-    ({ t } = await nodeWithOwner());
-  });
-  after(async () => {
-    await t?.close();
-  });
+// One node for both suites below (a node's start is most of a suite's time); the browser only where Chromium is.
+let t: TestNode;
+let owner: User;
+before(async () => {
+  ({ t, owner } = await nodeWithOwner());
+});
+after(async () => {
+  await t?.close();
+});
 
+describe('the console as served', () => {
   const get = (path: string, headers: Record<string, string> = {}) => fetch(`${t.controlUrl}${path}`, { headers, redirect: 'manual' });
 
   it('serves index.html at /console/ with a strict policy and no framing, no API key needed', async () => {
@@ -73,16 +75,12 @@ describe('the console as served', () => {
 });
 
 describe('the console shell in Chromium', { skip: skipConsoleSuite() }, () => {
-  let t: TestNode;
-  let owner: User;
   let browser: Browser;
   before(async () => {
-    ({ t, owner } = await nodeWithOwner());
     browser = await launchBrowser();
   });
   after(async () => {
     await browser?.close();
-    await t?.close();
   });
 
   it('refuses a wrong key with a readable message and stays on the sign-in form', async () => {
@@ -104,6 +102,7 @@ describe('the console shell in Chromium', { skip: skipConsoleSuite() }, () => {
     const page = await signedInPage(browser, t.controlUrl, owner.api_key);
     try {
       assert.match(page.url(), /\/console\/endpoints$/);
+      assert.equal(await page.getByText('Loading the console…').count(), 0, 'the page’s placeholder is gone once the app runs');
       assert.equal(await page.evaluate(() => sessionStorage.getItem('edge.apiKey')), owner.api_key);
       assert.equal(await page.evaluate(() => localStorage.length), 0, 'nothing in localStorage');
       await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Account' }).click();

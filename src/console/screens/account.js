@@ -1,6 +1,7 @@
-// The account screen: who is signed in, the active account (the one the API key is bound to) with its plan and the
-// caller's permissions there, every account the caller belongs to, and the caller's API keys: create one (its secret
-// shown this once), revoke one after a confirmation. API: docs/api.md "Accounts and API keys".
+// The account screen: who is signed in, the active account (the key's own, or the one chosen here or in the header,
+// sent as X-Account-Id) with its plan and the caller's permissions there, every account the caller belongs to with a
+// switch to it, and the caller's API keys: create one (its secret shown this once), revoke one after a confirmation.
+// API: docs/api.md "Accounts and API keys", "The active account".
 import { html, useState } from '../vendor/htm-preact.mjs';
 import { api } from '../api.js';
 import { ConfirmButton, ErrorMessage, Loading, formatTime, useAction, useApi } from '../ui.js';
@@ -53,7 +54,7 @@ function ActiveAccount({ me }) {
   </section>`;
 }
 
-function Accounts({ me }) {
+function Accounts({ me, switchAccount }) {
   return html`<section>
     <h2>Your accounts</h2>
     <table>
@@ -66,6 +67,7 @@ function Accounts({ me }) {
           <th scope="col">Role</th>
           <th scope="col">Permissions</th>
           <th scope="col">Standing</th>
+          <th scope="col"><span class="visually-hidden">Actions</span></th>
         </tr>
       </thead>
       <tbody>
@@ -77,11 +79,17 @@ function Accounts({ me }) {
             <td>${a.is_owner ? 'owner' : 'member'}</td>
             <td>${a.permissions.length}${a.is_owner ? ' (all)' : ''}</td>
             <td>${a.suspended ? 'suspended' : 'active'}</td>
+            <td>${a.id === me.active_account.id || !switchAccount
+              ? ''
+              : html`<button type="button" onClick=${() => switchAccount(String(a.id))}>Work in ${a.name}</button>`}</td>
           </tr>`,
         )}
       </tbody>
     </table>
-    <p class="hint">An API key acts in the account it was created for; create a key for another account below to work in it.</p>
+    <p class="hint">
+      This console works in the account chosen here or in the header, for this tab until you sign out. An API key used
+      anywhere else acts in the account it was created for: create a key for another account below to work in it there.
+    </p>
   </section>`;
 }
 
@@ -197,7 +205,7 @@ function ApiKeys({ me }) {
   </section>`;
 }
 
-export function AccountScreen({ me: signedIn }) {
+export function AccountScreen({ me: signedIn, switchAccount }) {
   const fresh = useApi('/v1/me');
   const me = fresh.data ?? signedIn;
   if (!me) return fresh.error ? html`<${ErrorMessage} error=${fresh.error} />` : html`<${Loading} />`;
@@ -205,7 +213,7 @@ export function AccountScreen({ me: signedIn }) {
     <h1>Account</h1>
     <${ErrorMessage} error=${fresh.error} />
     <${ActiveAccount} me=${me} />
-    <${Accounts} me=${me} />
+    <${Accounts} me=${me} switchAccount=${switchAccount} />
     <${ApiKeys} me=${me} />
   </section>`;
 }

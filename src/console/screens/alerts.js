@@ -1,11 +1,11 @@
 // Traffic alerts: the account's rules with their status (unknown, ok, firing), a form to create one, and a rule's own
-// page (/console/alerts/{uuid}) with its events, "Send test" (records a `test` event and notifies every channel once)
-// and delete. API: docs/api.md "Traffic alerts", docs/traffic.md "Alerts".
+// page (/console/alerts/{uuid}) with its events, edit (the same form, pre-filled), "Send test" (records a `test` event
+// and notifies every channel once) and delete. API: docs/api.md "Traffic alerts", docs/traffic.md "Alerts".
 import { html, useState } from '../vendor/htm-preact.mjs';
 import { api } from '../api.js';
 import { Link, navigate } from '../router.js';
 import { ConfirmButton, ErrorMessage, Loading, formatTime, useAction, useApi } from '../ui.js';
-import { AlertStatus, METRICS, WINDOWS, channelText, condition, metricValue } from './alert-format.js';
+import { AlertStatus, METRICS, WINDOWS, channelText, condition, metricValue, windowLabel } from './alert-format.js';
 
 /** The account's endpoints by uuid, for names and the rule form's choice (empty when they cannot be read). */
 function useEndpoints() {
@@ -21,43 +21,118 @@ function EndpointName({ rule, endpoints }) {
 
 // Labels beside their fields (the stylesheet is shared; CSSOM styles from script are allowed by the policy).
 const FORM_GRID = { display: 'grid', gridTemplateColumns: 'max-content minmax(0, 30rem)', gap: '0.5rem 1rem', alignItems: 'center' };
+const ACROSS = { gridColumn: '1 / -1' };
 
-const EMPTY_FORM = { name: '', endpoint: '', metric: 'error_rate', comparison: 'gt', threshold: '0.05', window: '300', channel: 'email', to: '', url: '', secret: '' };
+/** As many channels as the API takes on one rule (MAX_ALERT_CHANNELS). */
+const MAX_CHANNELS = 10;
 
-function NewRule({ endpoints, onCreated }) {
-  const [form, setForm] = useState(EMPTY_FORM);
+const EMPTY_CHANNEL = { type: 'email', to: '', url: '', secret: '', signed: false, unsign: false };
+const EMPTY_FORM = { name: '', endpoint: '', metric: 'error_rate', comparison: 'gt', threshold: '0.05', window: '300', channels: [EMPTY_CHANNEL] };
+
+/** A rule as GET returns it, as the form's fields; a webhook's secret is never returned, so its field starts empty. */
+function ruleFields(rule) {
+  return {
+    name: rule.name,
+    endpoint: rule.endpoint_uuid ?? '',
+    metric: rule.metric,
+    comparison: rule.comparison,
+    threshold: String(rule.threshold),
+    window: String(rule.window_seconds),
+    channels: rule.channels.map((c) =>
+      c.type === 'email' ? { ...EMPTY_CHANNEL, to: c.to } : { ...EMPTY_CHANNEL, type: 'webhook', url: c.url, signed: !!c.has_secret },
+    ),
+  };
+}
+
+/**
+ * A channel as the API takes it. A webhook's empty secret field is left out, which keeps the current secret of the
+ * channel with the same URL (docs/api.md); "stop signing" sends null, which removes it.
+ */
+function channelBody(c) {
+  if (c.type === 'email') return { type: 'email', to: c.to.trim() };
+  const body = { type: 'webhook', url: c.url.trim() };
+  if (c.secret) body.secret = c.secret;
+  else if (c.unsign) body.secret = null;
+  return body;
+}
+
+function ruleBody(form) {
+  const body = {
+    name: form.name.trim(),
+    endpoint_id: form.endpoint || null,
+    metric: form.metric,
+    comparison: form.comparison,
+    threshold: Number(form.threshold),
+    channels: form.channels.map(channelBody),
+  };
+  if (form.metric !== 'endpoint_down') body.window_seconds = Number(form.window);
+  return body;
+}
+
+/** One channel's fields; the first channel's labels are plain, later ones say which channel they belong to. */
+function ChannelFields({ channel: c, index, count, editing, onChange, onRemove }) {
+  const n = index === 0 ? '' : ` (channel ${index + 1})`;
+  const id = (field) => `rule-${field}-${index}`;
+  const set = (field) => (e) => onChange({ ...c, [field]: e.currentTarget.type === 'checkbox' ? e.currentTarget.checked : e.currentTarget.value });
+  return html`
+    <label for=${id('channel')}>Notify by${n}</label>
+    <span class="toolbar">
+      <select id=${id('channel')} value=${c.type} onChange=${set('type')}>
+        <option value="email">E-mail</option>
+        <option value="webhook">Webhook</option>
+      </select>
+      ${count > 1 ? html`<button type="button" onClick=${onRemove}>Remove channel ${index + 1}</button>` : ''}
+    </span>
+    ${c.type === 'email'
+      ? html`<label for=${id('to')}>E-mail address${n}</label>
+          <input id=${id('to')} type="email" required value=${c.to} onInput=${set('to')} />`
+      : html`<label for=${id('url')}>Webhook URL${n}</label>
+          <input id=${id('url')} type="url" required placeholder="https://hooks.example.com/alerts" value=${c.url} onInput=${set('url')} />
+          <label for=${id('secret')}>${editing && c.signed ? 'New signing secret' : 'Signing secret (optional)'}${n}</label>
+          <input
+            id=${id('secret')}
+            type="password"
+            autocomplete="off"
+            minlength="16"
+            value=${c.secret}
+            disabled=${c.unsign}
+            onInput=${set('secret')}
+            aria-describedby=${editing && c.signed ? id('secret-hint') : undefined}
+          />
+          ${editing && c.signed
+            ? html`<span></span><span id=${id('secret-hint')} class="hint">Left empty, deliveries stay signed with the current secret while the URL stays the same.</span>
+                <span style=${ACROSS}><input id=${id('unsign')} type="checkbox" checked=${c.unsign} onChange=${set('unsign')} /> <label for=${id('unsign')}>Stop signing deliveries${n}</label></span>`
+            : ''}`}`;
+}
+
+/**
+ * The rule's fields, for a new rule or an existing one (`rule`: pre-filled from it, saved with PUT, which writes the
+ * whole rule). `onSave(body)` makes the call; its error stays beside the form.
+ */
+function RuleForm({ rule, endpoints, submitLabel, onSave, onCancel }) {
+  const editing = rule !== undefined;
+  const [form, setForm] = useState(editing ? ruleFields(rule) : EMPTY_FORM);
   const action = useAction();
   const set = (field) => (e) => setForm({ ...form, [field]: e.currentTarget.value });
+  const setChannels = (channels) => setForm({ ...form, channels });
   const submit = (event) => {
     event.preventDefault();
-    const channel =
-      form.channel === 'email'
-        ? { type: 'email', to: form.to.trim() }
-        : { type: 'webhook', url: form.url.trim(), ...(form.secret ? { secret: form.secret } : {}) };
-    const body = {
-      name: form.name.trim(),
-      endpoint_id: form.endpoint || null,
-      metric: form.metric,
-      comparison: form.comparison,
-      threshold: Number(form.threshold),
-      channels: [channel],
-    };
-    if (form.metric !== 'endpoint_down') body.window_seconds = Number(form.window);
     return action.run(async () => {
-      const rule = await api('POST', '/v1/traffic/alerts', body);
-      setForm(EMPTY_FORM);
-      onCreated(rule);
+      await onSave(ruleBody(form));
+      if (!editing) setForm(EMPTY_FORM);
     });
   };
-  return html`<section>
-    <h2>New rule</h2>
-    <form class="form-grid" style=${FORM_GRID} onSubmit=${submit}>
+  // A rule's endpoint or window the lists do not hold (an endpoint beyond the first page, a window set through the
+  // API) is offered as it is, so saving does not change it unasked.
+  const endpointOptions = form.endpoint && !endpoints.some((e) => e.uuid === form.endpoint) ? [...endpoints, { uuid: form.endpoint, hostname: form.endpoint }] : endpoints;
+  const windows = WINDOWS.some(([s]) => String(s) === form.window) ? WINDOWS : [...WINDOWS, [Number(form.window), windowLabel(Number(form.window))]];
+  return html`<form class="form-grid" style=${FORM_GRID} onSubmit=${submit} aria-label=${editing ? `Edit rule ${rule.name}` : 'New rule'}>
       <label for="rule-name">Name</label>
       <input id="rule-name" required maxlength="100" value=${form.name} onInput=${set('name')} />
       <label for="rule-endpoint">Endpoint</label>
       <select id="rule-endpoint" value=${form.endpoint} onChange=${set('endpoint')}>
         <option value="">All endpoints of the account</option>
-        ${endpoints.map((e) => html`<option value=${e.uuid}>${e.hostname}</option>`)}
+        ${endpointOptions.map((e) => html`<option value=${e.uuid}>${e.hostname}</option>`)}
       </select>
       <label for="rule-metric">Metric</label>
       <select id="rule-metric" value=${form.metric} onChange=${set('metric')}>
@@ -76,25 +151,34 @@ function NewRule({ endpoints, onCreated }) {
       ${form.metric !== 'endpoint_down'
         ? html`<label for="rule-window">Window</label>
             <select id="rule-window" value=${form.window} onChange=${set('window')}>
-              ${WINDOWS.map(([s, label]) => html`<option value=${String(s)}>${label}</option>`)}
+              ${windows.map(([s, label]) => html`<option value=${String(s)}>${label}</option>`)}
             </select>`
         : ''}
-      <label for="rule-channel">Notify by</label>
-      <select id="rule-channel" value=${form.channel} onChange=${set('channel')}>
-        <option value="email">E-mail</option>
-        <option value="webhook">Webhook</option>
-      </select>
-      ${form.channel === 'email'
-        ? html`<label for="rule-to">E-mail address</label>
-            <input id="rule-to" type="email" required value=${form.to} onInput=${set('to')} />`
-        : html`<label for="rule-url">Webhook URL</label>
-            <input id="rule-url" type="url" required placeholder="https://hooks.example.com/alerts" value=${form.url} onInput=${set('url')} />
-            <label for="rule-secret">Signing secret (optional)</label>
-            <input id="rule-secret" type="password" autocomplete="off" minlength="16" value=${form.secret} onInput=${set('secret')} />`}
+      ${form.channels.map(
+        (c, i) => html`<${ChannelFields}
+          key=${i}
+          channel=${c}
+          index=${i}
+          count=${form.channels.length}
+          editing=${editing}
+          onChange=${(next) => setChannels(form.channels.map((x, j) => (j === i ? next : x)))}
+          onRemove=${() => setChannels(form.channels.filter((_, j) => j !== i))}
+        />`,
+      )}
       <span></span>
-      <span><button type="submit" class="primary" disabled=${action.busy}>Create rule</button></span>
-    </form>
-    <${ErrorMessage} error=${action.error} />
+      <span class="toolbar">
+        ${form.channels.length < MAX_CHANNELS ? html`<button type="button" onClick=${() => setChannels([...form.channels, EMPTY_CHANNEL])}>Add a channel</button>` : ''}
+        <button type="submit" class="primary" disabled=${action.busy}>${submitLabel}</button>
+        ${onCancel ? html`<button type="button" onClick=${onCancel}>Cancel</button>` : ''}
+      </span>
+      <span style=${ACROSS}><${ErrorMessage} error=${action.error} /></span>
+    </form>`;
+}
+
+function NewRule({ endpoints, onCreated }) {
+  return html`<section>
+    <h2>New rule</h2>
+    <${RuleForm} endpoints=${endpoints} submitLabel="Create rule" onSave=${async (body) => onCreated(await api('POST', '/v1/traffic/alerts', body))} />
   </section>`;
 }
 
@@ -193,6 +277,8 @@ export function AlertScreen({ id }) {
   const test = useAction();
   const remove = useAction();
   const [sent, setSent] = useState(null);
+  const [editing, setEditing] = useState(false);
+  const [saved, setSaved] = useState(false);
   const back = html`<p><${Link} to="/alerts">All alert rules</${Link}></p>`;
   if (rule.error && !rule.data) return html`<section><h1>Alert rule</h1><${ErrorMessage} error=${rule.error} />${back}</section>`;
   if (!rule.data) return html`<${Loading} what="Loading the alert rule" />`;
@@ -208,6 +294,12 @@ export function AlertScreen({ id }) {
       await api('DELETE', path);
       navigate('/alerts');
     });
+  const save = async (body) => {
+    await api('PUT', path, body);
+    setEditing(false);
+    setSaved(true);
+    rule.reload();
+  };
   return html`<section>
     ${back}
     <h1>${r.name} <${AlertStatus} status=${r.status} /></h1>
@@ -221,9 +313,18 @@ export function AlertScreen({ id }) {
       <dt>Created</dt><dd>${formatTime(r.created_at)}</dd>
     </dl>
     <div class="toolbar">
+      <button type="button" aria-expanded=${editing ? 'true' : 'false'} onClick=${() => { setSaved(false); setEditing(!editing); }}>Edit rule</button>
       <button type="button" disabled=${test.busy} onClick=${sendTest}>Send test</button>
       <${ConfirmButton} label="Delete rule" onConfirm=${del} disabled=${remove.busy} />
+      ${saved ? html`<span role="status">Rule saved.</span>` : ''}
     </div>
+    ${editing
+      ? html`<section class="edit-form">
+          <h2>Edit the rule</h2>
+          <p class="hint">Saving writes the whole rule; its status and events stay.</p>
+          <${RuleForm} key=${r.updated_at} rule=${r} endpoints=${endpoints} submitLabel="Save rule" onSave=${save} onCancel=${() => setEditing(false)} />
+        </section>`
+      : ''}
     <${ErrorMessage} error=${test.error} />
     <${ErrorMessage} error=${remove.error} />
     ${sent

@@ -1,7 +1,7 @@
 // The endpoint's visitor-auth tab: the mode visitors meet (none, basic, token, OAuth, OIDC) with HTTPS enforcement
 // and the session lifetime, the basic-auth users, the visitor tokens (endpoint API keys: created here, shown once,
-// revoked), the OAuth/OIDC providers, and the JWT layer. API: docs/api.md "Visitor authentication",
-// docs/visitor-auth.md.
+// revoked), the OAuth/OIDC providers (added, edited, toggled, deleted), and the JWT layer. API: docs/api.md
+// "Visitor authentication", docs/visitor-auth.md.
 import { html, useEffect, useState } from '../vendor/htm-preact.mjs';
 import { api } from '../api.js';
 import { ConfirmButton, ErrorMessage, Loading, formatTime, useAction, useApi } from '../ui.js';
@@ -211,50 +211,92 @@ function Tokens({ endpoint, settings, onChanged }) {
   </section>`;
 }
 
-function NewProvider({ endpoint, onCreated }) {
-  const empty = { kind: 'oidc', name: '', issuer: '', client_id: '', client_secret: '', scopes: '', allowed_domains: '', authorization_url: '', token_url: '', userinfo_url: '' };
-  const [f, setF] = useState(empty);
+const EMPTY_PROVIDER = { kind: 'oidc', name: '', issuer: '', client_id: '', client_secret: '', scopes: '', allowed_emails: '', allowed_domains: '', authorization_url: '', token_url: '', userinfo_url: '' };
+
+/** A provider as GET returns it, as the form's fields; the client secret is never returned, so it starts empty. */
+function providerFields(p) {
+  return {
+    kind: p.kind,
+    name: p.name,
+    issuer: p.issuer,
+    client_id: p.client_id,
+    client_secret: '',
+    scopes: p.scopes.join(' '),
+    allowed_emails: p.allowed_emails.join(', '),
+    allowed_domains: p.allowed_domains.join(', '),
+    authorization_url: p.authorization_url ?? '',
+    token_url: p.token_url ?? '',
+    userinfo_url: p.userinfo_url ?? '',
+  };
+}
+
+/**
+ * Adds a provider, or edits `provider` (PUT, a full update: every field is sent as the form holds it, and an empty
+ * client secret is left out, which the API reads as "keep the stored one"). Field ids carry a prefix, so the two
+ * forms may share a page.
+ */
+function ProviderForm({ endpoint, provider, onDone, onCancel }) {
+  const editing = provider !== undefined;
+  const prefix = editing ? 'edit-provider' : 'provider';
+  const [f, setF] = useState(editing ? providerFields(provider) : EMPTY_PROVIDER);
   const action = useAction();
   const set = (key) => (e) => setF({ ...f, [key]: e.currentTarget.value });
   const submit = async (event) => {
     event.preventDefault();
-    const body = { kind: f.kind, name: f.name.trim(), issuer: f.issuer.trim(), client_id: f.client_id.trim(), client_secret: f.client_secret };
+    const body = { kind: f.kind, name: f.name.trim(), issuer: f.issuer.trim(), client_id: f.client_id.trim() };
+    if (!editing || f.client_secret !== '') body.client_secret = f.client_secret;
     const scopes = f.scopes.split(/[\s,]+/).filter(Boolean);
     if (scopes.length) body.scopes = scopes;
+    const emails = splitList(f.allowed_emails);
+    if (emails.length) body.allowed_emails = emails;
     const domains = splitList(f.allowed_domains);
     if (domains.length) body.allowed_domains = domains;
     if (f.kind === 'oauth2') Object.assign(body, { authorization_url: f.authorization_url.trim(), token_url: f.token_url.trim(), userinfo_url: f.userinfo_url.trim() });
-    const created = await action.run(() => api('POST', endpointApi(endpoint.uuid, 'oauth/providers'), body));
-    if (created) {
-      setF(empty);
-      onCreated();
+    const saved = await action.run(() =>
+      editing
+        ? api('PUT', endpointApi(endpoint.uuid, `oauth/providers/${provider.id}`), body)
+        : api('POST', endpointApi(endpoint.uuid, 'oauth/providers'), body),
+    );
+    if (saved) {
+      if (!editing) setF(EMPTY_PROVIDER);
+      onDone(saved);
     }
   };
-  const input = (key, label, type = 'text') => html`<label for=${`provider-${key}`}>${label}</label>
-    <input id=${`provider-${key}`} type=${type} value=${f[key]} onInput=${set(key)} autocomplete="off" />`;
-  return html`<form onSubmit=${submit} aria-labelledby="new-provider-heading">
-    <h3 id="new-provider-heading">Add a provider</h3>
+  const input = (key, label, type = 'text', extra = {}) => html`<label for=${`${prefix}-${key}`}>${label}</label>
+    <input id=${`${prefix}-${key}`} type=${type} value=${f[key]} onInput=${set(key)} autocomplete="off" ...${extra} />`;
+  const heading = `${prefix}-heading`;
+  return html`<form onSubmit=${submit} aria-labelledby=${heading} class=${editing ? 'edit-form' : ''}>
+    <h3 id=${heading}>${editing ? `Edit provider ${provider.name}` : 'Add a provider'}</h3>
     <div style=${FORM_GRID}>
-      <label for="provider-kind">Kind</label>
-      <select id="provider-kind" value=${f.kind} onChange=${set('kind')}>
+      <label for=${`${prefix}-kind`}>Kind</label>
+      <select id=${`${prefix}-kind`} value=${f.kind} onChange=${set('kind')}>
         <option value="oidc">OpenID Connect (discovery)</option>
         <option value="oauth2">OAuth 2 (explicit URLs)</option>
       </select>
       ${input('name', 'Name')}
       ${input('issuer', 'Issuer URL')}
       ${input('client_id', 'Client id')}
-      ${input('client_secret', 'Client secret', 'password')}
+      ${editing
+        ? html`${input('client_secret', 'Client secret (leave empty to keep the stored one)', 'password', { 'aria-describedby': `${prefix}-secret-hint` })}
+            <span></span><span id=${`${prefix}-secret-hint`} class="hint">The API never returns the secret; a value typed here replaces it.</span>`
+        : input('client_secret', 'Client secret', 'password')}
       ${input('scopes', 'Scopes (space separated, optional)')}
+      ${input('allowed_emails', 'Allowed e-mail addresses (comma separated, optional)')}
       ${input('allowed_domains', 'Allowed e-mail domains (comma separated, optional)')}
       ${f.kind === 'oauth2' ? html`${input('authorization_url', 'Authorization URL')}${input('token_url', 'Token URL')}${input('userinfo_url', 'Userinfo URL')}` : null}
     </div>
-    <button type="submit" disabled=${action.busy}>Add provider</button>
+    <div class="toolbar">
+      <button type="submit" class=${editing ? 'primary' : ''} disabled=${action.busy}>${editing ? 'Save provider' : 'Add provider'}</button>
+      ${editing ? html`<button type="button" onClick=${onCancel}>Cancel</button>` : null}
+    </div>
     <${ErrorMessage} error=${action.error} />
   </form>`;
 }
 
 function Providers({ endpoint, settings, providers, onChanged }) {
   const action = useAction();
+  const [editing, setEditing] = useState(null);
+  const editProvider = editing === null ? undefined : providers.items.find((p) => p.id === editing);
   const toggle = (p) => action.run(async () => {
     await api('PUT', endpointApi(endpoint.uuid, `oauth/providers/${p.id}/toggle`), { enabled: !p.enabled });
     onChanged();
@@ -282,6 +324,7 @@ function Providers({ endpoint, settings, providers, onChanged }) {
                 <td>${p.enabled ? html`<span class="badge ok">enabled</span>` : html`<span class="badge">disabled</span>`}</td>
                 <td>${settings.enabled_auth_methods ? (settings.enabled_auth_methods[String(p.id)] ? 'yes' : 'no') : '— (not an OAuth mode)'}</td>
                 <td><div class="toolbar">
+                  <button type="button" aria-expanded=${editing === p.id ? 'true' : 'false'} onClick=${() => setEditing(editing === p.id ? null : p.id)}>Edit ${p.name}</button>
                   <button type="button" disabled=${action.busy} onClick=${() => toggle(p)}>${p.enabled ? `Disable ${p.name}` : `Enable ${p.name}`}</button>
                   <${ConfirmButton} label=${`Delete ${p.name}`} disabled=${action.busy} onConfirm=${() => remove(p)} />
                 </div></td>
@@ -290,7 +333,10 @@ function Providers({ endpoint, settings, providers, onChanged }) {
           </tbody>
         </table>`}
     <${ErrorMessage} error=${action.error} />
-    <${NewProvider} endpoint=${endpoint} onCreated=${onChanged} />
+    ${editProvider
+      ? html`<${ProviderForm} key=${editProvider.id} endpoint=${endpoint} provider=${editProvider} onCancel=${() => setEditing(null)} onDone=${() => { setEditing(null); onChanged(); }} />`
+      : null}
+    <${ProviderForm} endpoint=${endpoint} onDone=${onChanged} />
   </section>`;
 }
 

@@ -1,5 +1,5 @@
-// The endpoint's RBAC tab: roles with their method and path patterns, clients with the roles they hold, invites,
-// and assigning or removing a role. Reads need no entitlement; writes need the plan's `rbac` (the API's 403 names
+// The endpoint's RBAC tab: roles with their method and path patterns (added, edited, deleted), clients with the roles
+// they hold, invites, and assigning or removing a role. Reads need no entitlement; writes need the plan's `rbac` (the API's 403 names
 // it). API: docs/api.md "RBAC", docs/rbac.md.
 import { html, useState } from '../vendor/htm-preact.mjs';
 import { api } from '../api.js';
@@ -10,9 +10,32 @@ function list(values) {
   return values && values.length ? values.join(', ') : '—';
 }
 
-function NewRole({ endpoint, onCreated }) {
-  const empty = { name: '', description: '', priority: '0', is_default: false, allowed_methods: '', denied_methods: '', allowed_paths: '', denied_paths: '', rate_limit_rps: '' };
-  const [f, setF] = useState(empty);
+const EMPTY_ROLE = { name: '', description: '', priority: '0', is_default: false, allowed_methods: '', denied_methods: '', allowed_paths: '', denied_paths: '', rate_limit_rps: '' };
+
+/** A role as the form's fields (lists comma separated). */
+function roleFields(role) {
+  const p = role.permissions;
+  return {
+    name: role.name,
+    description: role.description ?? '',
+    priority: String(role.priority),
+    is_default: role.is_default,
+    allowed_methods: p.allowed_methods.join(', '),
+    denied_methods: p.denied_methods.join(', '),
+    allowed_paths: p.allowed_paths.join(', '),
+    denied_paths: p.denied_paths.join(', '),
+    rate_limit_rps: p.rate_limit_rps ? String(p.rate_limit_rps) : '',
+  };
+}
+
+/**
+ * Adds a role, or edits `role` (PUT: the API replaces the permissions whole, so the headers and metadata the form does
+ * not show are sent back as they are). Field ids carry `prefix`, so the two forms may share a page.
+ */
+function RoleForm({ endpoint, role, onDone, onCancel }) {
+  const editing = role !== undefined;
+  const prefix = editing ? 'edit-role' : 'role';
+  const [f, setF] = useState(editing ? roleFields(role) : EMPTY_ROLE);
   const action = useAction();
   const set = (key) => (e) => setF({ ...f, [key]: e.currentTarget.type === 'checkbox' ? e.currentTarget.checked : e.currentTarget.value });
   const submit = async (event) => {
@@ -24,38 +47,52 @@ function NewRole({ endpoint, onCreated }) {
       denied_paths: splitList(f.denied_paths),
     };
     if (f.rate_limit_rps.trim()) permissions.rate_limit_rps = intOr(f.rate_limit_rps, 0);
+    else if (editing) permissions.rate_limit_rps = 0;
+    if (editing) Object.assign(permissions, { headers: role.permissions.headers, metadata: role.permissions.metadata });
     const body = { name: f.name.trim(), priority: intOr(f.priority, 0), is_default: f.is_default, permissions };
-    if (f.description.trim()) body.description = f.description.trim();
-    const created = await action.run(() => api('POST', endpointApi(endpoint.uuid, 'rbac/roles'), body));
-    if (created) {
-      setF(empty);
-      onCreated();
+    // On an update an omitted description keeps the old one: an emptied field is sent empty, so it clears.
+    if (f.description.trim() || editing) body.description = f.description.trim();
+    const saved = await action.run(() =>
+      editing ? api('PUT', endpointApi(endpoint.uuid, `rbac/roles/${role.id}`), body) : api('POST', endpointApi(endpoint.uuid, 'rbac/roles'), body),
+    );
+    if (saved) {
+      if (!editing) setF(EMPTY_ROLE);
+      onDone(saved);
     }
   };
-  const field = (key, label) => html`<label for=${`role-${key}`}>${label}</label>
-    <input id=${`role-${key}`} value=${f[key]} onInput=${set(key)} autocomplete="off" />`;
-  return html`<form onSubmit=${submit} aria-labelledby="new-role-heading">
-    <h3 id="new-role-heading">Add a role</h3>
+  const field = (key, label) => html`<label for=${`${prefix}-${key}`}>${label}</label>
+    <input id=${`${prefix}-${key}`} value=${f[key]} onInput=${set(key)} autocomplete="off" />`;
+  const heading = `${prefix}-heading`;
+  return html`<form onSubmit=${submit} aria-labelledby=${heading} class=${editing ? 'edit-form' : ''}>
+    <h3 id=${heading}>${editing ? `Edit role ${role.name}` : 'Add a role'}</h3>
+    ${editing
+      ? html`<p class="hint">Saving replaces the role's methods, paths and rate. Emptying all of them keeps the stored ones (the API reads that as no change): delete the role instead.</p>`
+      : null}
     <div style=${FORM_GRID}>
       ${field('name', 'Name')}
       ${field('description', 'Description (optional)')}
-      <label for="role-priority">Priority (higher wins)</label>
-      <input id="role-priority" type="number" value=${f.priority} onInput=${set('priority')} />
+      <label for=${`${prefix}-priority`}>Priority (higher wins)</label>
+      <input id=${`${prefix}-priority`} type="number" value=${f.priority} onInput=${set('priority')} />
       ${field('allowed_methods', 'Allowed methods (comma separated, * for any)')}
       ${field('denied_methods', 'Denied methods')}
       ${field('allowed_paths', 'Allowed paths (globs: /api/*, /files/**)')}
       ${field('denied_paths', 'Denied paths')}
-      <label for="role-rps">Requests per second (optional)</label>
-      <input id="role-rps" type="number" min="0" value=${f.rate_limit_rps} onInput=${set('rate_limit_rps')} />
-      <div style=${CHECK_ROW}><input id="role-default" type="checkbox" checked=${f.is_default} onChange=${set('is_default')} /> <label for="role-default">Give to new clients</label></div>
+      <label for=${`${prefix}-rps`}>Requests per second (optional)</label>
+      <input id=${`${prefix}-rps`} type="number" min="0" value=${f.rate_limit_rps} onInput=${set('rate_limit_rps')} />
+      <div style=${CHECK_ROW}><input id=${`${prefix}-default`} type="checkbox" checked=${f.is_default} onChange=${set('is_default')} /> <label for=${`${prefix}-default`}>Give to new clients</label></div>
     </div>
-    <button type="submit" disabled=${action.busy || f.name.trim() === ''}>Add role</button>
+    <div class="toolbar">
+      <button type="submit" class=${editing ? 'primary' : ''} disabled=${action.busy || f.name.trim() === ''}>${editing ? 'Save role' : 'Add role'}</button>
+      ${editing ? html`<button type="button" onClick=${onCancel}>Cancel</button>` : null}
+    </div>
     <${ErrorMessage} error=${action.error} />
   </form>`;
 }
 
 function Roles({ endpoint, rbac, onChanged }) {
   const action = useAction();
+  const [editing, setEditing] = useState(null);
+  const editRole = editing === null ? undefined : rbac.roles.find((r) => r.id === editing);
   const remove = (role) => action.run(async () => {
     await api('DELETE', endpointApi(endpoint.uuid, `rbac/roles/${role.id}`));
     onChanged();
@@ -76,13 +113,19 @@ function Roles({ endpoint, rbac, onChanged }) {
                 <td class="mono">${list(r.permissions.allowed_methods)} / ${list(r.permissions.denied_methods)}</td>
                 <td class="mono">${list(r.permissions.allowed_paths)} / ${list(r.permissions.denied_paths)}</td>
                 <td class="num">${r.permissions.rate_limit_rps || '—'}</td>
-                <td><${ConfirmButton} label=${`Delete role ${r.name}`} disabled=${action.busy} onConfirm=${() => remove(r)} /></td>
+                <td><div class="toolbar">
+                  <button type="button" aria-expanded=${editing === r.id ? 'true' : 'false'} onClick=${() => setEditing(editing === r.id ? null : r.id)}>Edit role ${r.name}</button>
+                  <${ConfirmButton} label=${`Delete role ${r.name}`} disabled=${action.busy} onConfirm=${() => remove(r)} />
+                </div></td>
               </tr>`,
             )}
           </tbody>
         </table>`}
     <${ErrorMessage} error=${action.error} />
-    <${NewRole} endpoint=${endpoint} onCreated=${onChanged} />
+    ${editRole
+      ? html`<${RoleForm} key=${editRole.id} endpoint=${endpoint} role=${editRole} onCancel=${() => setEditing(null)} onDone=${() => { setEditing(null); onChanged(); }} />`
+      : null}
+    <${RoleForm} endpoint=${endpoint} onDone=${onChanged} />
   </section>`;
 }
 
