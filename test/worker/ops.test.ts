@@ -5,7 +5,6 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
-import net, { type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -14,6 +13,7 @@ import { createLogger } from '../../src/shared/log.ts';
 import { startNode, type NodeHandle } from '../../src/main.ts';
 import { edgeCaughtUp, expectBody, type User } from '../helpers/endpoint-api.ts';
 import { eventually } from '../helpers/eventually.ts';
+import { freeTcpPort } from '../helpers/free-port.ts';
 import { visit, type Reply } from '../helpers/http.ts';
 import { sample, samples } from '../helpers/metrics.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
@@ -38,15 +38,6 @@ function promtoolProblems(text: string): Promise<string> {
     });
     child.stdin!.end(text);
   });
-}
-
-/** A port nothing listens on: bound, then closed again. */
-async function deadPort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
 }
 
 /** Every family the worker exposes on a node with the record worker, whatever has happened yet. */
@@ -267,7 +258,7 @@ describe('worker ops port on a worker-only node whose Redis is unreachable', () 
       EDGE_DATA_DIR: dataDir,
       EDGE_NODE_ID: `worker-ops-${randomBytes(3).toString('hex')}`,
       EDGE_LOG_LEVEL: process.env.EDGE_TEST_LOG_LEVEL ?? 'silent',
-      REDIS_URL: `redis://127.0.0.1:${await deadPort()}`,
+      REDIS_URL: `redis://127.0.0.1:${await freeTcpPort()}`,
       EDGE_REDIS_PREFIX: `test:${randomBytes(6).toString('hex')}:`,
       WORKER_OPS_PORT: '0',
     });
