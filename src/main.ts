@@ -317,6 +317,9 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
       }
     }
 
+    if (config.worker.opsPort !== null && !runs(config, 'worker')) {
+      logger.warn({ role: config.role }, 'WORKER_OPS_PORT is set but this node runs no worker: no worker ops port');
+    }
     if (runs(config, 'worker')) {
       const metrics = new WorkerMetrics({ records: recordReading });
       /** Every periodic job reports its passes to the worker's metrics, under its name as a label. */

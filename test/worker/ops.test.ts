@@ -68,8 +68,16 @@ describe('worker ops port (all roles in one process)', () => {
 
   before(async () => {
     receiver = await startWebhookReceiver();
-    // Private addresses allowed: the webhook receiver lives on loopback.
-    t = await startTestNode({ WORKER_OPS_PORT: '0', EDGE_ORIGIN_ALLOW_PRIVATE: 'true' });
+    // Private addresses allowed: the webhook receiver lives on loopback. Health intervals scaled to seconds, so a
+    // newly enabled check falls due within one (its first probe is spread over up to 25 s otherwise). Alert rules
+    // and janitor-cadence jobs run only when a test says so: their timers wait an hour.
+    t = await startTestNode({
+      WORKER_OPS_PORT: '0',
+      EDGE_ORIGIN_ALLOW_PRIVATE: 'true',
+      EDGE_HEALTH_MIN_INTERVAL_SECONDS: '1',
+      EDGE_ALERT_EVALUATION_INTERVAL_MS: '3600000',
+      EDGE_JANITOR_INTERVAL_MS: '3600000',
+    });
     port = t.node.workerOpsPort!;
     owner = await t.createUser('business');
   });
@@ -178,7 +186,7 @@ describe('worker ops port (all roles in one process)', () => {
     await edgeCaughtUp(t);
     const prober = t.node.healthProber!;
     const before = sample(await scrape(), 'edge_worker_health_probes_total', { verdict: 'unhealthy' })!;
-    // No agent serves the endpoint: the edge answers 502 no_agent, an unhealthy verdict. The check falls due at once.
+    // No agent serves the endpoint: the edge answers 502 no_agent, an unhealthy verdict.
     await eventually(async () => {
       await prober.pass();
       await prober.idle();
@@ -261,6 +269,8 @@ describe('worker ops port on a worker-only node whose Redis is unreachable', () 
       REDIS_URL: `redis://127.0.0.1:${await freeTcpPort()}`,
       EDGE_REDIS_PREFIX: `test:${randomBytes(6).toString('hex')}:`,
       WORKER_OPS_PORT: '0',
+      // The janitor runs only when the test says so.
+      EDGE_JANITOR_INTERVAL_MS: '3600000',
     });
     node = await startNode(config, createLogger(config.logLevel));
   });

@@ -106,7 +106,8 @@ export async function startStoreThread(options: StoreThreadOptions): Promise<Sto
     await worker.terminate();
     throw err;
   }
-  const stats = (timeoutMs = 2_000) =>
+  // Longer than the thread gives Redis for the backlog (2 s), so a slow Redis still gets its counts across.
+  const stats = (timeoutMs = 3_000) =>
     new Promise<RecordReading>((resolve, reject) => {
       if (stopping) return reject(new Error('the store thread is stopping'));
       const id = ++nextAsk;
