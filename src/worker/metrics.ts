@@ -11,8 +11,8 @@ export const PROBE_VERDICTS = ['healthy', 'unhealthy', 'error', 'timeout'] as co
 export type ProbeVerdict = (typeof PROBE_VERDICTS)[number];
 
 /**
- * What judging one leased alert rule came to: it went `firing` or `resolved`; its value left it where it was
- * (`unchanged`); there was nothing to judge (`no_data`); the transition was refused because the lease lapsed or the
+ * What judging one leased alert rule came to: it went `firing` or `resolved`; its value left it where it was, or
+ * took it from unknown to ok, with nothing to notify (`unchanged`); there was nothing to judge (`no_data`); the transition was refused because the lease lapsed or the
  * rule changed meanwhile (`superseded`); or it failed (`failed`: a store error, logged).
  */
 export const ALERT_OUTCOMES = ['firing', 'resolved', 'unchanged', 'no_data', 'superseded', 'failed'] as const;
