@@ -38,6 +38,8 @@ import { PROBE_KEY_PURPOSE } from './shared/health-probe.ts';
 import { RecordWorker } from './worker/records.ts';
 import { startStoreThread, type StoreThread } from './worker/store-thread/host.ts';
 import { connectRedis } from './shared/redis-connect.ts';
+import { OpsServer, type ReadinessCheck } from './shared/ops-server.ts';
+import { WorkerMetrics, readRecords, type RecordReading } from './worker/metrics.ts';
 
 export interface NodeHandle {
   config: Config;
@@ -45,6 +47,8 @@ export interface NodeHandle {
   control?: ControlServer;
   edge?: EdgeNode;
   janitor?: PeriodicJob;
+  /** The worker's periodic jobs by label (`janitor_sweep`, `alert_evaluation`, …), for tests to run a pass now. */
+  workerJobs?: Record<string, PeriodicJob>;
   /** The worker's health prober, when this node probes (docs/health-checks.md). */
   healthProber?: HealthProber;
   /** The edge role's copy of the config feed. */
@@ -54,6 +58,8 @@ export interface NodeHandle {
   /** The DNS role beside this node's edge (docs/dedicated-ips.md), when EDGE_DNS_ENABLED. */
   dns?: DnsRole;
   publisher?: FeedPublisher;
+  /** The worker's ops port as bound (WORKER_OPS_PORT; docs/operations.md), when this node runs the worker with one. */
+  workerOpsPort?: number;
   /** Set when this start generated the first admin key; it is shown once and never stored in clear. */
   generatedAdminKey?: string;
   close(): Promise<void>;
@@ -209,7 +215,10 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
     // in-process stream shared by the roles of this process (docs/traffic-records.md).
     // With every role in one process the store thread reads them (above): the edge posts to it, or appends to Redis.
     let records: RecordSink | undefined;
+    // The record worker's counts and backlog for the worker's metrics: from the store thread, or this thread's worker.
+    let recordReading: (() => Promise<RecordReading>) | undefined;
     if (storeThread) {
+      recordReading = () => storeThread.stats();
       const sink = storeThread.records ?? new RedisRecords({ url: config.redisUrl, prefix: config.redisPrefix, consumer: config.nodeId, logger });
       records = sink;
       // Closed after the edge's shutdown flush and before the thread's last drain.
@@ -225,6 +234,7 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
         const recordWorker = new RecordWorker(handle.db!, transport, { rate_limit_hits: writeRuleHits, traffic_exchange: writeTrafficExchanges, traffic_usage: writeTrafficUsage }, { logger: logger.child({ component: 'traffic-records' }) });
         recordWorker.start();
         closers.push(() => recordWorker.stop());
+        recordReading = () => readRecords(recordWorker.stats(), transport);
       }
     }
 
@@ -307,13 +317,25 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
       }
     }
 
+    if (config.worker.opsPort !== null && !runs(config, 'worker')) {
+      logger.warn({ role: config.role }, 'WORKER_OPS_PORT is set but this node runs no worker: no worker ops port');
+    }
     if (runs(config, 'worker')) {
+      const metrics = new WorkerMetrics({ records: recordReading });
+      /** Every periodic job reports its passes to the worker's metrics, under its name as a label. */
+      const jobs: Record<string, PeriodicJob> = {};
+      handle.workerJobs = jobs;
+      const watched = <J extends PeriodicJob>(job: J): J => {
+        metrics.jobWatched(job.label);
+        jobs[job.label] = job;
+        return job.observe(metrics);
+      };
       const janitor = ephemeralJanitor(handle.db!, presence, {
         intervalMs: config.janitor.intervalMs,
         idleSeconds: config.janitor.ephemeralIdleSeconds,
         logger: logger.child({ component: 'janitor' }),
       });
-      janitor.start();
+      watched(janitor).start();
       handle.janitor = janitor;
       closers.push(() => janitor.stop());
       // Turns endpoints with dedicated ports active once edges report the ports bound: it follows the heartbeats
@@ -324,19 +346,19 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
         sweepMs: config.janitor.intervalMs,
         logger: logger.child({ component: 'port-activator' }),
       });
-      activator.start();
+      watched(activator).start();
       closers.push(() => activator.stop());
       // Writes last_used_at of visitor credentials from what edges report in their heartbeats; same cadence.
       const credentialUse = credentialUseJob(handle.db!, presence, { intervalMs: config.janitor.intervalMs, logger: logger.child({ component: 'credential-use' }) });
-      credentialUse.start();
+      watched(credentialUse).start();
       closers.push(() => credentialUse.stop());
       // Daily rate-limit hit buckets past the 7-day window; same cadence.
-      const hitPruner = ruleHitPruner(handle.db!, { intervalMs: config.janitor.intervalMs, logger: logger.child({ component: 'rate-limit-hits' }) });
-      hitPruner.start();
+      const hitPruner = ruleHitPruner(handle.db!, { intervalMs: config.janitor.intervalMs, logger: logger.child({ component: 'rate-limit-hits' }), metrics });
+      watched(hitPruner).start();
       closers.push(() => hitPruner.stop());
       // Captured traffic and its per-minute rollup past each plan's traffic_retention_days (docs/traffic.md); same cadence.
-      const retention = trafficRetention(handle.db!, { plans: config.plans, intervalMs: config.janitor.intervalMs, logger: logger.child({ component: 'traffic-retention' }) });
-      retention.start();
+      const retention = trafficRetention(handle.db!, { plans: config.plans, intervalMs: config.janitor.intervalMs, logger: logger.child({ component: 'traffic-retention' }), metrics });
+      watched(retention).start();
       closers.push(() => retention.stop());
       // Alert rules, judged every EDGE_ALERT_EVALUATION_INTERVAL_MS under a lease long enough for three webhook attempts.
       const evaluator = alertEvaluator(handle.db!, {
@@ -346,8 +368,9 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
         notifier: notifier!.notify,
         secrets,
         logger: logger.child({ component: 'alert-evaluator' }),
+        metrics,
       });
-      evaluator.start();
+      watched(evaluator).start();
       closers.push(() => evaluator.stop());
       // Health checks probe through an edge's public listener as visitors do: EDGE_PROBE_EDGE_URL, else this process's
       // own edge over loopback (docs/health-checks.md). A worker-only node without the setting does not probe.
@@ -367,12 +390,36 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
           concurrency: config.health.concurrency,
           node: config.nodeId,
           logger: logger.child({ component: 'health-prober' }),
+          metrics,
         });
         prober.start();
         handle.healthProber = prober;
         closers.push(() => prober.stop());
       } else {
         logger.warn('EDGE_PROBE_EDGE_URL is not set: this worker does not run health checks');
+      }
+      if (config.worker.opsPort !== null) {
+        // Ready while the store and Redis answer and the jobs that hold leases (alert rules, health checks) keep
+        // passing (docs/operations.md "Readiness"); each round trip is cut at the ops server's check timeout.
+        const db = handle.db!;
+        const readiness: Record<string, ReadinessCheck> = {
+          store: async () => {
+            await db.query('SELECT 1');
+            return true;
+          },
+        };
+        if (redis) {
+          const client = redis;
+          readiness.redis = async () => (await client.ping()) === 'PONG';
+        }
+        readiness.alert_evaluator = () => evaluator.current();
+        const prober = handle.healthProber;
+        if (prober) readiness.health_prober = () => prober.current();
+        const ops = new OpsServer({ metrics, readiness, logger, component: 'worker-ops' });
+        const port = await ops.listen(config.worker.opsPort, config.worker.opsBindHost);
+        handle.workerOpsPort = port;
+        closers.push(() => ops.close());
+        logger.info({ port, host: config.worker.opsBindHost }, 'worker ops listening');
       }
       logger.info({ idle_seconds: config.janitor.ephemeralIdleSeconds }, 'worker started: ephemeral janitor');
     }

@@ -7,7 +7,8 @@ import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { ValueErrorType, type ValueError } from '@sinclair/typebox/errors';
 import { Value } from '@sinclair/typebox/value';
 import type { TSchema } from '@sinclair/typebox';
-import { Registry, collectDefaultMetrics, Counter, Histogram } from 'prom-client';
+import { Registry, Counter, Histogram } from 'prom-client';
+import { collectProcessMetrics } from '../shared/process-metrics.ts';
 import { EdgeError, fail } from '../shared/errors.ts';
 import type { AlertNotifier } from '../shared/alerts.ts';
 import type { Config } from '../shared/config.ts';
@@ -258,7 +259,7 @@ export function createControlApp(deps: ControlDeps): ControlApp {
   });
 
   const metrics = new Registry();
-  collectDefaultMetrics({ register: metrics, prefix: 'edge_control_' });
+  collectProcessMetrics(metrics, 'edge_control_');
   const requests = new Counter({ name: 'edge_control_requests_total', help: 'Control API requests', labelNames: ['method', 'route', 'status'], registers: [metrics] });
   const latency = new Histogram({
     name: 'edge_control_request_duration_seconds',

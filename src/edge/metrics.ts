@@ -1,6 +1,7 @@
 // The edge's own Prometheus metrics, served on its internal ops port (src/edge/ops.ts), never the public listener.
 // Values are read from what the edge already keeps at scrape time (collect()), so a request costs no metric call.
-import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Registry } from 'prom-client';
+import { collectProcessMetrics } from '../shared/process-metrics.ts';
 import type { FeedSubscriber } from '../shared/feed/subscriber.ts';
 import type { FeedListener, FeedSource } from '../shared/feed/transport.ts';
 import type { RecordSinkStats } from '../shared/records/types.ts';
@@ -158,7 +159,7 @@ export class EdgeMetrics {
     if (!Number.isInteger(endpointLimit) || endpointLimit < 0) throw new RangeError(`EdgeMetrics endpointLimit must be a non-negative integer, got ${endpointLimit}`);
     this.endpointLimit = endpointLimit;
     const registers = [this.registry];
-    collectDefaultMetrics({ register: this.registry, prefix: 'edge_data_' });
+    collectProcessMetrics(this.registry, 'edge_data_');
     const auth = this.auth;
 
     new Counter({

@@ -27,6 +27,15 @@ export const ConfigSchema = Type.Object(
     // visitors never reach it; bound to loopback by default, since metrics name endpoints and tunnel counts.
     opsPort: Port,
     opsBindHost: Type.String({ minLength: 1 }),
+    // The worker's internal operations port (/healthz, /readyz, /metrics; docs/operations.md) on nodes whose role
+    // includes the worker: null (unset) = none, 0 = a port the system chooses. Loopback by default, as the edge's.
+    worker: Type.Object(
+      {
+        opsPort: Type.Union([Port, Type.Null()]),
+        opsBindHost: Type.String({ minLength: 1 }),
+      },
+      { additionalProperties: false },
+    ),
     dataDir: Type.String({ minLength: 1 }),
     baseDomain: Type.String({ pattern: '^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$' }),
     region: Type.String({ pattern: '^[a-z0-9][a-z0-9-]{0,31}$' }),
@@ -276,6 +285,8 @@ export const ENV_SETTINGS = {
   EDGE_PUBLIC_HTTPS_PORT: 'publicHttpsPort',
   EDGE_OPS_PORT: 'opsPort',
   EDGE_OPS_BIND_HOST: 'opsBindHost',
+  WORKER_OPS_PORT: 'worker.opsPort',
+  WORKER_OPS_BIND_HOST: 'worker.opsBindHost',
   EDGE_METRICS_ENDPOINT_LIMIT: 'edge.metricsEndpointLimit',
   EDGE_MAX_HEADER_BYTES: 'edge.maxHeaderBytes',
   EDGE_JWKS_TIMEOUT_MS: 'edge.jwksTimeoutMs',
@@ -427,6 +438,9 @@ function getPath(target: Record<string, unknown>, path: string): unknown {
   return path.split('.').reduce<unknown>((n, p) => (isObject(n) ? n[p] : undefined), target);
 }
 
+/** Integer settings whose default is null (absent): the environment sets them as integers all the same. */
+const NULLABLE_INTEGERS: ReadonlySet<string> = new Set(['worker.opsPort']);
+
 /** Environment strings become the type the default has, so "8080" fills an integer setting. */
 function coerce(variable: string, raw: string, current: unknown): unknown {
   if (typeof current === 'boolean') {
@@ -460,7 +474,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   for (const [variable, path] of Object.entries(ENV_SETTINGS)) {
     const value = env[variable];
     if (value === undefined || value === '') continue;
-    setPath(raw, path, coerce(variable, value, getPath(raw, path)));
+    setPath(raw, path, coerce(variable, value, NULLABLE_INTEGERS.has(path) ? 0 : getPath(raw, path)));
     source[path] = variable;
   }
   // The one setting whose empty value means something: EDGE_GEODNS_ZONE="" turns GeoDNS off. Unset, it follows the base domain.

@@ -2,7 +2,7 @@
 // the per-minute traffic rollup (or the last health verdicts), and on ok → firing / firing → ok records the event
 // and notifies. One evaluator at a time holds a rule, and a transition is a compare-and-set, so none notifies twice.
 import { randomBytes } from 'node:crypto';
-import { thresholdCrossed, type AlertNotifier, type AlertRuleStatus } from '../shared/alerts.ts';
+import { thresholdCrossed, type AlertNotice, type AlertNotifier, type AlertRuleStatus, type NotificationOutcome } from '../shared/alerts.ts';
 import type { Logger } from '../shared/log.ts';
 import { TRAFFIC_LATENCY_BOUNDS_MS } from '../shared/records/types.ts';
 import type { SecretBox } from '../shared/secrets.ts';
@@ -21,6 +21,7 @@ import {
 } from '../store/alerts.ts';
 import type { Database, Queryable } from '../store/db.ts';
 import { lastVerdicts } from '../store/health.ts';
+import type { AlertOutcome, WorkerObserver } from './metrics.ts';
 import { PeriodicJob } from './periodic.ts';
 
 /**
@@ -97,6 +98,8 @@ export interface EvaluatorOptions {
   logger: Logger;
   /** Rules leased and evaluated together. */
   batch?: number;
+  /** Counts each rule's outcome and each channel's notification (the worker's metrics). */
+  metrics?: Pick<WorkerObserver, 'alertEvaluated' | 'alertNotified'>;
 }
 
 export interface PassReport {
@@ -107,33 +110,39 @@ export interface PassReport {
 
 async function notifyEvent(db: Database, rule: AlertRuleRow, event: AlertEventRow, opts: EvaluatorOptions): Promise<void> {
   const channels = openAlertChannels(rule.channels, opts.secrets);
-  const outcome =
-    typeof channels === 'string'
-      ? { notified: false, error: channels }
-      : await opts.notifier(channels, {
-          rule: { uuid: rule.uuid, name: rule.name, metric: rule.metric, comparison: rule.comparison, threshold: rule.threshold },
-          status: event.status,
-          value: event.value,
-          triggered_at: new Date(event.triggered_at).toISOString(),
-          ...(rule.endpoint_uuid ? { endpoint: { uuid: rule.endpoint_uuid, name: rule.endpoint_name ?? '' } } : {}),
-          event_id: event.id,
-        });
+  let outcome: NotificationOutcome;
+  if (typeof channels === 'string') outcome = { notified: false, error: channels };
+  else {
+    const notice: AlertNotice = {
+      rule: { uuid: rule.uuid, name: rule.name, metric: rule.metric, comparison: rule.comparison, threshold: rule.threshold },
+      status: event.status,
+      value: event.value,
+      triggered_at: new Date(event.triggered_at).toISOString(),
+      ...(rule.endpoint_uuid ? { endpoint: { uuid: rule.endpoint_uuid, name: rule.endpoint_name ?? '' } } : {}),
+      event_id: event.id,
+    };
+    // One call per channel, so each channel's outcome is known (and counted); the event's outcome is theirs together.
+    const each = await Promise.all(channels.map((channel) => opts.notifier([channel], notice)));
+    each.forEach((o, i) => opts.metrics?.alertNotified(channels[i].type, o.notified));
+    const errors = each.filter((o) => !o.notified).map((o) => o.error);
+    outcome = errors.length === 0 ? { notified: true, error: null } : { notified: false, error: errors.join('; ') };
+  }
   await recordNotification(db, event.id, outcome.notified, outcome.error);
 }
 
-/** Evaluates one leased rule; returns the transition made, if any. */
-async function evaluateRule(db: Database, rule: AlertRuleRow, owner: string, opts: EvaluatorOptions): Promise<'firing' | 'ok' | null> {
+/** Evaluates one leased rule; returns what it came to (firing and resolved are transitions with an event). */
+async function evaluateRule(db: Database, rule: AlertRuleRow, owner: string, opts: EvaluatorOptions): Promise<AlertOutcome> {
   try {
     const value = await metricValue(db, rule);
     const next = value === null ? null : nextStatus(rule.status, thresholdCrossed(rule.comparison, value, rule.threshold));
     if (value === null || next === null) {
       await recordEvaluation(db, rule.id, owner, value);
-      return null;
+      return value === null ? 'no_data' : 'unchanged';
     }
     const done = await db.transaction((tx) => transitionAlertRule(tx, rule.id, owner, rule.status, next.to, value, next.event));
-    if (done === null) return null; // the lease lapsed, or the rule changed meanwhile: the next pass judges afresh
+    if (done === null) return 'superseded'; // the lease lapsed, or the rule changed meanwhile: the next pass judges afresh
     if (done.event) await notifyEvent(db, rule, done.event, opts);
-    return next.event;
+    return next.event === 'firing' ? 'firing' : next.event === 'ok' ? 'resolved' : 'unchanged';
   } finally {
     await releaseAlertLease(db, rule.id, owner).catch((err) => opts.logger.warn({ err, rule: rule.uuid }, 'could not release an alert lease'));
   }
@@ -152,9 +161,10 @@ export async function evaluateAlerts(db: Database, opts: EvaluatorOptions): Prom
     outcomes.forEach((o, i) => {
       const rule = rules[i];
       report.evaluated++;
+      opts.metrics?.alertEvaluated(o.status === 'rejected' ? 'failed' : o.value);
       if (o.status === 'rejected') opts.logger.warn({ err: o.reason, rule: rule.uuid }, 'alert rule not evaluated');
       else if (o.value === 'firing') report.fired.push(rule.uuid);
-      else if (o.value === 'ok') report.resolved.push(rule.uuid);
+      else if (o.value === 'resolved') report.resolved.push(rule.uuid);
     });
   }
 }

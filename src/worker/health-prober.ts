@@ -7,6 +7,8 @@ import { PROBE_HEADER, PROBE_USER_AGENT, signProbe } from '../shared/health-prob
 import type { Logger } from '../shared/log.ts';
 import type { Database } from '../store/db.ts';
 import { claimDueChecks, pruneHealth, recordProbe, scheduleNewChecks, type ClaimedCheck, type ProbeResult } from '../store/health.ts';
+import type { WorkerObserver } from './metrics.ts';
+import { staleAfterMs } from './periodic.ts';
 
 export interface HealthProberOptions {
   /**
@@ -29,6 +31,9 @@ export interface HealthProberOptions {
   pollMs?: number;
   /** How often old probe rows and verdicts are pruned (10 minutes). */
   pruneMs?: number;
+  /** Counts verdicts recorded and probe rows pruned (the worker's metrics). */
+  metrics?: Pick<WorkerObserver, 'probed' | 'retentionDeleted'>;
+  now?: () => number;
 }
 
 /** How an answer becomes a verdict (docs/api.md via docs/health-checks.md): 2xx and 3xx are healthy, anything else not. */
@@ -118,6 +123,10 @@ export class HealthProber {
   /** The last round filled every free slot (more may be due); a refill round is queued or running. */
   private backlog = false;
   private refilling = false;
+  private readonly now: () => number;
+  private startedAt: number | null = null;
+  /** When a round last went through (claimed, or found nothing due, or no edge to probe through yet). */
+  private lastRoundAt: number | null = null;
 
   constructor(
     private readonly db: Database,
@@ -127,9 +136,11 @@ export class HealthProber {
     this.scale = options.minIntervalSeconds / 60;
     this.pollMs = options.pollMs ?? Math.min(5000, Math.max(250, (options.minIntervalSeconds * 1000) / 4));
     this.pruneMs = options.pruneMs ?? 10 * 60_000;
+    this.now = options.now ?? Date.now;
   }
 
   start(): void {
+    this.startedAt ??= this.now();
     this.timer = setInterval(() => void this.pass(), this.pollMs);
     this.timer.unref();
     this.pruneTimer = setInterval(() => void this.prune(), this.pruneMs);
@@ -152,7 +163,22 @@ export class HealthProber {
     });
   }
 
+  /**
+   * Whether the prober keeps claiming: started, and a round went through (or it started) within staleAfterMs of its
+   * poll interval (/readyz). Rounds that keep failing (the store refusing the claims) or hang make it stale.
+   */
+  current(): boolean {
+    const since = this.lastRoundAt ?? this.startedAt;
+    return since !== null && this.now() - since <= staleAfterMs(this.pollMs);
+  }
+
   private async round(): Promise<number> {
+    const claimed = await this.claimAndProbe();
+    this.lastRoundAt = this.now();
+    return claimed;
+  }
+
+  private async claimAndProbe(): Promise<number> {
     this.backlog = false;
     if (this.stopped) return 0;
     const edge = this.options.edgeUrl();
@@ -196,6 +222,7 @@ export class HealthProber {
     try {
       const result = await probeOnce(base, check, this.options.probeKey, this.options.timeoutMs);
       await recordProbe(this.db, check.endpoint_id, this.owner, result);
+      this.options.metrics?.probed(result.status);
       this.options.logger.debug({ endpoint: check.uuid, status: result.status, status_code: result.status_code, latency_ms: result.latency_ms }, 'health probe');
     } catch (err) {
       // The lease expires by itself; the next due time was already set when the check was claimed.
@@ -207,6 +234,7 @@ export class HealthProber {
   async prune(): Promise<void> {
     try {
       const pruned = await pruneHealth(this.db);
+      this.options.metrics?.retentionDeleted('health_probes', pruned.probes);
       if (pruned.probes > 0 || pruned.verdicts > 0) this.options.logger.info(pruned, 'health probes pruned');
     } catch (err) {
       this.options.logger.warn({ err }, 'health pruning skipped');

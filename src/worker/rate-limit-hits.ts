@@ -5,6 +5,7 @@ import type { RateLimitHitsRecord } from '../shared/records/types.ts';
 import type { Database, Queryable } from '../store/db.ts';
 import { addRuleHits, pruneRuleHitDays, utcDay, type RuleHitDay, type RuleHitTotal } from '../store/rate-limit-hits.ts';
 import { HIT_DAYS } from '../store/rate-limit-rules.ts';
+import type { WorkerObserver } from './metrics.ts';
 import { PeriodicJob } from './periodic.ts';
 import type { RecordOrigin } from './records.ts';
 import { freshRecords } from './traffic.ts';
@@ -52,9 +53,10 @@ export async function writeRuleHits(tx: Queryable, records: RateLimitHitsRecord[
 }
 
 /** Deletes daily buckets past the window, every `intervalMs`. */
-export function ruleHitPruner(db: Database, options: { intervalMs: number; logger: Logger }): PeriodicJob {
+export function ruleHitPruner(db: Database, options: { intervalMs: number; logger: Logger; metrics?: Pick<WorkerObserver, 'retentionDeleted'> }): PeriodicJob {
   return new PeriodicJob('rate-limit hit pruning', options.intervalMs, options.logger, async () => {
     const removed = await pruneRuleHitDays(db);
+    options.metrics?.retentionDeleted('rate_limit_hits_daily', removed);
     return removed > 0 ? { msg: 'pruned rate-limit hit buckets past the window', fields: { removed } } : null;
   });
 }

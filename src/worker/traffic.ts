@@ -5,6 +5,7 @@ import type { Plan } from '../shared/plans.ts';
 import type { TrafficExchangeRecord, TrafficUsageRecord } from '../shared/records/types.ts';
 import type { Database, Queryable } from '../store/db.ts';
 import { addTrafficUsage, claimRecordBatches, insertTrafficLogs, pruneTraffic, type TrafficLogInsert } from '../store/traffic.ts';
+import type { WorkerObserver } from './metrics.ts';
 import { PeriodicJob } from './periodic.ts';
 import type { RecordOrigin } from './records.ts';
 
@@ -82,10 +83,17 @@ export function retentionByPlan(plans: Readonly<Record<string, Plan>>): Record<s
 }
 
 /** Deletes traffic past each plan's retention (and usage and applied batch keys past theirs), every `intervalMs`. */
-export function trafficRetention(db: Database, options: { plans: Readonly<Record<string, Plan>>; intervalMs: number; logger: Logger }): PeriodicJob {
+export function trafficRetention(
+  db: Database,
+  options: { plans: Readonly<Record<string, Plan>>; intervalMs: number; logger: Logger; metrics?: Pick<WorkerObserver, 'retentionDeleted'> },
+): PeriodicJob {
   const retention = retentionByPlan(options.plans);
   return new PeriodicJob('traffic retention', options.intervalMs, options.logger, async () => {
     const removed = await pruneTraffic(db, retention);
+    options.metrics?.retentionDeleted('traffic_logs', removed.logs);
+    options.metrics?.retentionDeleted('endpoint_traffic_minutely', removed.minutes);
+    options.metrics?.retentionDeleted('endpoint_usage_daily', removed.days);
+    options.metrics?.retentionDeleted('applied_record_batches', removed.batches);
     const total = removed.logs + removed.minutes + removed.days + removed.batches;
     return total > 0 ? { msg: 'deleted traffic past retention', fields: { ...removed } } : null;
   });

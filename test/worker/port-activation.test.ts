@@ -13,20 +13,13 @@ import type { ProvisioningEndpoint } from '../../src/store/endpoint-status.ts';
 import { portActivator } from '../../src/worker/ports.ts';
 import { eventually } from '../helpers/eventually.ts';
 import { capturedLogger } from '../helpers/logger.ts';
+import { freeTcpPort } from '../helpers/free-port.ts';
 import { copyPgliteTemplate } from '../helpers/pglite-template.ts';
 import { cleanEnv, serveNode, type ServedNode } from '../helpers/serve-process.ts';
 
 const ADMIN_KEY = 'port-activation-admin-key-0123456789';
 /** The default EDGE_JANITOR_INTERVAL_MS: the sweep this test must not wait for. */
 const JANITOR_SWEEP_MS = 30_000;
-
-async function freeTcpPort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((r) => server.close(() => r()));
-  return port;
-}
 
 /** Sends `payload` to the port and resolves with what comes back once the far side ends. */
 function echoThrough(port: number, payload: string): Promise<string> {

@@ -83,11 +83,20 @@ describe('the store thread with embedded PGlite', () => {
     await eventually(async () => (thread.records!.stats().buffered === 0 ? true : undefined));
   });
 
+  it("answers a stats request with its record worker's counts and the queue's backlog (the worker's metrics)", async () => {
+    // The batch above was written and acknowledged: the worker counts it once the sender has seen it stored.
+    const reading = await thread.stats();
+    assert.equal(reading.stats.batches, 1);
+    assert.deepEqual({ ...reading.stats, batches: 0 }, { batches: 0, deadLetteredBatches: 0, deadLetteredRecords: 0, skipped: 0 });
+    assert.deepEqual(reading.backlog, { queued: 0, pending: 0 });
+  });
+
   it('writes what was posted just before it stops, then closes the store for good', async () => {
     thread.records!.append([exchange(account, endpoint, '/last')]);
     await thread.records!.close();
     await thread.close();
     await assert.rejects(thread.db!.query('SELECT 1'), /closed/);
+    await assert.rejects(thread.stats(), /stopping/);
     const reopened = await openDatabase({ url: '', dataDir: join(dataDir, 'pglite'), schema: 'public' });
     try {
       const { rows } = await reopened.query('SELECT 1 FROM traffic_logs WHERE path = $1', ['/last']);

@@ -1,7 +1,7 @@
 // The traffic-record stream inside one process (all roles, no REDIS_URL): the same contract as RedisRecords, so the
 // worker's loop and its tests do not care which one they read. Batches are kept as JSON, as Redis would hold them.
 import { randomBytes } from 'node:crypto';
-import { RECORD_LIMITS, parseBatch, type ReadOptions, type RecordBatch, type RecordSink, type RecordSinkStats, type RecordSource, type TrafficRecord } from './types.ts';
+import { RECORD_LIMITS, parseBatch, type ReadOptions, type RecordBacklog, type RecordBatch, type RecordSink, type RecordSinkStats, type RecordSource, type TrafficRecord } from './types.ts';
 
 export interface MemoryRecordsOptions {
   /** Batches held before the worker reads them; beyond it the oldest are dropped (and counted). */
@@ -109,6 +109,10 @@ export class MemoryRecords implements RecordSink, RecordSource {
 
   async ack(ids: readonly string[]): Promise<void> {
     for (const id of ids) this.pending.delete(id);
+  }
+
+  async backlog(): Promise<RecordBacklog> {
+    return { queued: this.queue.length, pending: this.pending.size };
   }
 
   async close(): Promise<void> {

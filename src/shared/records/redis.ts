@@ -3,7 +3,7 @@
 import { Redis, type RedisOptions } from 'ioredis';
 import { createLogger, type Logger } from '../log.ts';
 import { redisReady } from '../redis-ready.ts';
-import { RECORD_LIMITS, parseBatch, type ReadOptions, type RecordBatch, type RecordSink, type RecordSinkStats, type RecordSource, type TrafficRecord } from './types.ts';
+import { RECORD_LIMITS, parseBatch, type ReadOptions, type RecordBacklog, type RecordBatch, type RecordSink, type RecordSinkStats, type RecordSource, type TrafficRecord } from './types.ts';
 import { connectRedis } from '../redis-connect.ts';
 
 export interface RedisRecordsOptions {
@@ -230,6 +230,23 @@ export class RedisRecords implements RecordSink, RecordSource {
     for (const [err] of results ?? []) if (err) throw err;
     if (results === null) throw new Error('redis transaction aborted');
     for (const id of ids) this.unacked.delete(id);
+  }
+
+  /**
+   * The stream holds only what is still to do (acknowledged entries are deleted), so its length is the backlog;
+   * XPENDING's summary says how much of it workers hold unacknowledged. No stream yet: nothing to do.
+   */
+  async backlog(): Promise<RecordBacklog> {
+    const conn = this.connection();
+    if (conn.status !== 'ready') await this.ready(conn);
+    const results = await conn.multi().xlen(this.key).xpending(this.key, GROUP).exec();
+    if (results === null) throw new Error('redis transaction aborted');
+    const [[lenErr, length], [pendingErr, summary]] = results as [[Error | null, number], [Error | null, [number, ...unknown[]] | null]];
+    if (lenErr) throw lenErr;
+    // NOGROUP: no worker has read the stream yet, so nothing is delivered.
+    if (pendingErr && errorCode(pendingErr) !== 'NOGROUP') throw pendingErr;
+    const pending = pendingErr ? 0 : Number(summary?.[0] ?? 0);
+    return { queued: Math.max(0, Number(length) - pending), pending };
   }
 
   async close(): Promise<void> {

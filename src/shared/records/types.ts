@@ -146,7 +146,15 @@ export interface RecordSource {
   read(options: ReadOptions): Promise<RecordBatch[]>;
   /** Acknowledges (and forgets) batches once what they carry is written. */
   ack(ids: readonly string[]): Promise<void>;
+  /** What is still to write, for the worker's lag gauge (src/worker/metrics.ts); absent where it cannot be told. */
+  backlog?(): Promise<RecordBacklog>;
   close(): Promise<void>;
+}
+
+/** Batches not yet acknowledged: `queued` not yet delivered to any worker, `pending` delivered and not acknowledged. */
+export interface RecordBacklog {
+  queued: number;
+  pending: number;
 }
 
 /** Bounds a record must respect to be accepted, so one bad edge cannot make a batch unbounded or unwritable. */

@@ -10,6 +10,7 @@ import type { RecordSource } from '../../shared/records/types.ts';
 import { openDatabase, type Database } from '../../store/db.ts';
 import { serveDatabase } from '../../store/remote.ts';
 import { writeRuleHits } from '../rate-limit-hits.ts';
+import { readRecords } from '../metrics.ts';
 import { RecordWorker } from '../records.ts';
 import { writeTrafficExchanges, writeTrafficUsage } from '../traffic.ts';
 import type { HostMessage, StoreThreadData, ThreadMessage } from './protocol.ts';
@@ -39,9 +40,12 @@ if (data.sqlPort) serveDatabase(db, data.sqlPort);
 const END_MARK_WAIT_MS = 5_000;
 
 const wanted = data.records;
-const fromEdge = wanted.kind === 'port' ? receiveRecords(wanted.port, new MemoryRecords()) : null;
+const queue = new MemoryRecords();
+const fromEdge = wanted.kind === 'port' ? receiveRecords(wanted.port, queue) : null;
 const source: RecordSource =
   wanted.kind === 'port' ? fromEdge! : new RedisRecords({ url: wanted.url, prefix: wanted.prefix, consumer: wanted.consumer, logger });
+/** Where the backlog is told: the queue the edge's batches wait in, or the cluster's stream. */
+const backlogSource: RecordSource = wanted.kind === 'port' ? queue : source;
 /**
  * Batches per read, so per transaction: an edge's batch holds up to 100 exchanges, so a transaction writes at most
  * ~1,000 rows (tens of ms of PGlite), and the main thread's SQL, queued behind it on PGlite's one connection, waits
@@ -56,6 +60,11 @@ const recordWorker = new RecordWorker(db, source, { rate_limit_hits: writeRuleHi
 recordWorker.start();
 
 host.on('message', (message: HostMessage) => {
+  if (message.op === 'stats') {
+    const { id } = message;
+    void readRecords(recordWorker.stats(), backlogSource).then((reading) => say({ op: 'stats', id, reading }));
+    return;
+  }
   if (message.op !== 'stop') return;
   // The edge's last batches travel on their own port, so the end mark behind them says they have all arrived; the
   // worker's last drain writes them; then the database closes, the main thread's last queries having been answered.

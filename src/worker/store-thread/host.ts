@@ -6,6 +6,7 @@ import { PortRecordSink } from '../../shared/records/port.ts';
 import type { RecordSink } from '../../shared/records/types.ts';
 import type { Database, DatabaseOptions } from '../../store/db.ts';
 import { RemoteDatabase } from '../../store/remote.ts';
+import type { RecordReading } from '../metrics.ts';
 import type { HostMessage, StoreThreadData, ThreadMessage } from './protocol.ts';
 
 export interface StoreThreadOptions {
@@ -26,6 +27,11 @@ export interface StoreThread {
   db?: Database;
   /** The edge's record sink, when records travel by port. */
   records?: RecordSink;
+  /**
+   * What the thread's record worker has done and the backlog it reads from (the worker's metrics); rejects when the
+   * thread does not answer within `timeoutMs` (busy in a long statement, or gone).
+   */
+  stats(timeoutMs?: number): Promise<RecordReading>;
   /** Writes what the record worker holds, closes the database, ends the thread. */
   close(): Promise<void>;
 }
@@ -53,6 +59,9 @@ export async function startStoreThread(options: StoreThreadOptions): Promise<Sto
 
   let remote: RemoteDatabase | undefined;
   let stopping = false;
+  /** Stats requests waiting for the thread's answer, by id. */
+  const asked = new Map<number, (reading: RecordReading) => void>();
+  let nextAsk = 0;
   let stopped!: () => void;
   const whenStopped = new Promise<void>((resolve) => (stopped = resolve));
   const ready = new Promise<Extract<ThreadMessage, { op: 'ready' }>>((resolve, reject) => {
@@ -60,6 +69,7 @@ export async function startStoreThread(options: StoreThreadOptions): Promise<Sto
       if (message.op === 'ready') resolve(message);
       else if (message.op === 'failed') reject(new Error(`store thread could not open the database: ${message.message}`));
       else if (message.op === 'stopped') stopped();
+      else if (message.op === 'stats') asked.get(message.id)?.(message.reading);
     });
     worker.on('error', (err) => {
       reject(err);
@@ -96,5 +106,21 @@ export async function startStoreThread(options: StoreThreadOptions): Promise<Sto
     await worker.terminate();
     throw err;
   }
-  return { db: remote, records: records ? new PortRecordSink(records.port1) : undefined, close };
+  // Longer than the thread gives Redis for the backlog (2 s), so a slow Redis still gets its counts across.
+  const stats = (timeoutMs = 3_000) =>
+    new Promise<RecordReading>((resolve, reject) => {
+      if (stopping) return reject(new Error('the store thread is stopping'));
+      const id = ++nextAsk;
+      const timer = setTimeout(() => {
+        asked.delete(id);
+        reject(new Error(`the store thread did not answer within ${timeoutMs} ms`));
+      }, timeoutMs);
+      asked.set(id, (reading) => {
+        clearTimeout(timer);
+        asked.delete(id);
+        resolve(reading);
+      });
+      worker.postMessage({ op: 'stats', id } satisfies HostMessage);
+    });
+  return { db: remote, records: records ? new PortRecordSink(records.port1) : undefined, stats, close };
 }

@@ -2,6 +2,7 @@
 // messages (the SQL and the records travel on their own ports: src/store/remote.ts, src/shared/records/port.ts).
 import type { MessagePort } from 'node:worker_threads';
 import type { DatabaseOptions } from '../../store/db.ts';
+import type { RecordReading } from '../metrics.ts';
 
 export interface StoreThreadData {
   database: DatabaseOptions;
@@ -15,11 +16,15 @@ export interface StoreThreadData {
   logBindings: Record<string, unknown>;
 }
 
-/** From the main thread. */
-export type HostMessage = { op: 'stop' };
+/** From the main thread: stop, or say what the record worker has done (for the worker's metrics; `id` pairs the answer). */
+export type HostMessage = { op: 'stop' } | { op: 'stats'; id: number };
 
-/** From the thread: started (with the engine it opened), could not start, or stopped with everything written. */
+/**
+ * From the thread: started (with the engine it opened), could not start, stopped with everything written, or the
+ * answer to a stats request.
+ */
 export type ThreadMessage =
   | { op: 'ready'; engine: 'postgres' | 'pglite'; schema: string }
   | { op: 'failed'; message: string }
-  | { op: 'stopped' };
+  | { op: 'stopped' }
+  | { op: 'stats'; id: number; reading: RecordReading };
