@@ -60,7 +60,7 @@ async function serve(args: string[]): Promise<void> {
   if (node.generatedAdminKey) {
     process.stdout.write(`\nAdmin API key (shown once, store it now): ${node.generatedAdminKey}\n\n`);
   }
-  logger.info({ control: node.control?.port, http: node.edge?.httpPort, https: node.edge?.httpsPort, ops: node.edge?.opsPort, relay: node.edge?.relayPort, dns: node.dns?.server.port }, 'node ready');
+  logger.info({ control: node.control?.port, http: node.edge?.httpPort, https: node.edge?.httpsPort, ops: node.edge?.opsPort, worker_ops: node.workerOpsPort, relay: node.edge?.relayPort, dns: node.dns?.server.port }, 'node ready');
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;

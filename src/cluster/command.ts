@@ -10,7 +10,7 @@ meeting through Redis and PostgreSQL: DATABASE_URL and REDIS_URL when set, other
 (installed on this machine) and a private redis-server, removed at exit.
 
   --edges N        how many edges, 1 to 16 (default 3)
-  --base-port P    fixed ports: control on P, edge i on P+10i (http), +1 (https), +2 (ops), +3 (relay), +4 (DNS);
+  --base-port P    fixed ports: control on P, worker ops on P+1, edge i on P+10i (http), +1 (https), +2 (ops), +3 (relay), +4 (DNS);
                    without it every port is chosen by the system and printed`;
 
 export class ClusterUsageError extends Error {}
@@ -48,6 +48,7 @@ export function describeCluster(cluster: LocalCluster): string {
       p.http && `http :${p.http}`,
       p.https && `https :${p.https}`,
       p.ops && `ops :${p.ops}`,
+      p.workerOps && `worker ops :${p.workerOps}`,
       p.relay && `relay :${p.relay}`,
       p.dns && `dns :${p.dns}`,
     ].filter(Boolean);

@@ -106,7 +106,7 @@ export async function startLocalCluster(options: LocalClusterOptions = {}): Prom
     started.push(control);
     const controlUrl = `http://127.0.0.1:${control.ports.control}`;
 
-    const worker = new NodeProcess('worker', 'worker', { ...base, ...db, EDGE_ROLE: 'worker', EDGE_NODE_ID: 'worker-1', EDGE_DATA_DIR: await dataDir() });
+    const worker = new NodeProcess('worker', 'worker', { ...base, ...db, EDGE_ROLE: 'worker', EDGE_NODE_ID: 'worker-1', EDGE_DATA_DIR: await dataDir(), WORKER_OPS_BIND_HOST: '127.0.0.1', WORKER_OPS_PORT: port(1) });
     const edges: NodeProcess[] = [];
     for (let i = 0; i < edgeCount; i++) {
       const region = options.regions?.[i] ?? DEFAULT_REGIONS[i] ?? `region-${i + 1}`;

@@ -25,6 +25,8 @@ export interface NodePorts {
   http?: number;
   https?: number;
   ops?: number;
+  /** The worker role's ops port (WORKER_OPS_PORT; docs/operations.md). */
+  workerOps?: number;
   relay?: number;
   /** The DNS role's UDP and TCP port (docs/dedicated-ips.md). */
   dns?: number;
@@ -90,7 +92,7 @@ export class NodeProcess {
         const key = /Admin API key \(shown once, store it now\): (\S+)/.exec(line);
         if (key) this.adminKey = key[1];
         if (!line.startsWith('{')) return;
-        let entry: { msg?: string } & NodePorts;
+        let entry: { msg?: string; worker_ops?: number } & NodePorts;
         try {
           entry = JSON.parse(line);
         } catch {
@@ -98,7 +100,7 @@ export class NodeProcess {
         }
         if (entry.msg !== 'node ready') return;
         clearTimeout(timer);
-        this.ports = { control: entry.control, http: entry.http, https: entry.https, ops: entry.ops, relay: entry.relay, dns: entry.dns };
+        this.ports = { control: entry.control, http: entry.http, https: entry.https, ops: entry.ops, workerOps: entry.worker_ops, relay: entry.relay, dns: entry.dns };
         resolve();
       });
     });

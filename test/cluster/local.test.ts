@@ -51,12 +51,15 @@ describe('a local cluster', { skip: skipSlowSuite() }, () => {
   const api = controlApi(() => cluster.controlUrl);
   const get = (port: number, host: string, path: string) => sendToEdge(port, host, path);
 
-  it('starts control, worker and three edges in three regions, each a process of its own', () => {
+  it('starts control, worker and three edges in three regions, each a process of its own, the worker with its ops port', () => {
     assert.deepEqual(cluster.nodes.map((n) => n.name), ['control', 'worker', 'edge-1', 'edge-2', 'edge-3']);
     assert.deepEqual(cluster.edges.map((e) => e.env.EDGE_REGION), ['eu', 'us', 'ap']);
     assert.equal(new Set(cluster.nodes.map((n) => n.pid)).size, 5);
     for (const edge of cluster.edges) assert.ok(edge.ports.http && edge.ports.ops);
     const table = describeCluster(cluster);
+    // The worker's ops port (docs/operations.md) is printed with the others.
+    assert.ok(cluster.worker.ports.workerOps, 'the worker reports its ops port');
+    assert.match(table, new RegExp(`worker ops :${cluster.worker.ports.workerOps}`));
     for (const node of cluster.nodes) assert.match(table, new RegExp(`^${node.name}\\s+${node.pid}`, 'm'));
   });
 
