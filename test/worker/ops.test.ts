@@ -4,7 +4,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -238,6 +238,22 @@ describe('worker ops port (all roles in one process)', () => {
       assert.ok(text.length > 0, `${port} exposition`);
       assert.equal(await promtoolProblems(text), '', `promtool on the ${port} port`);
     }
+  });
+
+  it('exposes every metric the Grafana dashboard (docs/grafana/edge-platform.json) queries, on one of the three ports', async () => {
+    const dashboard = JSON.parse(await readFile(join(import.meta.dirname, '..', '..', 'docs', 'grafana', 'edge-platform.json'), 'utf8')) as {
+      panels: Array<{ targets?: Array<{ expr: string }> }>;
+    };
+    const queried = new Set<string>();
+    for (const panel of dashboard.panels) {
+      for (const target of panel.targets ?? []) {
+        for (const [name] of target.expr.matchAll(/\bedge_[a-z_]+\b/g)) queried.add(name.replace(/_(bucket|sum|count)$/, ''));
+      }
+    }
+    assert.ok(queried.size >= 20, `the dashboard queries ${queried.size} metrics`);
+    const expositions = [await scrape(), (await ops(t.node.edge!.opsPort, '/metrics')).body, await (await fetch(`${t.controlUrl}/metrics`)).text()].join('\n');
+    const exposed = new Set([...expositions.matchAll(/^# TYPE (\S+) /gm)].map((m) => m[1]));
+    assert.deepEqual([...queried].filter((name) => !exposed.has(name)), [], 'queried by the dashboard but exposed nowhere');
   });
 
   // Last: the node's store stays closed.
