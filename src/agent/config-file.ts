@@ -361,7 +361,9 @@ function checkConnection(o: { edge?: unknown; edges?: unknown; ha_connections?: 
   }
   if (Array.isArray(o.edges) && o.edges.every((e) => typeof e === 'string')) {
     try {
-      checkHaOptions(o.edges as string[], typeof o.ha_connections === 'number' ? o.ha_connections : undefined);
+      // A count out of range is the schema's to say; the list is checked alone then.
+      const n = o.ha_connections;
+      checkHaOptions(o.edges as string[], Number.isInteger(n) && (n as number) >= 1 && (n as number) <= MAX_HA_CONNECTIONS ? (n as number) : undefined);
     } catch (err) {
       problems.add([...path, 'edges'], (err as Error).message);
     }
