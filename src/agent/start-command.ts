@@ -120,6 +120,16 @@ async function startCommand(args: string[]): Promise<void> {
   if (!values.all && positionals.length === 0) throw new AgentFileUsageError(`name the tunnels to start, or --all\n\n${START_HELP}`);
   const names = values.all ? null : [...new Set(positionals)];
   const flags = flagsOf(values);
+  // Taken from here on: SIGHUP's default action ends the process. One that comes before the tunnels started is
+  // acted on once they have.
+  let reload: (() => Promise<void>) | null = null;
+  let hangupBeforeStart = false;
+  let reloads: Promise<void> = Promise.resolve();
+  const scheduleReload = () => {
+    if (!reload) return void (hangupBeforeStart = true);
+    reloads = reloads.then(reload).catch((err: Error) => void process.stderr.write(`edge: reload failed: ${err.message}\n`));
+  };
+  process.on('SIGHUP', scheduleReload);
   const loaded = await loadAgentFile(path, process.env, flags);
   if (!loaded.ok) {
     printMistakes(loaded.errors);
@@ -149,8 +159,7 @@ async function startCommand(args: string[]): Promise<void> {
   await supervisor.apply(first.tunnels);
 
   // One reload at a time, in the order the signals came; a failed read or apply leaves the running tunnels as they are.
-  let reloads: Promise<void> = Promise.resolve();
-  const reload = async () => {
+  reload = async () => {
     const again = await loadAgentFile(path, process.env, flags);
     if (!again.ok) {
       process.stderr.write(`edge: reload refused, ${path} has mistakes; the running tunnels are kept\n`);
@@ -166,9 +175,7 @@ async function startCommand(args: string[]): Promise<void> {
     const result = await supervisor.apply(next.tunnels);
     process.stdout.write(`Reloaded ${path}: ${summary(result)}\n`);
   };
-  process.on('SIGHUP', () => {
-    reloads = reloads.then(reload).catch((err: Error) => void process.stderr.write(`edge: reload failed: ${err.message}\n`));
-  });
+  if (hangupBeforeStart) scheduleReload();
   let stopping = false;
   const stop = async () => {
     if (stopping) return;

@@ -106,6 +106,8 @@ export class Supervisor extends EventEmitter<SupervisorEvents> {
       if (!result.restarted.includes(spec.name)) result.started.push(spec.name);
       this.start(spec, key);
     }
+    // Every tunnel asked for failed as it was created (a last-resort check): nothing is left to wait for.
+    if (this.running.size === 0 && wanted.size > 0) this.emit('idle');
     return result;
   }
 
