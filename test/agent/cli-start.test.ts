@@ -5,18 +5,14 @@
 import { after, before, describe, it, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import dgram from 'node:dgram';
 import { randomUUID } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { ask, freePort, roundTrip, tcpEcho, udpEcho } from '../helpers/echo-services.ts';
-import { createEndpoint, edgeCaughtUp, expectBody, nodeWithOwner, type User } from '../helpers/endpoint-api.ts';
-import { eventually } from '../helpers/eventually.ts';
+import { roundTrip } from '../helpers/echo-services.ts';
 import { visit } from '../helpers/http.ts';
-import { startEchoService, type Echoed, type LocalService } from '../helpers/local-service.ts';
-import type { TestNode } from '../helpers/node.ts';
+import { requestLoop, startTunnelsFixture, udpAnswer, type TunnelsFixture } from './tunnels-fixture.ts';
 import { BIN, cleanEnv, run } from '../helpers/serve-process.ts';
 
 // A hang guard, not a timing assertion: each case starts `edge` processes (tsx start-up takes seconds on a loaded machine).
@@ -70,63 +66,31 @@ function startAgentProcess(t: TestContext, args: string[], env: Record<string, s
 }
 
 describe('edge agent start --config', () => {
-  let t: TestNode;
-  let owner: User;
-  let http: LocalService<Echoed>;
-  let tcp: Awaited<ReturnType<typeof tcpEcho>>;
-  let udp: Awaited<ReturnType<typeof udpEcho>>;
-  let edgePort: number;
+  let f: TunnelsFixture;
   let dir: string;
-  let web: { uuid: string; hostname: string };
-  let api: { uuid: string; hostname: string };
-  let db: { uuid: string; port: number };
-  let dns: { uuid: string; port: number };
-
-  async function endpointWithPort(kind: 'tcp' | 'udp'): Promise<{ uuid: string; port: number }> {
-    const { uuid } = await createEndpoint(t, owner);
-    const port = await freePort(kind);
-    await expectBody(200, t.api('PUT', `/v1/endpoints/${uuid}/ports`, { key: owner.api_key, body: { [`dedicated_${kind}_port`]: port } }));
-    await eventually(async () => ((await t.api('GET', `/v1/endpoints/${uuid}`, { key: owner.api_key })).body.status === 'active' ? true : undefined), 30_000);
-    return { uuid, port };
-  }
 
   /** An agent file in the test's directory, with the key by reference and the node's edge as the default. */
   async function agentFile(name: string, tunnels: string): Promise<string> {
     const path = join(dir, name);
-    await writeFile(path, `api_key: \${AGENT_KEY}\nedge: http://127.0.0.1:${edgePort}\nlog: { level: warn }\ntunnels:\n${tunnels}`);
+    await writeFile(path, `api_key: \${AGENT_KEY}\nedge: http://127.0.0.1:${f.edgePort}\nlog: { level: warn }\ntunnels:\n${tunnels}`);
     return path;
   }
 
-  const env = () => ({ AGENT_KEY: owner.api_key });
-  const WEB = () => `  web: { protocol: http, target: ${http.port}, endpoint: ${web.uuid} }\n`;
-  const API = () => `  api: { protocol: http, target: ${http.port}, endpoint: ${api.uuid} }\n`;
-  const DB = () => `  db: { protocol: tcp, target: ${tcp.port}, endpoint: ${db.uuid} }\n`;
-  const DNS = () => `  dns: { protocol: udp, target: ${udp.port}, endpoint: ${dns.uuid} }\n`;
+  const env = () => ({ AGENT_KEY: f.owner.api_key });
 
   before(async () => {
-    ({ t, owner } = await nodeWithOwner({ EDGE_PRESENCE_INTERVAL_MS: '100', EDGE_JANITOR_INTERVAL_MS: '100' }));
-    edgePort = t.node.edge!.httpPort;
+    f = await startTunnelsFixture();
     dir = await mkdtemp(join(tmpdir(), 'agent-start-'));
-    http = await startEchoService();
-    tcp = await tcpEcho();
-    udp = await udpEcho();
-    web = await createEndpoint(t, owner);
-    api = await createEndpoint(t, owner);
-    db = await endpointWithPort('tcp');
-    dns = await endpointWithPort('udp');
-    await edgeCaughtUp(t);
   });
 
   after(async () => {
-    await http?.close();
-    await tcp?.close();
-    await udp?.close();
-    await t?.close();
+    await f?.close();
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 
   it('runs three tunnels from one file, one Forwarding line each; SIGHUP removes one and adds one without a failed request on a kept one', LIMIT, async (t) => {
-    const path = await agentFile('three.yml', WEB() + DB() + DNS());
+    const { lines, http, tcp, udp, web, api, db, dns, edgePort } = f;
+    const path = await agentFile('three.yml', lines.web + lines.db + lines.dns);
     const agent = startAgentProcess(t, ['--config', path, '--all'], env());
     const [webLine] = await Promise.all([
       agent.line(/^\[web\] Forwarding /),
@@ -136,61 +100,42 @@ describe('edge agent start --config', () => {
     assert.equal(webLine, `[web] Forwarding https://${web.hostname} -> ${http.port} (raw transport)`);
     assert.equal((await visit(edgePort, web.hostname, '/')).status, 200);
     assert.equal((await roundTrip(db.port, Buffer.from('tcp through the file'))).toString(), 'tcp through the file');
-    const socket = dgram.createSocket('udp4');
-    try {
-      await new Promise<void>((r) => socket.bind(0, '127.0.0.1', r));
-      assert.equal(await eventually(() => ask(socket, dns.port, 'udp')), 'echo:udp');
-    } finally {
-      socket.close();
-    }
+    assert.equal(await udpAnswer(dns.port, 'udp'), 'echo:udp');
 
-    const failures: string[] = [];
-    let served = 0;
-    let looping = true;
-    const loop = (async () => {
-      while (looping) {
-        const reply = await visit(edgePort, web.hostname, '/loop').catch((err: Error) => ({ status: 0, body: err.message }));
-        if (reply.status === 200) served++;
-        else failures.push(`${reply.status} ${reply.body}`);
-      }
-    })();
+    const loop = await requestLoop(edgePort, web.hostname);
     try {
-      await eventually(async () => (served > 0 ? true : undefined));
-      await agentFile('three.yml', WEB() + API() + DNS());
+      await agentFile('three.yml', lines.web + lines.api + lines.dns);
       const from = agent.out.length;
       agent.child.kill('SIGHUP');
       assert.equal(await agent.line(/^Reloaded /, 'out', from), `Reloaded ${path}: started api; stopped db; unchanged web, dns`);
       assert.equal(await agent.line(/^\[api\] Forwarding /, 'out', from), `[api] Forwarding https://${api.hostname} -> ${http.port} (raw transport)`);
       assert.equal((await visit(edgePort, api.hostname, '/added')).status, 200);
-      const before = served;
-      await eventually(async () => (served > before + 5 ? true : undefined));
+      await loop.serves(5);
 
       // A file with a mistake is refused, located, and every tunnel runs on.
-      await agentFile('three.yml', WEB() + `  api: { protocol: http, target: ${http.port}, endpoint: ${api.uuid}, transport: rawx }\n`);
+      await agentFile('three.yml', lines.web + `  api: { protocol: http, target: ${http.port}, endpoint: ${api.uuid}, transport: rawx }\n`);
       const errFrom = agent.err.length;
       agent.child.kill('SIGHUP');
       await agent.line(/^edge: reload refused, .* has mistakes; the running tunnels are kept$/, 'err', errFrom);
       assert.match(await agent.line(/transport/, 'err', errFrom), new RegExp(`^${path}:6:\\d+ tunnels\\.api\\.transport: must be auto, raw or ws, got "rawx"$`));
       assert.equal((await visit(edgePort, api.hostname, '/kept')).status, 200);
-      const more = served;
-      await eventually(async () => (served > more + 5 ? true : undefined));
+      await loop.serves(5);
     } finally {
-      looping = false;
-      await loop;
+      await loop.stop();
     }
-    assert.deepEqual(failures, []);
+    assert.deepEqual(loop.failures, []);
     assert.deepEqual(agent.out.filter((l) => l.startsWith('[web] ')), [webLine], 'the kept tunnel never reconnected');
     agent.child.kill('SIGTERM');
     assert.equal(await agent.exited, 0);
   });
 
   it('reports a tunnel the edge refuses by name and keeps the others running; exits 3 once no tunnel is left', LIMIT, async (t) => {
-    const ghost = `  ghost: { protocol: http, target: ${http.port}, endpoint: ${randomUUID()} }\n`;
-    const path = await agentFile('refused.yml', WEB() + ghost);
+    const ghost = `  ghost: { protocol: http, target: ${f.http.port}, endpoint: ${randomUUID()} }\n`;
+    const path = await agentFile('refused.yml', f.lines.web + ghost);
     const agent = startAgentProcess(t, ['--config', path, 'web', 'ghost'], env());
     assert.match(await agent.line(/ghost/, 'err'), /^edge: tunnel ghost stopped: the edge refused it \(endpoint_not_found\): /);
     await agent.line(/^\[web\] Forwarding /);
-    assert.equal((await visit(edgePort, web.hostname, '/')).status, 200);
+    assert.equal((await visit(f.edgePort, f.web.hostname, '/')).status, 200);
     agent.child.kill('SIGTERM');
     assert.equal(await agent.exited, 0);
 
@@ -201,7 +146,7 @@ describe('edge agent start --config', () => {
   });
 
   it('starts only the tunnels named on the command line', LIMIT, async (t) => {
-    const path = await agentFile('named.yml', WEB() + API());
+    const path = await agentFile('named.yml', f.lines.web + f.lines.api);
     const agent = startAgentProcess(t, ['--config', path, 'api'], env());
     await agent.line(/^\[api\] Forwarding /);
     agent.child.kill('SIGTERM');
@@ -210,7 +155,7 @@ describe('edge agent start --config', () => {
   });
 
   it('refuses a bad command line or a file with mistakes with exit status 2, before connecting anywhere', LIMIT, async () => {
-    const path = await agentFile('usage.yml', WEB());
+    const path = await agentFile('usage.yml', f.lines.web);
     const bad = await agentFile('bad.yml', `  web: { protocol: http, target: 3000, colour: blue }\n`);
     for (const [args, message] of [
       [['agent', 'start', 'web'], /--config FILE is required/],

@@ -3,7 +3,6 @@
 // refused tunnel ending alone; a deploy tunnel served by a DeployAgent.
 import { after, afterEach, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import dgram from 'node:dgram';
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -16,12 +15,11 @@ import { HaAgent } from '../../src/agent/ha.ts';
 import { Supervisor } from '../../src/agent/supervisor.ts';
 import type { Welcome } from '../../src/shared/tunnel/protocol.ts';
 import { createLogger } from '../../src/shared/log.ts';
-import { ask, freePort, roundTrip, tcpEcho, udpEcho } from '../helpers/echo-services.ts';
-import { createEndpoint, edgeCaughtUp, expectBody, nodeWithOwner, type User } from '../helpers/endpoint-api.ts';
+import { roundTrip } from '../helpers/echo-services.ts';
+import { createEndpoint, edgeCaughtUp, expectBody } from '../helpers/endpoint-api.ts';
 import { eventually } from '../helpers/eventually.ts';
 import { visit } from '../helpers/http.ts';
-import { startEchoService, type Echoed, type LocalService } from '../helpers/local-service.ts';
-import type { TestNode } from '../helpers/node.ts';
+import { requestLoop, startTunnelsFixture, udpAnswer, type TunnelsFixture } from './tunnels-fixture.ts';
 
 /** Resolves with the welcome when `name` comes online; rejects if it fails first. */
 function online(supervisor: Supervisor, name: string): Promise<Welcome> {
@@ -58,29 +56,15 @@ function failed(supervisor: Supervisor, name: string): Promise<Error & { code?: 
 }
 
 describe('supervisor', () => {
-  let t: TestNode;
-  let owner: User;
-  let http: LocalService<Echoed>;
-  let tcp: Awaited<ReturnType<typeof tcpEcho>>;
-  let udp: Awaited<ReturnType<typeof udpEcho>>;
-  let edgePort: number;
-  let web: { uuid: string; hostname: string };
-  let api: { uuid: string; hostname: string };
-  let db: { uuid: string; port: number };
-  let dns: { uuid: string; port: number };
+  let f: TunnelsFixture;
   const supervisors: Supervisor[] = [];
 
   /** The tunnels of an agent file's text, through the file's own parsing and resolution. */
   function specs(tunnels: string): TunnelSpec[] {
-    const result = parseAgentFile('edge-agent.yml', `api_key: \${KEY}\nedge: http://127.0.0.1:${edgePort}\ntunnels:\n${tunnels}`, { KEY: owner.api_key });
+    const result = parseAgentFile('edge-agent.yml', `api_key: \${KEY}\nedge: http://127.0.0.1:${f.edgePort}\ntunnels:\n${tunnels}`, { KEY: f.owner.api_key });
     assert.ok(result.ok, result.ok ? '' : result.errors.join('\n'));
     return result.file.tunnels;
   }
-
-  const WEB = () => `  web: { protocol: http, target: ${http.port}, endpoint: ${web.uuid} }\n`;
-  const API = () => `  api: { protocol: http, target: ${http.port}, endpoint: ${api.uuid}, tags: [blue] }\n`;
-  const DB = () => `  db: { protocol: tcp, target: ${tcp.port}, endpoint: ${db.uuid} }\n`;
-  const DNS = () => `  dns: { protocol: udp, target: ${udp.port}, endpoint: ${dns.uuid} }\n`;
 
   function supervisor(): Supervisor {
     const s = new Supervisor({ logger: createLogger(process.env.EDGE_TEST_LOG_LEVEL ?? 'silent') });
@@ -88,26 +72,8 @@ describe('supervisor', () => {
     return s;
   }
 
-  /** An endpoint with a dedicated port, once the edge listens on it (active needs no agent: the port is bound). */
-  async function endpointWithPort(kind: 'tcp' | 'udp'): Promise<{ uuid: string; port: number }> {
-    const { uuid } = await createEndpoint(t, owner);
-    const port = await freePort(kind);
-    await expectBody(200, t.api('PUT', `/v1/endpoints/${uuid}/ports`, { key: owner.api_key, body: { [`dedicated_${kind}_port`]: port } }));
-    await eventually(async () => ((await t.api('GET', `/v1/endpoints/${uuid}`, { key: owner.api_key })).body.status === 'active' ? true : undefined), 30_000);
-    return { uuid, port };
-  }
-
   before(async () => {
-    ({ t, owner } = await nodeWithOwner({ EDGE_PRESENCE_INTERVAL_MS: '100', EDGE_JANITOR_INTERVAL_MS: '100', EDGE_DEPLOY_ALLOW_FILE_URLS: 'true' }));
-    edgePort = t.node.edge!.httpPort;
-    http = await startEchoService();
-    tcp = await tcpEcho();
-    udp = await udpEcho();
-    web = await createEndpoint(t, owner);
-    api = await createEndpoint(t, owner);
-    db = await endpointWithPort('tcp');
-    dns = await endpointWithPort('udp');
-    await edgeCaughtUp(t);
+    f = await startTunnelsFixture({ EDGE_DEPLOY_ALLOW_FILE_URLS: 'true' });
   });
 
   afterEach(async () => {
@@ -115,93 +81,71 @@ describe('supervisor', () => {
   });
 
   after(async () => {
-    await http?.close();
-    await tcp?.close();
-    await udp?.close();
-    await t?.close();
+    await f?.close();
   });
 
   it('runs an http, a tcp and a udp tunnel in one process, each carrying real traffic', async () => {
     const s = supervisor();
     const up = Promise.all(['web', 'db', 'dns'].map((name) => online(s, name)));
-    const result = await s.apply(specs(WEB() + DB() + DNS()));
+    const result = await s.apply(specs(f.lines.web + f.lines.db + f.lines.dns));
     assert.deepEqual(result, { started: ['web', 'db', 'dns'], stopped: [], restarted: [], unchanged: [] });
     const [webWelcome, dbWelcome, dnsWelcome] = await up;
-    assert.equal(webWelcome.endpoint.uuid, web.uuid);
-    assert.equal(dbWelcome.endpoint.uuid, db.uuid);
-    assert.equal(dnsWelcome.endpoint.uuid, dns.uuid);
+    assert.equal(webWelcome.endpoint.uuid, f.web.uuid);
+    assert.equal(dbWelcome.endpoint.uuid, f.db.uuid);
+    assert.equal(dnsWelcome.endpoint.uuid, f.dns.uuid);
     assert.deepEqual(s.names, ['web', 'db', 'dns']);
 
-    const reply = await visit(edgePort, web.hostname, '/through-the-file');
+    const reply = await visit(f.edgePort, f.web.hostname, '/through-the-file');
     assert.equal(reply.status, 200, reply.body);
     assert.equal(JSON.parse(reply.body).url, '/through-the-file');
-    assert.equal((await roundTrip(db.port, Buffer.from('bytes over tcp'))).toString(), 'bytes over tcp');
-    const socket = dgram.createSocket('udp4');
-    try {
-      await new Promise<void>((r) => socket.bind(0, '127.0.0.1', r));
-      // Datagrams may be lost by definition: ask again within the deadline rather than sleep.
-      assert.equal(await eventually(() => ask(socket, dns.port, 'datagram')), 'echo:datagram');
-    } finally {
-      socket.close();
-    }
+    assert.equal((await roundTrip(f.db.port, Buffer.from('bytes over tcp'))).toString(), 'bytes over tcp');
+    assert.equal(await udpAnswer(f.dns.port, 'datagram'), 'echo:datagram');
   });
 
   it('removes one tunnel and adds one while a request loop on a kept tunnel sees no error and its connection stays up', async () => {
     const s = supervisor();
     const up = Promise.all([online(s, 'web'), online(s, 'db')]);
-    await s.apply(specs(WEB() + DB()));
+    await s.apply(specs(f.lines.web + f.lines.db));
     await up;
-    const agentsOf = async (uuid: string) => (await t.api('GET', `/v1/endpoints/${uuid}/tunnels`, { key: owner.api_key })).body.items.length as number;
-    await eventually(async () => ((await agentsOf(db.uuid)) === 1 ? true : undefined));
+    const agentsOf = async (uuid: string) => (await f.t.api('GET', `/v1/endpoints/${uuid}/tunnels`, { key: f.owner.api_key })).body.items.length as number;
+    await eventually(async () => ((await agentsOf(f.db.uuid)) === 1 ? true : undefined));
     const kept = s.handle('web') as Agent;
     const drops: unknown[] = [];
     kept.on('disconnected', (info) => drops.push(info));
 
-    const failures: string[] = [];
-    let served = 0;
-    let looping = true;
-    const loop = (async () => {
-      while (looping) {
-        const reply = await visit(edgePort, web.hostname, '/loop').catch((err: Error) => ({ status: 0, body: err.message }));
-        if (reply.status === 200) served++;
-        else failures.push(`${reply.status} ${reply.body}`);
-      }
-    })();
+    const loop = await requestLoop(f.edgePort, f.web.hostname);
     try {
-      await eventually(async () => (served > 0 ? true : undefined));
       const added = online(s, 'api');
-      const result = await s.apply(specs(WEB() + API()));
+      const result = await s.apply(specs(f.lines.web + f.lines.api));
       assert.deepEqual(result, { started: ['api'], stopped: ['db'], restarted: [], unchanged: ['web'] });
       await added;
       // The removed tunnel is gone from the edge (the control API lists the agents edges report).
-      await eventually(async () => ((await agentsOf(db.uuid)) === 0 ? true : undefined));
-      const before = served;
-      await eventually(async () => (served > before + 5 ? true : undefined));
+      await eventually(async () => ((await agentsOf(f.db.uuid)) === 0 ? true : undefined));
+      await loop.serves(5);
     } finally {
-      looping = false;
-      await loop;
+      await loop.stop();
     }
-    assert.deepEqual(failures, []);
+    assert.deepEqual(loop.failures, []);
     assert.deepEqual(drops, [], 'the kept tunnel was not reconnected');
     assert.equal(s.handle('web'), kept, 'the kept tunnel is the same agent');
     assert.deepEqual(s.names, ['web', 'api']);
-    assert.equal((await visit(edgePort, api.hostname, '/added')).status, 200);
+    assert.equal((await visit(f.edgePort, f.api.hostname, '/added')).status, 200);
   });
 
   it('restarts only the tunnel whose settings changed, here from one edge to a list of edges', async () => {
     const s = supervisor();
     const up = Promise.all([online(s, 'web'), online(s, 'api')]);
-    await s.apply(specs(WEB() + API()));
+    await s.apply(specs(f.lines.web + f.lines.api));
     await up;
     const webAgent = s.handle('web');
     const again = online(s, 'api');
-    const moved = `  api: { protocol: http, target: ${http.port}, endpoint: ${api.uuid}, tags: [blue], edges: ["http://127.0.0.1:${edgePort}"] }\n`;
-    const result = await s.apply(specs(WEB() + moved));
+    const moved = `  api: { protocol: http, target: ${f.http.port}, endpoint: ${f.api.uuid}, edges: ["http://127.0.0.1:${f.edgePort}"] }\n`;
+    const result = await s.apply(specs(f.lines.web + moved));
     assert.deepEqual(result, { started: [], stopped: [], restarted: ['api'], unchanged: ['web'] });
     await again;
     assert.ok(s.handle('api') instanceof HaAgent);
     assert.equal(s.handle('web'), webAgent);
-    assert.equal((await visit(edgePort, api.hostname, '/moved')).status, 200);
+    assert.equal((await visit(f.edgePort, f.api.hostname, '/moved')).status, 200);
   });
 
   it('a tunnel the edge refuses ends alone: the others keep serving, a reload starts it again, idle once none is left', async () => {
@@ -210,17 +154,17 @@ describe('supervisor', () => {
     s.on('idle', () => idle++);
     const up = online(s, 'web');
     const refused = failed(s, 'ghost');
-    await s.apply(specs(WEB() + `  ghost: { protocol: http, target: ${http.port}, endpoint: ${randomUUID()} }\n`));
+    await s.apply(specs(f.lines.web + `  ghost: { protocol: http, target: ${f.http.port}, endpoint: ${randomUUID()} }\n`));
     assert.equal((await refused).code, 'endpoint_not_found');
     await up;
     assert.deepEqual(s.names, ['web']);
-    assert.equal((await visit(edgePort, web.hostname, '/still')).status, 200);
+    assert.equal((await visit(f.edgePort, f.web.hostname, '/still')).status, 200);
     assert.equal(idle, 0);
 
     // Applying the same file again tries the refused tunnel again (it is not running), and leaves web alone.
     const again = failed(s, 'ghost');
-    const ghost = `  ghost: { protocol: http, target: ${http.port}, endpoint: ${randomUUID()} }\n`;
-    const result = await s.apply(specs(WEB() + ghost));
+    const ghost = `  ghost: { protocol: http, target: ${f.http.port}, endpoint: ${randomUUID()} }\n`;
+    const result = await s.apply(specs(f.lines.web + ghost));
     assert.deepEqual(result, { started: ['ghost'], stopped: [], restarted: [], unchanged: ['web'] });
     await again;
 
@@ -232,15 +176,15 @@ describe('supervisor', () => {
   });
 
   it('starts a deploy tunnel as a DeployAgent serving its application on the endpoint', async () => {
-    const endpoint = await createEndpoint(t, owner);
+    const endpoint = await createEndpoint(f.t, f.owner);
     const app = await expectBody(
       201,
-      t.api('POST', '/v1/applications', {
-        key: owner.api_key,
+      f.t.api('POST', '/v1/applications', {
+        key: f.owner.api_key,
         body: { name: 'site', endpoint: endpoint.uuid, source: 'git', repository_url: 'file:///nonexistent/app.git', provider: 'github', run_command: 'node server.js' },
       }),
     );
-    await edgeCaughtUp(t);
+    await edgeCaughtUp(f.t);
     const dir = await mkdtemp(join(tmpdir(), 'agent-file-deploy-'));
     try {
       const s = supervisor();
@@ -249,7 +193,7 @@ describe('supervisor', () => {
       assert.ok(s.handle('site') instanceof DeployAgent);
       assert.equal((await up).endpoint.uuid, endpoint.uuid);
       // No release is live (the repository does not exist): the deploy agent itself answers.
-      const reply = await visit(edgePort, endpoint.hostname, '/');
+      const reply = await visit(f.edgePort, endpoint.hostname, '/');
       assert.equal(reply.status, 503);
       assert.match(reply.body, /No release of this application is live yet/);
       await s.stop();
