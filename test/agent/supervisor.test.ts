@@ -17,7 +17,9 @@ import type { Welcome } from '../../src/shared/tunnel/protocol.ts';
 import { createLogger } from '../../src/shared/log.ts';
 import { roundTrip } from '../helpers/echo-services.ts';
 import { createEndpoint, edgeCaughtUp, expectBody } from '../helpers/endpoint-api.ts';
-import { eventually } from '../helpers/eventually.ts';
+import { eventually, readUntil } from '../helpers/eventually.ts';
+import { appFiles, makeRepo } from '../helpers/git-app.ts';
+import { skipSlowSuite } from '../helpers/slow-suites.ts';
 import { visit } from '../helpers/http.ts';
 import { requestLoop, startTunnelsFixture, udpAnswer, type TunnelsFixture } from './tunnels-fixture.ts';
 
@@ -175,30 +177,70 @@ describe('supervisor', () => {
     assert.deepEqual(lonely.names, []);
   });
 
-  it('starts a deploy tunnel as a DeployAgent serving its application on the endpoint', async () => {
+  /**
+   * An application of `repositoryUrl` on a new endpoint, and a supervisor running it as a deploy tunnel of the file
+   * (once online); `done()` stops it and removes its directory.
+   */
+  async function deployTunnel(repositoryUrl: string, app: Record<string, string> = {}) {
     const endpoint = await createEndpoint(f.t, f.owner);
-    const app = await expectBody(
+    const created = await expectBody(
       201,
       f.t.api('POST', '/v1/applications', {
         key: f.owner.api_key,
-        body: { name: 'site', endpoint: endpoint.uuid, source: 'git', repository_url: 'file:///nonexistent/app.git', provider: 'github', run_command: 'node server.js' },
+        body: { name: `site-${endpoint.uuid.slice(0, 8)}`, endpoint: endpoint.uuid, source: 'git', repository_url: repositoryUrl, provider: 'github', run_command: 'node server.js', ...app },
       }),
     );
+    // The edge admits a deploying agent from its own copy of the feed (with Redis between, the 201 can come first).
     await edgeCaughtUp(f.t);
     const dir = await mkdtemp(join(tmpdir(), 'agent-file-deploy-'));
+    const s = supervisor();
+    const up = online(s, 'site');
+    await s.apply(specs(`  site: { protocol: deploy, application: ${created.uuid}, dir: ${dir}, build_timeout: 120, health_timeout: 30, keep_releases: 2 }\n`));
+    const welcome = await up.catch(async (err: unknown) => {
+      await rm(dir, { recursive: true, force: true });
+      throw err;
+    });
+    return {
+      s,
+      app: created as { uuid: string },
+      endpoint,
+      welcome,
+      async done() {
+        await s.stop();
+        await rm(dir, { recursive: true, force: true });
+      },
+    };
+  }
+
+  it('starts a deploy tunnel as a DeployAgent serving its application on the endpoint', async () => {
+    const site = await deployTunnel('file:///nonexistent/app.git');
     try {
-      const s = supervisor();
-      const up = online(s, 'site');
-      await s.apply(specs(`  site: { protocol: deploy, application: ${app.uuid}, dir: ${dir}, keep_releases: 2 }\n`));
-      assert.ok(s.handle('site') instanceof DeployAgent);
-      assert.equal((await up).endpoint.uuid, endpoint.uuid);
+      assert.ok(site.s.handle('site') instanceof DeployAgent);
+      assert.equal(site.welcome.endpoint.uuid, site.endpoint.uuid);
       // No release is live (the repository does not exist): the deploy agent itself answers.
-      const reply = await visit(f.edgePort, endpoint.hostname, '/');
+      const reply = await visit(f.edgePort, site.endpoint.hostname, '/');
       assert.equal(reply.status, 503);
       assert.match(reply.body, /No release of this application is live yet/);
-      await s.stop();
     } finally {
-      await rm(dir, { recursive: true, force: true });
+      await site.done();
+    }
+  });
+
+  // Builds and starts a real release (git, a child process): the multi-process pass runs it (test/helpers/slow-suites.ts).
+  it('deploys a commit through a deploy tunnel of the file and serves it on the endpoint', { skip: skipSlowSuite() }, async () => {
+    const repo = await makeRepo();
+    try {
+      const site = await deployTunnel(repo.url, { branch: 'main', build_command: 'sh build.sh', health_path: '/healthz' });
+      try {
+        const sha = await repo.commit(appFiles({ version: 'v1' }), 'v1');
+        await expectBody(202, f.t.api('POST', `/v1/applications/${site.app.uuid}/deployments`, { key: f.owner.api_key, body: { commit: sha } }));
+        const reply = await readUntil(() => visit(f.edgePort, site.endpoint.hostname, '/'), (r) => r.body === 'v1', 90_000);
+        assert.equal(reply.status, 200);
+      } finally {
+        await site.done();
+      }
+    } finally {
+      await repo.close();
     }
   });
 });
