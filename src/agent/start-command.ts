@@ -4,6 +4,7 @@
 // Exit status: 0 after SIGTERM/SIGINT or a clean check, 2 for a usage mistake or a file with mistakes, 3 once no
 // tunnel is left running because the edge refused (or could not start) every one (docs/agent-config.md).
 import { parseArgs } from 'node:util';
+import { TunnelRefusedError } from './agent.ts';
 import { agentConsole } from './console.ts';
 import { describeTunnel, loadAgentFile, type AgentFile, type AgentFlags, type TunnelSpec } from './config-file.ts';
 import { Supervisor, type ApplyResult } from './supervisor.ts';
@@ -149,7 +150,8 @@ async function startCommand(args: string[]): Promise<void> {
   });
   supervisor.on('reconnecting', (spec, info) => terminal.reconnecting(info, spec.name));
   supervisor.on('failed', (spec, err) => {
-    const why = err.code ? `the edge refused it (${err.code}): ${err.message}` : err.message;
+    // Anything else (an edge name that resolves to nothing, a deploy directory that cannot be made) says itself.
+    const why = err instanceof TunnelRefusedError ? `the edge refused it (${err.code}): ${err.message}` : err.message;
     process.stderr.write(`edge: tunnel ${spec.name} stopped: ${why}\n`);
   });
   supervisor.on('idle', () => {

@@ -15,7 +15,7 @@ export interface SupervisorEvents {
   online: [tunnel: TunnelSpec, welcome: Welcome, transport: string];
   reconnecting: [tunnel: TunnelSpec, info: ReconnectInfo];
   /** The tunnel ended on its own: refused by the edge for good (a TunnelRefusedError, with its code), or it could not start. */
-  failed: [tunnel: TunnelSpec, error: Error & { code?: string }];
+  failed: [tunnel: TunnelSpec, error: Error];
   /** No tunnel is running any more, after the last one failed (not after stop() or apply()). */
   idle: [];
 }

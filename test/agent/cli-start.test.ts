@@ -131,9 +131,12 @@ describe('edge agent start --config', () => {
 
   it('reports a tunnel the edge refuses by name and keeps the others running; exits 3 once no tunnel is left', LIMIT, async (t) => {
     const ghost = `  ghost: { protocol: http, target: ${f.http.port}, endpoint: ${randomUUID()} }\n`;
-    const path = await agentFile('refused.yml', f.lines.web + ghost);
-    const agent = startAgentProcess(t, ['--config', path, 'web', 'ghost'], env());
+    // A deploy tunnel whose directory cannot be made fails before it dials: said as it is, not as a refusal.
+    const broken = `  broken: { protocol: deploy, application: ${randomUUID()}, dir: /dev/null/site }\n`;
+    const path = await agentFile('refused.yml', f.lines.web + ghost + broken);
+    const agent = startAgentProcess(t, ['--config', path, '--all'], env());
     assert.match(await agent.line(/ghost/, 'err'), /^edge: tunnel ghost stopped: the edge refused it \(endpoint_not_found\): /);
+    assert.match(await agent.line(/broken/, 'err'), /^edge: tunnel broken stopped: ENOTDIR: not a directory, mkdir '\/dev\/null\/site/);
     await agent.line(/^\[web\] Forwarding /);
     assert.equal((await visit(f.edgePort, f.web.hostname, '/')).status, 200);
     agent.child.kill('SIGTERM');
