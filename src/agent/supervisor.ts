@@ -54,6 +54,7 @@ export class Supervisor extends EventEmitter<SupervisorEvents> {
   /** apply() and stop() run one at a time, in the order called. */
   private queue: Promise<unknown> = Promise.resolve();
   private stopped = false;
+  private applying = false;
 
   constructor(options: SupervisorOptions) {
     super();
@@ -84,6 +85,15 @@ export class Supervisor extends EventEmitter<SupervisorEvents> {
 
   private async applyNow(specs: readonly TunnelSpec[]): Promise<ApplyResult> {
     if (this.stopped) throw new Error('the supervisor is stopped');
+    this.applying = true;
+    try {
+      return await this.applyChanges(specs);
+    } finally {
+      this.applying = false;
+    }
+  }
+
+  private async applyChanges(specs: readonly TunnelSpec[]): Promise<ApplyResult> {
     const names = new Set(specs.map((s) => s.name));
     if (names.size !== specs.length) throw new Error('tunnel names must be unique');
     const result: ApplyResult = { started: [], stopped: [], restarted: [], unchanged: [] };
@@ -106,7 +116,7 @@ export class Supervisor extends EventEmitter<SupervisorEvents> {
       if (!result.restarted.includes(spec.name)) result.started.push(spec.name);
       this.start(spec, key);
     }
-    // Every tunnel asked for failed as it was created (a last-resort check): nothing is left to wait for.
+    // Every tunnel asked for failed, meanwhile or as it was created: nothing is left to wait for.
     if (this.running.size === 0 && wanted.size > 0) this.emit('idle');
     return result;
   }
@@ -158,7 +168,8 @@ export class Supervisor extends EventEmitter<SupervisorEvents> {
     this.running.delete(run.spec.name);
     this.emit('failed', run.spec, err);
     await this.end(run, 0);
-    if (this.running.size === 0 && !this.stopped) this.emit('idle');
+    // During an apply the set is in between (removed tunnels gone, new ones not started yet): apply says it at its end.
+    if (this.running.size === 0 && !this.stopped && !this.applying) this.emit('idle');
   }
 
   private async end(run: Running, graceMs = this.graceMs): Promise<void> {
