@@ -21,6 +21,8 @@ Commands:
   serve [--role all|control|edge|worker]   Run the node (default role: EDGE_ROLE or all)
   agent <http|tcp|udp> <port|url>          Expose a local service through the edge
   agent deploy <application-uuid> --dir D  Serve an application and run its deployments on this machine
+  agent start --config FILE (NAME...|--all)  Run several tunnels from an agent file (docs/agent-config.md)
+  agent config check FILE                  Check an agent file: one line per tunnel, or every mistake located
   admin <subcommand>                       Operate on the store directly (no running server needed)
   cluster [--edges N]                      Start control, worker and N edges as local processes (development, tests)
   help                                     Show this text
@@ -161,6 +163,7 @@ async function admin(args: string[]): Promise<void> {
 }
 
 const AGENT_HELP = `Usage: edge agent <http|tcp|udp> <port|host:port|url> [options]
+       edge agent start --config FILE (NAME...|--all)   several tunnels from one file (edge agent start --help)
 
 Options:
   --edge URL         The edge's public base URL (default EDGE_URL or http://127.0.0.1:8080)
@@ -282,6 +285,12 @@ async function deployCommand(args: string[]): Promise<void> {
 
 async function agentCommand(args: string[]): Promise<void> {
   if (args[0] === 'deploy') return deployCommand(args.slice(1));
+  if (args[0] === 'start' || args[0] === 'config') {
+    const { agentFileCommand, AgentFileUsageError } = await import('./agent/start-command.ts');
+    return agentFileCommand(args).catch((err: unknown) => {
+      throw err instanceof AgentFileUsageError ? new UsageError(err.message) : err;
+    });
+  }
   const { values, positionals } = parseArgs({
     args,
     allowPositionals: true,

@@ -30,8 +30,9 @@ export interface AgentConsoleOptions {
 export interface AgentConsole {
   readonly format: 'text' | 'json';
   readonly logger: Logger;
-  forwarding(welcome: Welcome, protocol: TunnelProtocol, target: string, transport: string): void;
-  reconnecting(info: ReconnectInfo): void;
+  /** `tunnel` names one of several tunnels in one process (`edge agent start`): the line starts with `[name] `. */
+  forwarding(welcome: Welcome, protocol: TunnelProtocol, target: string, transport: string, tunnel?: string): void;
+  reconnecting(info: ReconnectInfo, tunnel?: string): void;
 }
 
 /** Fields every line has or that the text mode says otherwise: left out of a text line's `key=value` list. */
@@ -71,6 +72,8 @@ export function publicAddress(welcome: Welcome, protocol: TunnelProtocol): strin
   return protocol === 'http' ? `https://${url}` : url;
 }
 
+const named = (tunnel: string | undefined) => (tunnel === undefined ? '' : `[${tunnel}] `);
+
 export function agentConsole(options: AgentConsoleOptions): AgentConsole {
   const { out } = options;
   const now = options.now ?? (() => new Date());
@@ -86,12 +89,12 @@ export function agentConsole(options: AgentConsoleOptions): AgentConsole {
   return {
     format,
     logger,
-    forwarding(welcome, protocol, target, transport) {
-      out.write(`Forwarding ${publicAddress(welcome, protocol)} -> ${target} (${transport} transport)\n`);
+    forwarding(welcome, protocol, target, transport, tunnel) {
+      out.write(`${named(tunnel)}Forwarding ${publicAddress(welcome, protocol)} -> ${target} (${transport} transport)\n`);
     },
-    reconnecting(info) {
+    reconnecting(info, tunnel) {
       // JSON mode: the agent's own `reconnecting` log line says it, with the same fields.
-      if (format === 'text') out.write(`Reconnecting in ${(info.delayMs / 1000).toFixed(1)} s (attempt ${info.attempt}): ${info.reason}\n`);
+      if (format === 'text') out.write(`${named(tunnel)}Reconnecting in ${(info.delayMs / 1000).toFixed(1)} s (attempt ${info.attempt}): ${info.reason}\n`);
     },
   };
 }
