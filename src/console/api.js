@@ -2,7 +2,7 @@
 // sessionStorage, and every failure turned into an ApiError that says what went wrong in words a person can act on.
 
 const KEY = 'edge.apiKey';
-/** The account the user chose to work in, sent as X-Account-Id (docs/api.md "The active account"), kept by the key. */
+/** The account the user chose to work in, sent as X-Account-Id (docs/api.md "Accounts and API keys"), kept by the key. */
 const ACCOUNT = 'edge.accountId';
 
 export function apiKey() {
