@@ -7,6 +7,7 @@ import { WORDS } from '../../src/control/words.ts';
 import { escapeLike } from '../../src/store/endpoints.ts';
 import { feedVersion, orgWithMember as orgWithMemberOf, storeRows, type User } from '../helpers/endpoint-api.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
+import { BAD_TAGS, SIXTEEN_TAGS } from '../helpers/tags.ts';
 
 const GENERATED = /^[a-z]+-[a-z]+-[a-z]+$/;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -561,21 +562,6 @@ describe('endpoint lifecycle', () => {
   describe('tags', () => {
     const setTags = (uuid: string, body: unknown, key: string, headers?: Record<string, string>) => t.api('PUT', `/v1/endpoints/${uuid}/tags`, { key, body, headers });
     const tagsOf = async (uuid: string) => (await sql<{ tags: string[] }>('SELECT tags FROM endpoints WHERE uuid = $1', [uuid]))[0].tags;
-    /** Bodies whose tags break one rule each: the pattern, the count, duplicates, the type. */
-    const BAD_TAGS: Array<[string, unknown]> = [
-      ['upper case', ['Prod']],
-      ['a leading dot', ['.hidden']],
-      ['a leading dash', ['-x']],
-      ['a space', ['two words']],
-      ['33 characters', ['a'.repeat(33)]],
-      ['empty', ['']],
-      ['a slash', ['team/web']],
-      ['17 tags', Array.from({ length: 17 }, (_, i) => `t${i}`)],
-      ['a duplicate', ['web', 'api', 'web']],
-      ['a string, not a list', 'web'],
-      ['a number in the list', ['web', 7]],
-      ['null', null],
-    ];
 
     it('takes tags on create, in every view (create, get, list), in the order sent, and never in the feed', async () => {
       const user = await t.createUser('business');
@@ -592,8 +578,7 @@ describe('endpoint lifecycle', () => {
       assert.ok(feed, 'published');
       assert.ok(!('tags' in feed), 'no tags in the feed entry');
       assert.ok(!JSON.stringify(feed).includes('team.a'));
-      const sixteen = Array.from({ length: 16 }, (_, i) => `t${i}`);
-      assert.deepEqual((await create(user.api_key, { tags: sixteen })).body.tags, sixteen, 'sixteen is the most');
+      assert.deepEqual((await create(user.api_key, { tags: SIXTEEN_TAGS })).body.tags, SIXTEEN_TAGS, 'sixteen is the most');
     });
 
     it('takes tags on the agent one-shot ephemeral create', async () => {
@@ -671,7 +656,7 @@ describe('endpoint lifecycle', () => {
       const user = await t.createUser('business');
       const { body: e } = await create(user.api_key, { tags: ['keep'] });
       const version = await feedVersion(t);
-      for (const [what, tags] of [...BAD_TAGS, ['a body without tags', undefined] as [string, unknown]]) {
+      for (const [what, tags] of [...BAD_TAGS, ['a body without tags', undefined] as const]) {
         const res = await setTags(e.uuid, tags === undefined ? {} : { tags }, user.api_key);
         assert.equal(res.status, 400, what);
         assert.equal(res.body.code, 'invalid_request', what);

@@ -5,6 +5,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { TestNode } from '../helpers/node.ts';
 import { createEndpoint, expectBody, nodeWithOwner, orgWithMember, storeRows, type User } from '../helpers/endpoint-api.ts';
+import { BAD_TAGS, SIXTEEN_TAGS } from '../helpers/tags.ts';
 
 const BASE = '/v1/traffic/alerts';
 const SECRET = 'a-webhook-secret-of-some-length';
@@ -42,8 +43,9 @@ describe('traffic alert rules API', () => {
     assert.equal(res.headers.get('location'), `${BASE}/${r.uuid}`);
     assert.deepEqual(Object.keys(r).sort(), [
       'channels', 'comparison', 'created_at', 'endpoint_id', 'endpoint_uuid', 'id', 'last_evaluated_at', 'last_value', 'metric', 'name',
-      'status', 'threshold', 'updated_at', 'user_id', 'uuid', 'window_seconds',
+      'status', 'tags', 'threshold', 'updated_at', 'user_id', 'uuid', 'window_seconds',
     ]);
+    assert.deepEqual(r.tags, [], 'no tags: an empty list');
     assert.equal(r.status, 'unknown');
     assert.equal(r.endpoint_id, endpoint.id);
     assert.equal(r.endpoint_uuid, endpoint.uuid);
@@ -169,6 +171,32 @@ describe('traffic alert rules API', () => {
     assert.equal((await put({ ...rule(), extra: 1 })).status, 400);
     assert.equal((await put(rule({ channels: [{ type: 'webhook', url: 'http://192.168.1.1/' }] }))).status, 400);
     assert.equal((await put(rule(), other)).status, 404);
+    assert.deepEqual(await state(), before);
+  });
+
+  it('takes tags on create and on PUT (a full write: omitted means none), in every view', async () => {
+    const r = await createOk(rule({ tags: ['oncall', 'team.api'] }));
+    assert.deepEqual(r.tags, ['oncall', 'team.api']);
+    assert.deepEqual((await expectBody(200, t.api('GET', `${BASE}/${r.uuid}`, { key: owner.api_key }))).tags, ['oncall', 'team.api']);
+    const listed = await expectBody(200, t.api('GET', BASE, { key: owner.api_key }));
+    assert.deepEqual(listed.items.find((x: any) => x.uuid === r.uuid).tags, ['oncall', 'team.api']);
+    const put = (body: unknown) => expectBody(200, t.api('PUT', `${BASE}/${r.uuid}`, { key: owner.api_key, body }));
+    assert.deepEqual((await put(rule({ tags: SIXTEEN_TAGS }))).tags, SIXTEEN_TAGS);
+    assert.deepEqual((await put(rule())).tags, [], 'PUT is a full write: tags omitted are none');
+  });
+
+  it('refuses bad tags with 400 invalid_request on create and PUT, changing nothing', async () => {
+    const r = await createOk(rule({ tags: ['keep'] }));
+    const before = await state();
+    for (const [what, tags] of BAD_TAGS) {
+      const created = await create(rule({ tags }));
+      assert.equal(created.status, 400, what);
+      assert.equal(created.body.code, 'invalid_request', what);
+      assert.match(created.body.detail.field, /^tags(\.\d+)?$/, what);
+      const replaced = await t.api('PUT', `${BASE}/${r.uuid}`, { key: owner.api_key, body: rule({ tags }) });
+      assert.equal(replaced.status, 400, what);
+      assert.equal(replaced.body.code, 'invalid_request', what);
+    }
     assert.deepEqual(await state(), before);
   });
 
@@ -316,5 +344,11 @@ describe('traffic alert rules API', () => {
     const post = doc.paths['/v1/traffic/alerts'].post.requestBody.content['application/json'].schema;
     assert.equal(post.additionalProperties, false);
     assert.ok(post.properties.channels);
+    for (const op of [doc.paths['/v1/traffic/alerts'].post, doc.paths['/v1/traffic/alerts/{uuid}'].put]) {
+      const tags = op.requestBody.content['application/json'].schema.properties.tags;
+      assert.deepEqual([tags.type, tags.maxItems, tags.uniqueItems, tags.items.pattern], ['array', 16, true, '^[a-z0-9][a-z0-9._-]{0,31}$']);
+    }
+    const view = doc.paths['/v1/traffic/alerts/{uuid}'].get.responses['200'].content['application/json'].schema;
+    assert.ok(view.required.includes('tags') && view.properties.tags.type === 'array');
   });
 });

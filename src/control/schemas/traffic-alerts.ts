@@ -6,6 +6,7 @@ import { Nullable, Strict, Timestamp, Uuid } from '../../shared/schema.ts';
 import { MAX_ALERT_CHANNELS, type AlertEventRow, type AlertRuleRow, type StoredChannel } from '../../store/alerts.ts';
 import { ALERT_LIMITS } from '../services/traffic-alerts.ts';
 import { iso } from '../views.ts';
+import { tagsBody, TagsView } from './tags.ts';
 
 const literals = <T extends readonly string[]>(values: T, options: object = {}) => Type.Union(values.map((v) => Type.Literal(v)), options);
 
@@ -52,6 +53,7 @@ export const RuleBody = Strict({
     }),
   ),
   channels: Type.Array(ChannelBody, { minItems: 1, maxItems: MAX_ALERT_CHANNELS }),
+  tags: Type.Optional(tagsBody('. A full write: omitted on PUT means none')),
 });
 
 const ChannelView = Type.Object(
@@ -79,6 +81,7 @@ export const RuleView = Type.Object(
     status: literals(ALERT_RULE_STATUSES, { description: 'unknown until the first evaluation with data' }),
     last_value: Nullable(Type.Number()),
     last_evaluated_at: Nullable(Timestamp()),
+    tags: TagsView,
     user_id: Type.Integer({ description: 'Who created the rule' }),
     created_at: Timestamp(),
     updated_at: Timestamp(),
@@ -120,6 +123,7 @@ export function ruleView(r: AlertRuleRow) {
     status: r.status,
     last_value: r.last_value,
     last_evaluated_at: iso(r.last_evaluated_at),
+    tags: r.tags,
     user_id: r.user_id,
     created_at: iso(r.created_at),
     updated_at: iso(r.updated_at),

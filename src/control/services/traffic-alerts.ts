@@ -40,6 +40,7 @@ export interface RuleBody {
   threshold: number;
   window_seconds?: number;
   channels: ChannelBody[];
+  tags?: string[];
 }
 type ChannelBody = { type: 'webhook' | 'email'; url?: string; secret?: string | null; to?: string };
 
@@ -97,6 +98,7 @@ function ruleInput(body: RuleBody, endpointId: number | null, opts: { allowPriva
     threshold: body.threshold,
     windowSeconds: body.window_seconds ?? ALERT_LIMITS.defaultWindowSeconds,
     channels,
+    tags: body.tags ?? [],
   };
 }
 
