@@ -95,8 +95,9 @@ function enabledAuthMethods(mode: VisitorAuthMode, listed: readonly string[], pr
 }
 
 /**
- * `withHashes`: the caller holds endpoints:update, so basic users carry their bcrypt hashes (docs/api.md "Endpoint auth
- * settings"): whoever may replace the users may read what they would send back; a read-only caller never sees them.
+ * `withHashes`: the caller holds endpoints:update, so basic users carry their bcrypt hashes
+ * (docs/api.md "Endpoint auth settings"): whoever may replace the users may read what they would send back; a
+ * read-only caller never sees them.
  */
 export function settingsView(endpointId: number, s: AuthState, withHashes: boolean) {
   const mode = s.settings?.mode ?? 'none';
