@@ -11,7 +11,8 @@ import { BCRYPT_MAX_PASSWORD_BYTES, BCRYPT_MIN_COST, credentialHeaderRefusal, to
 import { isUniqueViolation } from '../../store/db.ts';
 import { offersProvider, type OAuthProviderRow } from '../../store/oauth-providers.ts';
 import * as store from '../../store/visitor-auth.ts';
-import { nodeBcryptHash, type AuthState, type BasicUserInput, type ModeConfigs, type SettingsTokenInput } from '../../store/visitor-auth.ts';
+import type { AuthState, BasicUserInput, ModeConfigs, SettingsTokenInput } from '../../store/visitor-auth.ts';
+import { nodeBcryptHash } from '../../store/endpoint-feed.ts';
 import type { Caller } from '../caller.ts';
 import { endpointForCaller } from '../endpoint-access.ts';
 import type { ControlDeps } from '../http.ts';
