@@ -12,8 +12,11 @@ export const ALERT_EVENTS_CAP = 100;
 /** What a new event carries until its sender reports. */
 export const NOTIFICATION_PENDING = 'notification pending';
 
-/** A channel as stored: a webhook's secret sealed (src/shared/secrets.ts), never in clear. */
-export type StoredChannel = { type: 'webhook'; url: string; secret_sealed: string | null } | { type: 'email'; to: string };
+/**
+ * A channel as stored: a webhook's secret sealed (src/shared/secrets.ts), never in clear, with its fingerprint (docs/api.md
+ * "Secret fingerprints"; absent or null without a secret, and for secrets stored before fingerprints existed).
+ */
+export type StoredChannel = { type: 'webhook'; url: string; secret_sealed: string | null; secret_fingerprint?: string | null } | { type: 'email'; to: string };
 
 export interface AlertRuleRow {
   id: number;
@@ -33,6 +36,8 @@ export interface AlertRuleRow {
   status: AlertRuleStatus;
   last_value: number | null;
   last_evaluated_at: Date | null;
+  /** Labels (docs/api.md "Tags"). */
+  tags: string[];
   created_at: Date;
   updated_at: Date;
 }
@@ -45,6 +50,8 @@ export interface AlertRuleInput {
   threshold: number;
   windowSeconds: number;
   channels: StoredChannel[];
+  /** None when omitted. */
+  tags?: readonly string[];
 }
 
 export interface AlertEventRow {
@@ -59,7 +66,7 @@ export interface AlertEventRow {
 
 const RULE_COLUMNS = `r.id, r.uuid::text AS uuid, r.account_id, r.user_id, r.name, r.endpoint_id, e.uuid::text AS endpoint_uuid,
   e.subdomain AS endpoint_name, r.metric, r.comparison, r.threshold, r.window_seconds, r.channels, r.status, r.last_value,
-  r.last_evaluated_at, r.created_at, r.updated_at`;
+  r.last_evaluated_at, r.tags, r.created_at, r.updated_at`;
 const RULE_FROM = 'alert_rules r LEFT JOIN endpoints e ON e.id = r.endpoint_id';
 const EVENT_COLUMNS = 'id, rule_id, status, value, triggered_at, notified, notification_err';
 
@@ -105,9 +112,9 @@ export async function countAlertRulesLocked(tx: Queryable, accountId: number): P
 
 export async function insertAlertRule(tx: Queryable, accountId: number, userId: number, rule: AlertRuleInput): Promise<AlertRuleRow> {
   const { rows } = await tx.query<{ uuid: string }>(
-    `INSERT INTO alert_rules (account_id, user_id, name, endpoint_id, metric, comparison, threshold, window_seconds, channels)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb) RETURNING uuid::text AS uuid`,
-    [accountId, userId, rule.name, rule.endpointId, rule.metric, rule.comparison, rule.threshold, rule.windowSeconds, JSON.stringify(rule.channels)],
+    `INSERT INTO alert_rules (account_id, user_id, name, endpoint_id, metric, comparison, threshold, window_seconds, channels, tags)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10::text[]) RETURNING uuid::text AS uuid`,
+    [accountId, userId, rule.name, rule.endpointId, rule.metric, rule.comparison, rule.threshold, rule.windowSeconds, JSON.stringify(rule.channels), rule.tags ?? []],
   );
   return (await findAlertRule(tx, rows[0].uuid))!;
 }
@@ -119,9 +126,9 @@ export async function insertAlertRule(tx: Queryable, accountId: number, userId: 
 export async function replaceAlertRule(tx: Queryable, id: number, rule: AlertRuleInput): Promise<AlertRuleRow | null> {
   const { rows } = await tx.query<{ uuid: string }>(
     `UPDATE alert_rules SET name = $2, endpoint_id = $3, metric = $4, comparison = $5, threshold = $6, window_seconds = $7,
-       channels = $8::jsonb, updated_at = now()
+       channels = $8::jsonb, tags = $9::text[], updated_at = now()
      WHERE id = $1 RETURNING uuid::text AS uuid`,
-    [id, rule.name, rule.endpointId, rule.metric, rule.comparison, rule.threshold, rule.windowSeconds, JSON.stringify(rule.channels)],
+    [id, rule.name, rule.endpointId, rule.metric, rule.comparison, rule.threshold, rule.windowSeconds, JSON.stringify(rule.channels), rule.tags ?? []],
   );
   return rows[0] ? findAlertRule(tx, rows[0].uuid) : null;
 }

@@ -63,6 +63,15 @@ interface AuthSnapshotRow {
 const parsed = <T>(value: T | string): T => (typeof value === 'string' ? (JSON.parse(value) as T) : value);
 
 /**
+ * A stored bcrypt hash as node's bcrypt checks it. $2y$ (PHP's crypt_blowfish) computes exactly what $2b$ does, but
+ * node's bcrypt refuses the prefix; the hash is stored as the API was given it (so an export reads back what was
+ * imported) and renamed wherever it is checked: the edges' snapshot and the API's unchanged-password test.
+ */
+export function nodeBcryptHash(hash: string): string {
+  return hash.startsWith('$2y$') ? `$2b$${hash.slice(4)}` : hash;
+}
+
+/**
  * Visitor authentication as edges see it (src/shared/snapshot.ts): only the credentials the mode uses, tokens only
  * while live (revoked and expired ones are left out), secrets only as bcrypt hashes, keyed digests or sealed. Nothing
  * when the endpoint's auth settings were never written: edges read the absence as mode none.
@@ -95,7 +104,7 @@ export async function loadVisitorAuth(tx: Queryable, endpointId: number, hostnam
       mode: r.mode,
       realm: typeof basic.realm === 'string' && basic.realm !== '' ? basic.realm : hostname,
       token_source: tokenSourceOf(modeConfig.token),
-      basic_users: parsed(r.basic_users),
+      basic_users: parsed(r.basic_users).map((u) => ({ ...u, password_hash: nodeBcryptHash(u.password_hash) })),
       tokens: parsed(r.tokens),
       session_ttl_seconds: r.session_ttl_seconds,
       credentials_version: r.credentials_version,

@@ -32,6 +32,8 @@ export interface EndpointRow {
   dedicated_ip_id: number | null;
   /** The per-region dedicated IP group serving this endpoint, or null; never set with a single IP. */
   dedicated_ip_group_id: number | null;
+  /** Labels for the owner's own use (docs/api.md "Tags"); never in the feed. */
+  tags: string[];
   created_at: Date;
   updated_at: Date;
 }
@@ -45,7 +47,7 @@ export type CaptureLevel = (typeof CAPTURE_LEVELS)[number];
 /** Columns with the uuid as text, so both drivers hand back the same string. */
 export const ENDPOINT_COLUMNS = `id, uuid::text AS uuid, user_id, account_id, domain_id, subdomain, hostname, protocol, is_custom, status,
   mtls_mode, mtls_ca_pem, ephemeral, device_fingerprint, last_active_at, dedicated_tcp_port, dedicated_udp_port, certificate_id,
-  capture_enabled, capture_level, paused_at, origin_url, dedicated_ip_id, dedicated_ip_group_id, created_at, updated_at`;
+  capture_enabled, capture_level, paused_at, origin_url, dedicated_ip_id, dedicated_ip_group_id, tags, created_at, updated_at`;
 
 export async function findEndpointByUuid(db: Queryable, uuid: string, opts: { forUpdate?: boolean } = {}): Promise<EndpointRow | null> {
   const { rows } = await db.query<EndpointRow>(`SELECT ${ENDPOINT_COLUMNS} FROM endpoints WHERE uuid = $1${opts.forUpdate ? ' FOR UPDATE' : ''}`, [uuid]);
@@ -104,6 +106,8 @@ export interface NewEndpoint {
   isCustom: boolean;
   ephemeral?: boolean;
   deviceFingerprint?: string | null;
+  /** Validated by the API; none when omitted. */
+  tags?: readonly string[];
 }
 
 /**
@@ -114,11 +118,11 @@ export interface NewEndpoint {
 export async function insertEndpoint(tx: Queryable, e: NewEndpoint): Promise<EndpointRow | null> {
   const ephemeral = e.ephemeral ?? false;
   const { rows } = await tx.query<EndpointRow>(
-    `INSERT INTO endpoints (user_id, account_id, domain_id, subdomain, hostname, is_custom, ephemeral, device_fingerprint, last_active_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, CASE WHEN $7 THEN now() END)
+    `INSERT INTO endpoints (user_id, account_id, domain_id, subdomain, hostname, is_custom, ephemeral, device_fingerprint, last_active_at, tags)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, CASE WHEN $7 THEN now() END, $9::text[])
      ON CONFLICT (hostname) DO NOTHING
      RETURNING ${ENDPOINT_COLUMNS}`,
-    [e.userId, e.accountId, e.domainId, e.subdomain, e.hostname, e.isCustom, ephemeral, ephemeral ? (e.deviceFingerprint ?? null) : null],
+    [e.userId, e.accountId, e.domainId, e.subdomain, e.hostname, e.isCustom, ephemeral, ephemeral ? (e.deviceFingerprint ?? null) : null, e.tags ?? []],
   );
   const row = rows[0];
   if (row) touch(tx, { endpoint: row.id });
@@ -153,11 +157,11 @@ export async function insertWithGeneratedName(
  */
 export async function createEphemeralEndpoint(
   tx: Queryable,
-  input: { userId: number; accountId: number; deviceFingerprint?: string | null; baseDomain: string; generateSubdomain: () => string },
+  input: { userId: number; accountId: number; deviceFingerprint?: string | null; tags?: readonly string[]; baseDomain: string; generateSubdomain: () => string },
 ): Promise<EndpointRow> {
   return insertWithGeneratedName(
     tx,
-    { userId: input.userId, accountId: input.accountId, domainId: null, ephemeral: true, deviceFingerprint: input.deviceFingerprint },
+    { userId: input.userId, accountId: input.accountId, domainId: null, ephemeral: true, deviceFingerprint: input.deviceFingerprint, tags: input.tags },
     input.generateSubdomain,
     (subdomain) => `${subdomain}.${input.baseDomain}`,
   );
@@ -212,6 +216,19 @@ export async function setCapture(tx: Queryable, id: number, capture: { enabled: 
   touch(tx, { endpoint: id });
 }
 
+/**
+ * Replaces the endpoint's tags. Not touched for the feed: tags are a label for the API's clients and edges never see
+ * them (the endpoint's feed entry names its columns, and tags are not among them).
+ */
+export async function setTags(tx: Queryable, id: number, tags: readonly string[]): Promise<EndpointRow> {
+  const { rows } = await tx.query<EndpointRow>(
+    `UPDATE endpoints SET tags = $2::text[], updated_at = CASE WHEN tags = $2::text[] THEN updated_at ELSE now() END
+     WHERE id = $1 RETURNING ${ENDPOINT_COLUMNS}`,
+    [id, tags],
+  );
+  return rows[0];
+}
+
 /** Pauses (read-only, over plan limits) or resumes an endpoint; pausing twice keeps the first timestamp. */
 export async function setPaused(tx: Queryable, id: number, paused: boolean): Promise<EndpointRow> {
   const { rows } = await tx.query<EndpointRow>(
@@ -236,6 +253,8 @@ export interface EndpointFilter {
   /** Substring of the subdomain, matched literally: LIKE wildcards in it are escaped. */
   q?: string;
   ephemeralOnly?: boolean;
+  /** Only endpoints carrying this tag. */
+  tag?: string;
 }
 
 /** `%`, `_` and the escape character itself match only themselves once escaped (ESCAPE '\' below). */
@@ -257,6 +276,7 @@ export async function listEndpoints(db: Queryable, filter: EndpointFilter, limit
   if (filter.status !== undefined) add((p) => `status = ${p}`, filter.status);
   if (filter.q) add((p) => `subdomain LIKE ${p} ESCAPE '\\'`, `%${escapeLike(filter.q)}%`);
   if (filter.ephemeralOnly) where.push('ephemeral');
+  if (filter.tag !== undefined) add((p) => `tags @> ARRAY[${p}::text]`, filter.tag);
   const clause = where.length ? `WHERE ${where.join(' AND ')}` : '';
   const total = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM endpoints ${clause}`, params);
   const page = await db.query<EndpointRow>(

@@ -39,6 +39,8 @@ export interface RuleSettings {
   priority: number;
   scope: 'edge' | 'cluster';
   fail_mode: 'open' | 'closed';
+  /** Labels (docs/api.md "Tags"); not in the feed. */
+  tags: string[];
 }
 
 export interface RateLimitRuleRow extends RuleSettings {
@@ -86,7 +88,7 @@ const HITS_DAILY = `ARRAY(SELECT COALESCE((SELECT h.hits FROM rate_limit_hits_da
     FROM (SELECT (${UTC_TODAY} - g)::date AS day FROM generate_series(${HIT_DAYS - 1}, 0, -1) AS g) d ORDER BY d.day)`;
 
 const RULE_COLUMNS = `r.id, r.uuid::text AS uuid, r.endpoint_id, e.uuid::text AS endpoint_uuid, e.account_id, r.user_id, r.name, r.description,
-  r.requests_per_window, r.window_size_seconds, r.action, r.status, r.priority, r.scope, r.fail_mode, r.hit_count::float8 AS hit_count,
+  r.requests_per_window, r.window_size_seconds, r.action, r.status, r.priority, r.scope, r.fail_mode, r.tags, r.hit_count::float8 AS hit_count,
   r.last_matched, ${HITS_DAILY} AS hits_daily, r.shadowed, r.shadow_reason, r.created_at, r.updated_at, ${CONDITIONS_JSON} AS conditions`;
 
 const FROM = 'FROM rate_limit_rules r JOIN endpoints e ON e.id = r.endpoint_id';
@@ -225,9 +227,9 @@ export async function ruleSetChanged(tx: Queryable, endpointId: number): Promise
 
 export async function insertRule(tx: Queryable, endpointId: number, userId: number, rule: RuleInput): Promise<RateLimitRuleRow> {
   const { rows } = await tx.query<{ id: number }>(
-    `INSERT INTO rate_limit_rules (endpoint_id, user_id, name, description, requests_per_window, window_size_seconds, action, status, priority, scope, fail_mode)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING id`,
-    [endpointId, userId, rule.name, rule.description, rule.requests_per_window, rule.window_size_seconds, rule.action, rule.status, rule.priority, rule.scope, rule.fail_mode],
+    `INSERT INTO rate_limit_rules (endpoint_id, user_id, name, description, requests_per_window, window_size_seconds, action, status, priority, scope, fail_mode, tags)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::text[]) RETURNING id`,
+    [endpointId, userId, rule.name, rule.description, rule.requests_per_window, rule.window_size_seconds, rule.action, rule.status, rule.priority, rule.scope, rule.fail_mode, rule.tags],
   );
   const id = rows[0].id;
   await insertConditions(tx, id, rule.conditions);
@@ -239,9 +241,9 @@ export async function insertRule(tx: Queryable, endpointId: number, userId: numb
 export async function replaceRule(tx: Queryable, rule: Pick<RateLimitRuleRow, 'id' | 'endpoint_id'>, input: RuleInput): Promise<RateLimitRuleRow> {
   await tx.query(
     `UPDATE rate_limit_rules SET name = $2, description = $3, requests_per_window = $4, window_size_seconds = $5, action = $6, status = $7,
-       priority = $8, scope = $9, fail_mode = $10, updated_at = now()
+       priority = $8, scope = $9, fail_mode = $10, tags = $11::text[], updated_at = now()
      WHERE id = $1`,
-    [rule.id, input.name, input.description, input.requests_per_window, input.window_size_seconds, input.action, input.status, input.priority, input.scope, input.fail_mode],
+    [rule.id, input.name, input.description, input.requests_per_window, input.window_size_seconds, input.action, input.status, input.priority, input.scope, input.fail_mode, input.tags],
   );
   await tx.query('DELETE FROM rate_limit_conditions WHERE rule_id = $1', [rule.id]);
   await insertConditions(tx, rule.id, input.conditions);

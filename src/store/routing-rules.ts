@@ -17,6 +17,8 @@ export interface RoutingRuleRow {
   target_agent_id: string | null;
   target_agent_tags: string[];
   target_origin_url: string | null;
+  /** Labels (docs/api.md "Tags"); not in the feed. */
+  tags: string[];
   /** In position order. */
   conditions: RoutingConditionConfig[];
   created_at: Date;
@@ -32,6 +34,7 @@ export interface RoutingRuleInput {
   targetAgentTags: string[];
   /** Set instead of an agent id and tags (the table's routing_rules_target_check holds it too). */
   targetOriginUrl: string | null;
+  tags: string[];
   conditions: RoutingConditionConfig[];
 }
 
@@ -40,7 +43,7 @@ const CONDITIONS_JSON = `COALESCE((
     SELECT json_agg(json_build_object('condition_type', c.condition_type, 'condition_key', c.condition_key, 'pattern', c.pattern) ORDER BY c.position)
     FROM routing_rule_conditions c WHERE c.rule_id = r.id), '[]'::json)`;
 
-const RULE_COLUMNS = `r.id, r.endpoint_id, r.name, r.priority, r.enabled, r.target_agent_id, r.target_agent_tags, r.target_origin_url, r.created_at, r.updated_at,
+const RULE_COLUMNS = `r.id, r.endpoint_id, r.name, r.priority, r.enabled, r.target_agent_id, r.target_agent_tags, r.target_origin_url, r.tags, r.created_at, r.updated_at,
   ${CONDITIONS_JSON} AS conditions`;
 
 /** Both drivers parse json, but a driver configured otherwise would hand back text; accept either. */
@@ -82,9 +85,9 @@ async function insertConditions(tx: Queryable, ruleId: number, conditions: reado
  */
 export async function insertRoutingRule(tx: Queryable, endpointId: number, rule: RoutingRuleInput): Promise<RoutingRuleRow> {
   const { rows } = await tx.query<{ id: number }>(
-    `INSERT INTO routing_rules (endpoint_id, name, priority, enabled, target_agent_id, target_agent_tags, target_origin_url)
-     VALUES ($1, $2, $3, $4, $5, $6::text[], $7) RETURNING id`,
-    [endpointId, rule.name, rule.priority, rule.enabled, rule.targetAgentId, rule.targetAgentTags, rule.targetOriginUrl],
+    `INSERT INTO routing_rules (endpoint_id, name, priority, enabled, target_agent_id, target_agent_tags, target_origin_url, tags)
+     VALUES ($1, $2, $3, $4, $5, $6::text[], $7, $8::text[]) RETURNING id`,
+    [endpointId, rule.name, rule.priority, rule.enabled, rule.targetAgentId, rule.targetAgentTags, rule.targetOriginUrl, rule.tags],
   );
   const id = rows[0].id;
   await insertConditions(tx, id, rule.conditions);
@@ -96,9 +99,9 @@ export async function insertRoutingRule(tx: Queryable, endpointId: number, rule:
 export async function replaceRoutingRule(tx: Queryable, endpointId: number, ruleId: number, rule: RoutingRuleInput): Promise<RoutingRuleRow | null> {
   const { rowCount } = await tx.query(
     `UPDATE routing_rules SET name = $3, priority = $4, enabled = $5, target_agent_id = $6, target_agent_tags = $7::text[],
-       target_origin_url = $8, updated_at = now()
+       target_origin_url = $8, tags = $9::text[], updated_at = now()
      WHERE endpoint_id = $1 AND id = $2`,
-    [endpointId, ruleId, rule.name, rule.priority, rule.enabled, rule.targetAgentId, rule.targetAgentTags, rule.targetOriginUrl],
+    [endpointId, ruleId, rule.name, rule.priority, rule.enabled, rule.targetAgentId, rule.targetAgentTags, rule.targetOriginUrl, rule.tags],
   );
   if (rowCount === 0) return null;
   await tx.query('DELETE FROM routing_rule_conditions WHERE rule_id = $1', [ruleId]);

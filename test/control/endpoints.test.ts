@@ -5,8 +5,9 @@ import assert from 'node:assert/strict';
 import { canonicalSubdomain, generateSubdomain, hostnameFor } from '../../src/control/subdomains.ts';
 import { WORDS } from '../../src/control/words.ts';
 import { escapeLike } from '../../src/store/endpoints.ts';
-import { orgWithMember as orgWithMemberOf, storeRows, type User } from '../helpers/endpoint-api.ts';
+import { feedVersion, orgWithMember as orgWithMemberOf, storeRows, type User } from '../helpers/endpoint-api.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
+import { BAD_TAGS, SIXTEEN_TAGS } from '../helpers/tags.ts';
 
 const GENERATED = /^[a-z]+-[a-z]+-[a-z]+$/;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -101,8 +102,9 @@ describe('endpoint lifecycle', () => {
       assert.equal(res.status, 201, res.text);
       const e = res.body;
       assert.deepEqual(Object.keys(e).sort(), [
-        'created_at', 'domain_id', 'ephemeral', 'hostname', 'id', 'is_custom', 'mtls_mode', 'protocol', 'public_url', 'status', 'subdomain', 'updated_at', 'uuid',
+        'created_at', 'domain_id', 'ephemeral', 'hostname', 'id', 'is_custom', 'mtls_mode', 'protocol', 'public_url', 'status', 'subdomain', 'tags', 'updated_at', 'uuid',
       ]);
+      assert.deepEqual(e.tags, [], 'no tags: an empty list, never absent');
       assert.match(e.uuid, UUID);
       assert.match(e.subdomain, GENERATED);
       assert.equal(e.hostname, `${e.subdomain}.${base}`);
@@ -555,6 +557,135 @@ describe('endpoint lifecycle', () => {
     });
   });
 
+  // ---- tags -------------------------------------------------------------------------------------------------------
+
+  describe('tags', () => {
+    const setTags = (uuid: string, body: unknown, key: string, headers?: Record<string, string>) => t.api('PUT', `/v1/endpoints/${uuid}/tags`, { key, body, headers });
+    const tagsOf = async (uuid: string) => (await sql<{ tags: string[] }>('SELECT tags FROM endpoints WHERE uuid = $1', [uuid]))[0].tags;
+
+    it('takes tags on create, in every view (create, get, list), in the order sent, and never in the feed', async () => {
+      const user = await t.createUser('business');
+      const tags = ['web', 'team.a', 'env_prod-1', 'x'.repeat(32)];
+      const res = await create(user.api_key, { tags });
+      assert.equal(res.status, 201, res.text);
+      assert.deepEqual(res.body.tags, tags);
+      const got = await t.api('GET', `/v1/endpoints/${res.body.uuid}`, { key: user.api_key });
+      assert.deepEqual(got.body.tags, tags);
+      const listed = await t.api('GET', '/v1/endpoints', { key: user.api_key });
+      assert.deepEqual(listed.body.items[0].tags, tags);
+      // Labels only: the edge's entry is what it was without them.
+      const feed = await feedEntry(res.body.uuid);
+      assert.ok(feed, 'published');
+      assert.ok(!('tags' in feed), 'no tags in the feed entry');
+      assert.ok(!JSON.stringify(feed).includes('team.a'));
+      assert.deepEqual((await create(user.api_key, { tags: SIXTEEN_TAGS })).body.tags, SIXTEEN_TAGS, 'sixteen is the most');
+    });
+
+    it('takes tags on the agent one-shot ephemeral create', async () => {
+      const user = await t.createUser('business');
+      const res = await t.api('POST', '/v1/endpoints/ephemeral', { key: user.api_key, body: { tags: ['laptop'] } });
+      assert.equal(res.status, 201, res.text);
+      assert.equal(res.body.ephemeral, true);
+      assert.deepEqual(res.body.tags, ['laptop']);
+      const bad = await t.api('POST', '/v1/endpoints/ephemeral', { key: user.api_key, body: { tags: ['Laptop'] } });
+      assert.equal(bad.status, 400);
+      assert.equal(bad.body.code, 'invalid_request');
+      assert.equal(await endpointCount(user.id), 1);
+    });
+
+    it('replaces the whole set with PUT …/tags, answering the endpoint; [] removes them; the feed does not move', async () => {
+      const user = await t.createUser('business');
+      const { body: e } = await create(user.api_key, { tags: ['a', 'b'] });
+      const version = await feedVersion(t);
+      const res = await setTags(e.uuid, { tags: ['b', 'c'] }, user.api_key);
+      assert.equal(res.status, 200, res.text);
+      const got = await t.api('GET', `/v1/endpoints/${e.uuid}`, { key: user.api_key });
+      assert.deepEqual(res.body, got.body, 'the PUT answers the endpoint view');
+      assert.deepEqual(res.body.tags, ['b', 'c']);
+      assert.ok(Date.parse(res.body.updated_at) >= Date.parse(e.updated_at));
+      assert.equal(await feedVersion(t), version, 'edges ignore tags, so nothing is published');
+
+      const cleared = await setTags(e.uuid, { tags: [] }, user.api_key);
+      assert.deepEqual(cleared.body.tags, []);
+      assert.deepEqual(await tagsOf(e.uuid), []);
+    });
+
+    it('filters the list by one tag, within the active account', async () => {
+      const user = await t.createUser('business');
+      const other = await t.createUser('business');
+      const tag = `blue-${Date.now().toString(36)}`;
+      const a = (await create(user.api_key, { tags: [tag, 'x'] })).body;
+      const b = (await create(user.api_key, { tags: ['x', tag] })).body;
+      await create(user.api_key, { tags: ['x'] });
+      await create(user.api_key);
+      await create(other.api_key, { tags: [tag] });
+      const res = await t.api('GET', `/v1/endpoints?tag=${tag}`, { key: user.api_key });
+      assert.equal(res.status, 200, res.text);
+      assert.equal(res.body.total, 2);
+      assert.deepEqual(res.body.items.map((e: { uuid: string }) => e.uuid), [b.uuid, a.uuid]);
+      assert.equal((await t.api('GET', '/v1/endpoints?tag=x', { key: user.api_key })).body.total, 3);
+      assert.equal((await t.api('GET', '/v1/endpoints?tag=nothing-has-this', { key: user.api_key })).body.total, 0);
+      // Combined with the other filters.
+      assert.equal((await t.api('GET', `/v1/endpoints?tag=${tag}&q=${b.subdomain}`, { key: user.api_key })).body.total, 1);
+    });
+
+    it('answers 400 invalid_query for a malformed tag filter', async () => {
+      const user = await t.createUser('free');
+      for (const q of ['Blue', '', '.x', 'a'.repeat(33), 'a%20b', 'a,b']) {
+        const res = await t.api('GET', `/v1/endpoints?tag=${q}`, { key: user.api_key });
+        assert.equal(res.status, 400, q);
+        assert.equal(res.body.code, 'invalid_query', q);
+        assert.equal(res.body.detail.field, 'tag', q);
+      }
+      const twice = await t.api('GET', '/v1/endpoints?tag=a&tag=b', { key: user.api_key });
+      assert.equal(twice.status, 400, 'one tag per filter');
+    });
+
+    it('refuses bad tags on create with 400 invalid_request naming the field, and creates nothing', async () => {
+      const user = await t.createUser('business');
+      for (const [what, tags] of BAD_TAGS) {
+        const res = await create(user.api_key, { tags });
+        assert.equal(res.status, 400, what);
+        assert.equal(res.body.code, 'invalid_request', what);
+        assert.match(res.body.detail.field, /^tags(\.\d+)?$/, what);
+      }
+      assert.equal(await endpointCount(user.id), 0);
+    });
+
+    it('refuses bad tags on PUT …/tags and keeps the stored ones; tags is required there', async () => {
+      const user = await t.createUser('business');
+      const { body: e } = await create(user.api_key, { tags: ['keep'] });
+      const version = await feedVersion(t);
+      for (const [what, tags] of [...BAD_TAGS, ['a body without tags', undefined] as const]) {
+        const res = await setTags(e.uuid, tags === undefined ? {} : { tags }, user.api_key);
+        assert.equal(res.status, 400, what);
+        assert.equal(res.body.code, 'invalid_request', what);
+      }
+      const extra = await setTags(e.uuid, { tags: ['a'], labels: ['b'] }, user.api_key);
+      assert.equal(extra.body.code, 'unknown_field');
+      assert.deepEqual(await tagsOf(e.uuid), ['keep']);
+      assert.equal(await feedVersion(t), version);
+    });
+
+    it('PUT …/tags needs endpoints:update; another account’s endpoint is 404; a paused one 409', async () => {
+      const owner = await t.createUser('business');
+      const member = await t.createUser('business');
+      const org = await orgWithMember(owner, member, ['endpoints:read', 'endpoints:write']);
+      const { body: e } = await create(owner.api_key, { tags: ['org'] }, org.headers);
+      const denied = await setTags(e.uuid, { tags: ['mine'] }, member.api_key, org.headers);
+      assert.equal(denied.status, 403);
+      assert.equal(denied.body.code, 'permission_denied');
+      const stranger = await t.createUser('business');
+      assert.equal((await setTags(e.uuid, { tags: ['mine'] }, stranger.api_key)).status, 404);
+      assert.equal((await setTags(e.uuid, { tags: ['mine'] }, null as unknown as string)).status, 401);
+      assert.equal((await t.api('POST', `/v1/admin/endpoints/${e.uuid}/pause`)).status, 200);
+      const paused = await setTags(e.uuid, { tags: ['mine'] }, owner.api_key, org.headers);
+      assert.equal(paused.status, 409);
+      assert.equal(paused.body.code, 'quota_paused');
+      assert.deepEqual(await tagsOf(e.uuid), ['org']);
+    });
+  });
+
   it('describes every endpoint operation in the OpenAPI document', async () => {
     const res = await t.api('GET', '/v1/openapi.json', { key: null });
     const paths = res.body.paths;
@@ -566,6 +697,8 @@ describe('endpoint lifecycle', () => {
       ['/v1/endpoints/{id}/promote', 'post'],
       ['/v1/endpoints/{id}/ports', 'put'],
       ['/v1/endpoints/{id}/settings/capture', 'put'],
+      ['/v1/endpoints/{id}/tags', 'put'],
+      ['/v1/endpoints/ephemeral', 'post'],
       ['/v1/admin/endpoints/ephemeral', 'post'],
       ['/v1/admin/endpoints/{id}/pause', 'post'],
       ['/v1/admin/endpoints/{id}/unpause', 'post'],
@@ -577,5 +710,21 @@ describe('endpoint lifecycle', () => {
     }
     assert.ok(paths['/v1/endpoints'].post.requestBody);
     assert.ok(paths['/v1/endpoints'].post.responses['201']);
+    // Tags: on the create bodies, the tag filter, the new operation's body, and every view.
+    const schemaOf = (op: any, status?: string) => (status ? op.responses[status] : op.requestBody).content['application/json'].schema;
+    for (const [path, method] of [['/v1/endpoints', 'post'], ['/v1/endpoints/ephemeral', 'post'], ['/v1/endpoints/{id}/tags', 'put']]) {
+      const tags = schemaOf(paths[path][method]).properties.tags;
+      assert.equal(tags.type, 'array', `${method} ${path}`);
+      assert.equal(tags.maxItems, 16);
+      assert.equal(tags.uniqueItems, true);
+      assert.equal(tags.items.pattern, '^[a-z0-9][a-z0-9._-]{0,31}$');
+    }
+    assert.deepEqual(schemaOf(paths['/v1/endpoints/{id}/tags'].put).required, ['tags']);
+    assert.ok(paths['/v1/endpoints'].get.parameters.some((p: any) => p.name === 'tag' && p.in === 'query'));
+    for (const [path, method, status] of [['/v1/endpoints', 'post', '201'], ['/v1/endpoints/{id}', 'get', '200'], ['/v1/endpoints/{id}/tags', 'put', '200']]) {
+      const view = schemaOf(paths[path][method], status);
+      assert.ok(view.required.includes('tags') && view.properties.tags.type === 'array', `${method} ${path} view`);
+    }
+    assert.equal(schemaOf(paths['/v1/endpoints'].get, '200').properties.items.items.properties.tags.type, 'array');
   });
 });

@@ -6,6 +6,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
 import { createEndpoint, edgeEndpoint, expectBody, feedVersion, nodeWithOwner, orgWithMember, storeRows, type User } from '../helpers/endpoint-api.ts';
+import { BAD_TAGS, SIXTEEN_TAGS } from '../helpers/tags.ts';
 
 const BASE = '/v1/firewall/rate-limits';
 
@@ -62,9 +63,10 @@ describe('firewall rate limits API', () => {
     assert.equal(res.headers.get('location'), `${BASE}/${r.uuid}`);
     assert.deepEqual(Object.keys(r).sort(), [
       'action', 'conditions', 'created_at', 'description', 'endpoint_id', 'endpoint_uuid', 'fail_mode', 'hit_count', 'hits_daily', 'id',
-      'last_matched', 'name', 'priority', 'requests_per_window', 'scope', 'shadow_reason', 'shadowed', 'source_ip', 'status', 'updated_at',
+      'last_matched', 'name', 'priority', 'requests_per_window', 'scope', 'shadow_reason', 'shadowed', 'source_ip', 'status', 'tags', 'updated_at',
       'user_id', 'uuid', 'window_size_seconds',
     ]);
+    assert.deepEqual(r.tags, [], 'no tags: an empty list');
     assert.equal(r.endpoint_id, endpoint.id);
     assert.equal(r.endpoint_uuid, endpoint.uuid);
     assert.equal(r.user_id, owner.id);
@@ -342,6 +344,38 @@ describe('firewall rate limits API', () => {
     assert.equal((await sql('SELECT count(*)::int AS n FROM rate_limit_conditions WHERE rule_id = $1', [r.id]))[0].n, 0);
   });
 
+  it('takes tags on create and on PUT (a full write: omitted means none), in every view, never in the feed', async () => {
+    const endpoint = await newEndpoint();
+    const r = await createOk(rule(endpoint.uuid, { tags: ['login', 'team.auth'] }));
+    assert.deepEqual(r.tags, ['login', 'team.auth']);
+    assert.deepEqual((await expectBody(200, get(r.uuid))).tags, ['login', 'team.auth']);
+    const listed = await expectBody(200, t.api('GET', `${BASE}?endpoint_id=${endpoint.uuid}`, { key: owner.api_key }));
+    assert.deepEqual(listed.rules.map((x: any) => x.tags), [['login', 'team.auth']]);
+    const edge = await edgeEndpoint(t, endpoint.uuid);
+    assert.ok(!('tags' in edge.rate_limits![0]), 'edges get no tags');
+
+    const put = (body: unknown) => t.api('PUT', `${BASE}/${r.uuid}`, { key: owner.api_key, body });
+    assert.deepEqual((await expectBody(200, put(rule(endpoint.uuid, { tags: SIXTEEN_TAGS })))).tags, SIXTEEN_TAGS);
+    assert.deepEqual((await expectBody(200, put(rule(endpoint.uuid)))).tags, [], 'PUT replaces the rule whole: tags omitted are none');
+    assert.deepEqual((await expectBody(200, get(r.uuid))).tags, []);
+  });
+
+  it('refuses bad tags with 400 invalid_request on create and PUT, changing nothing', async () => {
+    const endpoint = await newEndpoint();
+    const r = await createOk(rule(endpoint.uuid, { tags: ['keep'] }));
+    const before = await state();
+    for (const [what, tags] of BAD_TAGS) {
+      const created = await create(rule(endpoint.uuid, { tags }));
+      assert.equal(created.status, 400, what);
+      assert.equal(created.body.code, 'invalid_request', what);
+      assert.match(created.body.detail.field, /^tags(\.\d+)?$/, what);
+      const replaced = await t.api('PUT', `${BASE}/${r.uuid}`, { key: owner.api_key, body: rule(endpoint.uuid, { tags }) });
+      assert.equal(replaced.status, 400, what);
+      assert.equal(replaced.body.code, 'invalid_request', what);
+    }
+    assert.deepEqual(await state(), before);
+  });
+
   it('answers 409 quota_paused while the endpoint is paused, and writes again once unpaused', async () => {
     const endpoint = await newEndpoint();
     const r = await createOk(rule(endpoint.uuid));
@@ -464,6 +498,12 @@ describe('firewall rate limits API', () => {
     assert.deepEqual(ops(`${BASE}/{uuid}`), ['delete', 'get', 'put']);
     assert.deepEqual(ops(`${BASE}/{uuid}/conditions`), ['post']);
     assert.deepEqual(ops(`${BASE}/{uuid}/conditions/{condition_uuid}`), ['delete', 'put']);
+    for (const op of [doc.paths[BASE].post, doc.paths[`${BASE}/{uuid}`].put]) {
+      const tags = op.requestBody.content['application/json'].schema.properties.tags;
+      assert.deepEqual([tags.type, tags.maxItems, tags.uniqueItems, tags.items.pattern], ['array', 16, true, '^[a-z0-9][a-z0-9._-]{0,31}$']);
+    }
+    const view = doc.paths[`${BASE}/{uuid}`].get.responses['200'].content['application/json'].schema;
+    assert.ok(view.required.includes('tags') && view.properties.tags.type === 'array');
   });
 
   // ---- legacy integer ids -----------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { TestNode } from '../helpers/node.ts';
 import { createEndpoint, edgeCaughtUp, expectBody, feedVersion, nodeWithOwner, orgWithMember, storeRows, type User } from '../helpers/endpoint-api.ts';
+import { BAD_TAGS, SIXTEEN_TAGS } from '../helpers/tags.ts';
 import type { EndpointConfig } from '../../src/shared/snapshot.ts';
 
 describe('routing rules API', () => {
@@ -73,11 +74,13 @@ describe('routing rules API', () => {
       'id',
       'name',
       'priority',
+      'tags',
       'target_agent_id',
       'target_agent_tags',
       'target_origin_url',
       'updated_at',
     ]);
+    assert.deepEqual(r.tags, [], 'no tags: an empty list');
     assert.equal(r.name, 'Canary');
     assert.equal(r.priority, 5);
     assert.equal(r.enabled, true, 'enabled defaults to true on create');
@@ -205,6 +208,7 @@ describe('routing rules API', () => {
           target_agent_id: null,
           target_agent_tags: 'green',
           target_origin_url: null,
+          tags: [],
           conditions: [{ condition_type: 'host', condition_key: '', pattern: '*.example.com' }],
           created_at: r.created_at,
           updated_at: undefined,
@@ -368,6 +372,38 @@ describe('routing rules API', () => {
   });
 
   // ---- validation -------------------------------------------------------------------------------------------
+
+  it('takes tags on create and on PUT (a full replacement: omitted means none), in every view, never in the feed', async () => {
+    const id = await newEndpoint(owner);
+    const r = await createOk(id, rule({ tags: ['canary', 'team.web'] }));
+    assert.deepEqual(r.tags, ['canary', 'team.web']);
+    assert.equal(r.target_agent_tags, 'blue', 'target_agent_tags are another thing: the agents chosen');
+    assert.deepEqual((await expectBody(200, t.api('GET', `${base(id)}/${r.id}`, { key: owner.api_key }))).tags, ['canary', 'team.web']);
+    assert.deepEqual((await list(owner, id)).map((x) => x.tags), [['canary', 'team.web']]);
+    const edge = await edgeEndpoint(id);
+    assert.ok(!('tags' in edge!.routing_rules[0]), 'edges get no tags');
+
+    const put = (body: unknown) => expectBody(200, t.api('PUT', `${base(id)}/${r.id}`, { key: owner.api_key, body }));
+    assert.deepEqual((await put(rule({ tags: SIXTEEN_TAGS }))).tags, SIXTEEN_TAGS);
+    assert.deepEqual((await put(rule())).tags, [], 'PUT replaces the rule whole: tags omitted are none');
+    assert.deepEqual((await list(owner, id))[0].tags, []);
+  });
+
+  it('refuses bad tags with 400 invalid_request on create and PUT, changing nothing', async () => {
+    const id = await newEndpoint(owner);
+    const r = await createOk(id, rule({ tags: ['keep'] }));
+    const before = await state(id);
+    for (const [what, tags] of BAD_TAGS) {
+      const created = await create(owner, id, rule({ tags }));
+      assert.equal(created.status, 400, what);
+      assert.equal(created.body.code, 'invalid_request', what);
+      assert.match(created.body.detail.field, /^tags(\.\d+)?$/, what);
+      const replaced = await t.api('PUT', `${base(id)}/${r.id}`, { key: owner.api_key, body: rule({ tags }) });
+      assert.equal(replaced.status, 400, what);
+      assert.equal(replaced.body.code, 'invalid_request', what);
+    }
+    assert.deepEqual(await state(id), before);
+  });
 
   it('refuses every malformed condition with a 400 naming its index, and creates nothing', async () => {
     const id = await newEndpoint(owner);
@@ -619,7 +655,11 @@ describe('routing rules API', () => {
       assert.deepEqual(schema.required, ['conditions']);
       assert.equal(schema.additionalProperties, false);
       assert.deepEqual(schema.properties.conditions.items.properties.condition_type.enum, ['path', 'method', 'header', 'query', 'cookie', 'source_ip', 'host']);
+      const tags = schema.properties.tags;
+      assert.deepEqual([tags.type, tags.maxItems, tags.uniqueItems, tags.items.pattern], ['array', 16, true, '^[a-z0-9][a-z0-9._-]{0,31}$']);
     }
+    const view = item.get.responses['200'].content['application/json'].schema;
+    assert.ok(view.required.includes('tags') && view.properties.tags.type === 'array');
     assert.ok(collection.post.responses['201']);
     assert.ok(item.put.responses['200']);
     assert.ok(item.delete.responses['204']);

@@ -17,6 +17,7 @@ import {
   SetCapture,
   SetPaused,
   SetPorts,
+  SetTags,
 } from '../schemas/endpoints.ts';
 import { endpointService } from '../services/endpoints.ts';
 
@@ -52,6 +53,10 @@ export function endpointRoutes(app: ControlApp, deps: ControlDeps): void {
     portsView(await endpoints.setPorts(req.caller, req.params.id, req.body)),
   );
 
+  app.put('/v1/endpoints/:id/tags', { schema: SetTags, config: { permission: 'endpoints:update' } }, async (req) =>
+    endpointView(await endpoints.setTags(req.caller, req.params.id, req.body.tags)),
+  );
+
   // No declared permission: a bad capture_level has always been a 400 before the 403, so the service checks
   // endpoints:update itself, after judging the level.
   app.put('/v1/endpoints/:id/settings/capture', { preValidation: requireJsonContentType, schema: SetCapture }, async (req, reply) => {
@@ -62,7 +67,7 @@ export function endpointRoutes(app: ControlApp, deps: ControlDeps): void {
 
   // The endpoint exists to carry this key's agent, so the key must also be allowed to attach one (as edges check).
   app.post('/v1/endpoints/ephemeral', { schema: CreateEphemeral, config: { permission: ['endpoints:write', 'tunnels:connect'] } }, async (req, reply) => {
-    const endpoint = await endpoints.createEphemeral(req.caller, req.body.device_fingerprint);
+    const endpoint = await endpoints.createEphemeral(req.caller, req.body.device_fingerprint, req.body.tags);
     return reply.status(201).header('location', location(endpoint.uuid)).send(endpointView(endpoint));
   });
 

@@ -3,10 +3,10 @@
 import { Type } from '@sinclair/typebox';
 import { Nullable, Strict, Timestamp } from '../../shared/schema.ts';
 import { VISITOR_AUTH_MODES, type VisitorAuthMode } from '../../shared/snapshot.ts';
-import { BCRYPT_MAX_PASSWORD_BYTES, reportedAuthMode, tokenSourceOf } from '../../shared/visitor-credentials.ts';
+import { BCRYPT_MAX_PASSWORD_BYTES, BCRYPT_MIN_COST, reportedAuthMode, tokenSourceOf } from '../../shared/visitor-credentials.ts';
 import { MAX_OAUTH_PROVIDERS, offersProvider, type OAuthProviderRow } from '../../store/oauth-providers.ts';
 import { MAX_BASIC_USERS, MAX_SETTINGS_TOKENS, type AuthState } from '../../store/visitor-auth.ts';
-import { WEBHOOK_ALGOS } from '../services/endpoint-settings.ts';
+import { BCRYPT_MAX_IMPORTED_COST, WEBHOOK_ALGOS } from '../services/endpoint-settings.ts';
 import { MIN_TOKEN_LENGTH, NO_CONTROL_PATTERN, TOKEN_PATTERN } from '../validation.ts';
 import { ErrorBody, ErrorResponses, iso } from '../views.ts';
 
@@ -29,8 +29,29 @@ const TokenView = Type.Object({
 const BasicUserView = Type.Object({
   id: Type.Integer(),
   username: Type.String(),
+  password_hash: Type.Optional(
+    Type.String({
+      description:
+        'The stored bcrypt hash (never the password), for configuration as code to export and compare; only for a caller ' +
+        'holding endpoints:update, absent for read-only callers',
+    }),
+  ),
   created_at: Timestamp(),
   last_used_at: Type.Optional(Timestamp()),
+});
+
+/** Webhook verification while on (PUT …/settings/webhook): the secret never, its fingerprint yes. */
+const WebhookView = Type.Object({
+  header: Type.String(),
+  algo: Type.String({ enum: [...WEBHOOK_ALGOS] }),
+  prefix: Type.String(),
+  secret_fingerprint: Nullable(
+    Type.String({
+      description:
+        'bcrypt (cost 10) of the lower-case hex SHA-256 of the secret, made when it was written (docs/api.md "Secret fingerprints"): ' +
+        'bcrypt.compare(sha256hex(secret), fingerprint) tells whether a secret is the stored one. Null for a secret stored before fingerprints existed',
+    }),
+  ),
 });
 
 export const SettingsView = Type.Object(
@@ -42,12 +63,12 @@ export const SettingsView = Type.Object(
     }),
     config: Type.Optional(
       Type.Object(
-        {},
+        { webhook: Type.Optional(WebhookView) },
         {
           additionalProperties: true,
           description:
             'The mode’s config (basic: realm; token: header or cookie; oauth/oidc: allowed_redirects, scopes), then, while on, the JWT layer (jwks_url, issuer, audience, ' +
-            'claim_headers) and webhook verification ({webhook: {header, algo, prefix}}). Never a secret. Omitted when empty.',
+            'claim_headers) and webhook verification (webhook). Never a secret. Omitted when empty.',
         },
       ),
     ),
@@ -73,7 +94,12 @@ function enabledAuthMethods(mode: VisitorAuthMode, listed: readonly string[], pr
   return Object.fromEntries(providers.map((p) => [String(p.id), offersProvider(mode, listed, p)]));
 }
 
-export function settingsView(endpointId: number, s: AuthState) {
+/**
+ * `withHashes`: the caller holds endpoints:update, so basic users carry their bcrypt hashes
+ * (docs/api.md "Endpoint auth settings"): whoever may replace the users may read what they would send back; a
+ * read-only caller never sees them.
+ */
+export function settingsView(endpointId: number, s: AuthState, withHashes: boolean) {
   const mode = s.settings?.mode ?? 'none';
   const configs = s.settings?.mode_config ?? {};
   const jwtOn = s.jwt?.enabled === true;
@@ -82,7 +108,8 @@ export function settingsView(endpointId: number, s: AuthState) {
     Object.assign(config, { jwks_url: s.jwt.jwks_url, issuer: s.jwt.issuer, audience: s.jwt.audience, claim_headers: JSON.stringify(s.jwt.claim_headers) });
   }
   // Nested: token mode's config has a `header` of its own.
-  if (s.webhook?.enabled) config.webhook = { header: s.webhook.header, algo: s.webhook.algo, prefix: s.webhook.prefix };
+  // secret_fingerprint: docs/api.md "Secret fingerprints" (the secret itself is never shown).
+  if (s.webhook?.enabled) config.webhook = { header: s.webhook.header, algo: s.webhook.algo, prefix: s.webhook.prefix, secret_fingerprint: s.webhook.secret_fingerprint };
   const sso = mode === 'oauth' || mode === 'oidc';
   return {
     endpoint_id: endpointId,
@@ -100,7 +127,13 @@ export function settingsView(endpointId: number, s: AuthState) {
       ...optional('last_used_at', t.last_used_at),
       ...optional('revoked_at', t.revoked_at),
     })),
-    basic_users: s.basic_users.map((u) => ({ id: u.id, username: u.username, created_at: iso(u.created_at), ...optional('last_used_at', u.last_used_at) })),
+    basic_users: s.basic_users.map((u) => ({
+      id: u.id,
+      username: u.username,
+      ...(withHashes ? { password_hash: u.password_hash } : {}),
+      created_at: iso(u.created_at),
+      ...optional('last_used_at', u.last_used_at),
+    })),
   };
 }
 
@@ -112,10 +145,21 @@ export function settingsView(endpointId: number, s: AuthState) {
 const MAX_SESSION_TTL_SECONDS = 366 * 24 * 3600;
 
 const BasicUsersBody = Type.Array(
-  Strict({
-    username: Type.String({ minLength: 1, maxLength: 128, pattern: '^[^:\\x00-\\x1f\\x7f]+$', description: 'No colon (RFC 7617)' }),
-    password: Type.String({ minLength: 1, maxLength: 1024, description: `At most ${BCRYPT_MAX_PASSWORD_BYTES} bytes in UTF-8; stored as a bcrypt hash` }),
-  }),
+  Strict(
+    {
+      username: Type.String({ minLength: 1, maxLength: 128, pattern: '^[^:\\x00-\\x1f\\x7f]+$', description: 'No colon (RFC 7617)' }),
+      password: Type.Optional(
+        Type.String({ minLength: 1, maxLength: 1024, description: `At most ${BCRYPT_MAX_PASSWORD_BYTES} bytes in UTF-8; stored as a bcrypt hash` }),
+      ),
+      password_hash: Type.Optional(
+        Type.String({
+          maxLength: 60,
+          description: `Instead of password: a bcrypt hash ($2a$, $2b$ or $2y$, cost ${BCRYPT_MIN_COST}-${BCRYPT_MAX_IMPORTED_COST}), stored as sent`,
+        }),
+      ),
+    },
+    { description: 'Exactly one of password and password_hash' },
+  ),
   { maxItems: MAX_BASIC_USERS, description: 'Mode basic only: the whole set of users (by username; others are removed); null removes all' },
 );
 
@@ -201,7 +245,8 @@ export const GetSettings = {
   summary: 'Read the endpoint’s visitor authentication settings',
   description:
     'The resolved view of PUT …/settings, …/settings/jwt and …/settings/webhook, and of the endpoint’s API keys (listed under tokens). ' +
-    'Secrets are never returned. Needs endpoints:read. docs/visitor-auth.md maps the reported mode.',
+    'Secrets are never returned; basic users carry their bcrypt password_hash only for a caller holding endpoints:update. ' +
+    'Needs endpoints:read. docs/visitor-auth.md maps the reported mode.',
   tags: TAGS,
   params: EndpointParams,
   response: { 200: SettingsView, ...ErrorResponses },
@@ -214,7 +259,8 @@ export const PutSettings = {
     'and tokens (mode token) each replace their whole set; sent with another mode they are a 400. After the merge, mode basic needs ' +
     'a user and mode token a live token (a settings token or an endpoint API key). oauth/oidc need at least one enabled provider ' +
     '(/v1/endpoints/{id}/oauth/providers; mode oidc: of kind oidc) among enabled_auth_methods (empty: all). ' +
-    'Passwords are stored as bcrypt hashes (cost ≥ 10), tokens as keyed digests. Effective on every edge from the next request. ' +
+    'Each basic user has a password, stored as a bcrypt hash (cost ≥ 10), or a password_hash (bcrypt $2a$/$2b$/$2y$, cost 10-15) ' +
+    'stored as sent, not both; tokens are stored as keyed digests. Effective on every edge from the next request. ' +
     'Needs endpoints:update; a paused endpoint is read-only (409 quota_paused). Answers the GET shape.',
   tags: TAGS,
   params: EndpointParams,

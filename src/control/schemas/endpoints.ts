@@ -5,6 +5,7 @@ import { Nullable, Strict, Timestamp, Uuid } from '../../shared/schema.ts';
 import { CAPTURE_LEVELS, ENDPOINT_STATUSES, type EndpointRow } from '../../store/endpoints.ts';
 import { PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX } from '../services/endpoints.ts';
 import { ErrorBody, ErrorResponses, iso } from '../views.ts';
+import { TagQuery, tagsBody, TagsView } from './tags.ts';
 
 const literals = <T extends readonly string[]>(values: T) => Type.Union(values.map((v) => Type.Literal(v))) as unknown as TUnion<TLiteral<T[number]>[]>;
 
@@ -29,13 +30,14 @@ const EndpointView = Type.Object(
     capture_enabled: Type.Boolean(),
     capture_level: Nullable(literals(CAPTURE_LEVELS)),
     origin_url: Nullable(Type.String({ description: 'Requests go to this origin instead of agents (PUT /v1/endpoints/{id}/origin)' })),
+    tags: TagsView,
     created_at: Timestamp(),
     updated_at: Timestamp(),
   },
   { description: 'Endpoint' },
 );
 
-/** docs/api.md's create response: a subset of the resource (no user_id, last_active_at or ports). */
+/** docs/api.md's create response: a subset of the resource (no user_id, last_active_at or ports), with the tags. */
 const CreatedView = Type.Pick(EndpointView, [
   'id',
   'uuid',
@@ -50,6 +52,7 @@ const CreatedView = Type.Pick(EndpointView, [
   'created_at',
   'ephemeral',
   'updated_at',
+  'tags',
 ]);
 
 const AdminEndpointView = Type.Object({ ...EndpointView.properties, paused_at: Nullable(Timestamp({ description: 'Set while paused over plan limits' })) });
@@ -79,6 +82,7 @@ export function endpointView(e: EndpointRow) {
     capture_enabled: e.capture_enabled,
     capture_level: e.capture_level,
     origin_url: e.origin_url,
+    tags: e.tags,
     created_at: iso(e.created_at),
     updated_at: iso(e.updated_at),
   };
@@ -100,6 +104,7 @@ export function createdView(e: EndpointRow) {
     created_at: v.created_at,
     ephemeral: v.ephemeral,
     updated_at: v.updated_at,
+    tags: v.tags,
   };
 }
 
@@ -125,6 +130,7 @@ export const CreateEndpoint = {
     domain_id: Type.Optional(Nullable(Type.Integer({ minimum: 1, description: 'A verified domain of the active account; omitted = platform domain' }))),
     protocol: Type.Optional(Type.Unknown({ deprecated: true, description: 'Retired: accepted and ignored (endpoints are unified)' })),
     region: Type.Optional(Type.Unknown({ deprecated: true, description: 'Retired: accepted and ignored (endpoints are region-less)' })),
+    tags: Type.Optional(tagsBody()),
   }),
   response: { 201: CreatedView, ...Errors409 },
 };
@@ -134,7 +140,8 @@ export const ListEndpoints = {
   description:
     'Non-admins see the active account’s endpoints; admins see all and may filter by user_id. Ephemeral endpoints are ' +
     'included. page and page_size that are not positive integers fall back to their defaults; page_size above 100 is ' +
-    'clamped; page × page_size beyond the resource-protection cap is 400 pagination_too_deep.',
+    'clamped; page × page_size beyond the resource-protection cap is 400 pagination_too_deep. tag keeps the endpoints carrying ' +
+    'that tag (a malformed tag is 400 invalid_query).',
   tags: ['endpoints'],
   querystring: Type.Object({
     page: Type.Optional(Type.String({ description: 'Integer, 1-indexed; default 1' })),
@@ -145,6 +152,7 @@ export const ListEndpoints = {
     include_ephemeral: Type.Optional(Type.String({ description: 'Accepted for compatibility; ephemerals are always included' })),
     ephemeral_only: Type.Optional(Type.String({ description: '`1` returns only ephemeral endpoints' })),
     user_id: Type.Optional(Type.String({ description: 'Admins only: one owner’s endpoints. Ignored for everyone else.' })),
+    tag: Type.Optional(TagQuery),
   }),
   response: {
     200: Type.Object({ items: Type.Array(EndpointView), total: Type.Integer(), page: Type.Integer(), page_size: Type.Integer() }),
@@ -232,8 +240,20 @@ export const CreateEphemeral = {
     'generated name on the platform domain, counts against no quota until promoted, and is removed by the janitor once its ' +
     'agents have been gone for the idle window.',
   tags: ['endpoints'],
-  body: Strict({ device_fingerprint: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })) }),
+  body: Strict({ device_fingerprint: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })), tags: Type.Optional(tagsBody()) }),
   response: { 201: EndpointView, ...ErrorResponses },
+};
+
+export const SetTags = {
+  summary: 'Replace an endpoint’s tags',
+  description:
+    'The whole set: tags not sent are removed, [] removes all. Tags are labels for your own use (configuration as code ' +
+    'tells its endpoints apart by them); edges ignore them, so this write does not reach them. A paused endpoint is ' +
+    'read-only (409 quota_paused). Answers the endpoint.',
+  tags: ['endpoints'],
+  params: IdParams,
+  body: Strict({ tags: tagsBody('. The whole set: [] removes every tag') }),
+  response: { 200: EndpointView, ...Errors409 },
 };
 
 export const AdminCreateEphemeral = {

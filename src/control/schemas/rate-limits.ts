@@ -6,6 +6,7 @@ import { RATE_LIMIT_CONDITION_TYPES } from '../../shared/snapshot.ts';
 import { MAX_CONDITIONS_PER_RULE, RULE_STATUSES, type RateLimitConditionRow, type RateLimitRuleRow, type RuleEndpointRow } from '../../store/rate-limit-rules.ts';
 import type { LegacyIds, RuleList } from '../services/rate-limits.ts';
 import { ErrorBody, ErrorResponses, iso } from '../views.ts';
+import { tagsBody, TagsView } from './tags.ts';
 
 const literals = <T extends readonly string[]>(values: T) => Type.Union(values.map((v) => Type.Literal(v))) as unknown as TUnion<TLiteral<T[number]>[]>;
 
@@ -50,6 +51,7 @@ export const RuleView = Type.Object(
     priority: Type.Integer({ description: 'Lower numbers evaluated first; ties by id' }),
     scope: literals(['edge', 'cluster'] as const),
     fail_mode: literals(['open', 'closed'] as const),
+    tags: TagsView,
     hit_count: Type.Integer({ description: 'Matches over the last 7 days, best effort' }),
     last_matched: Nullable(Timestamp()),
     hits_daily: Type.Array(Type.Integer(), { description: '7 daily match counts (UTC days), oldest first, today last' }),
@@ -89,6 +91,7 @@ const RuleFields = {
   conditions: Type.Optional(Type.Array(ConditionBody, { maxItems: MAX_CONDITIONS_PER_RULE })),
   scope: Type.Optional(literals(['edge', 'cluster'] as const)),
   fail_mode: Type.Optional(literals(['open', 'closed'] as const)),
+  tags: Type.Optional(tagsBody('. A full write: omitted on PUT means none')),
   source_ip: Type.Optional(
     Nullable(Type.String({ maxLength: 4096, deprecated: true, description: 'Deprecated: stored as a source_ip `in` condition; null, "" or `*` = all' })),
   ),
@@ -172,6 +175,7 @@ export function ruleView(r: RateLimitRuleRow, legacy: LegacyIds) {
     priority: r.priority,
     scope: r.scope,
     fail_mode: r.fail_mode,
+    tags: r.tags,
     hit_count: r.hit_count,
     last_matched: iso(r.last_matched),
     hits_daily: r.hits_daily,

@@ -7,6 +7,7 @@ import { ROUTING_CONDITION_TYPES } from '../../shared/snapshot.ts';
 import { MAX_AGENT_ID_LENGTH, MAX_TAGS } from '../../shared/tunnel/protocol.ts';
 import { MAX_CONDITIONS_PER_RULE, type RoutingRuleRow } from '../../store/routing-rules.ts';
 import { ErrorBody, ErrorResponses, iso } from '../views.ts';
+import { tagsBody, TagsView } from './tags.ts';
 
 const MAX_NAME_LENGTH = 100;
 const INT32_MIN = -2147483648;
@@ -27,6 +28,7 @@ export const RuleView = Type.Object(
     target_agent_id: Nullable(Type.String({ description: 'The agent id the request must go to' })),
     target_agent_tags: Type.String({ description: 'Comma-separated, lower-case: the agent must carry every tag' }),
     target_origin_url: Nullable(Type.String({ description: 'The origin URL the request is forwarded to, instead of agents' })),
+    tags: TagsView,
     conditions: Type.Array(ConditionView, { description: 'ANDed; in the order given' }),
     created_at: Timestamp(),
     updated_at: Timestamp(),
@@ -73,6 +75,7 @@ export const RuleBodySchema = Strict({
     ),
   ),
   conditions: Type.Array(ConditionBody, { minItems: 1, maxItems: MAX_CONDITIONS_PER_RULE }),
+  tags: Type.Optional(tagsBody(' (not target_agent_tags, which choose agents). A full replacement: omitted on PUT means none')),
 });
 
 export const EndpointParams = Type.Object({ id: Type.String({ description: 'The endpoint uuid' }) });
@@ -88,6 +91,7 @@ export function ruleView(r: RoutingRuleRow) {
     target_agent_id: r.target_agent_id,
     target_agent_tags: r.target_agent_tags.join(','),
     target_origin_url: r.target_origin_url,
+    tags: r.tags,
     conditions: r.conditions.map((c) => ({ condition_type: c.condition_type, condition_key: c.condition_key, pattern: c.pattern })),
     created_at: iso(r.created_at),
     updated_at: iso(r.updated_at),

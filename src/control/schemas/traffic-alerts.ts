@@ -6,6 +6,7 @@ import { Nullable, Strict, Timestamp, Uuid } from '../../shared/schema.ts';
 import { MAX_ALERT_CHANNELS, type AlertEventRow, type AlertRuleRow, type StoredChannel } from '../../store/alerts.ts';
 import { ALERT_LIMITS } from '../services/traffic-alerts.ts';
 import { iso } from '../views.ts';
+import { tagsBody, TagsView } from './tags.ts';
 
 const literals = <T extends readonly string[]>(values: T, options: object = {}) => Type.Union(values.map((v) => Type.Literal(v)), options);
 
@@ -52,6 +53,7 @@ export const RuleBody = Strict({
     }),
   ),
   channels: Type.Array(ChannelBody, { minItems: 1, maxItems: MAX_ALERT_CHANNELS }),
+  tags: Type.Optional(tagsBody('. A full write: omitted on PUT means none')),
 });
 
 const ChannelView = Type.Object(
@@ -59,9 +61,18 @@ const ChannelView = Type.Object(
     type: literals(['webhook', 'email'] as const),
     url: Type.Optional(Type.String()),
     has_secret: Type.Optional(Type.Boolean({ description: 'webhook: whether deliveries are signed' })),
+    secret_fingerprint: Type.Optional(
+      Nullable(
+        Type.String({
+          description:
+            'webhook: bcrypt (cost 10) of the lower-case hex SHA-256 of the signing secret, made when it was written (docs/api.md ' +
+            '"Secret fingerprints"); null without a secret, or for one stored before fingerprints existed',
+        }),
+      ),
+    ),
     to: Type.Optional(Type.String()),
   },
-  { description: 'webhook: url and has_secret; email: to' },
+  { description: 'webhook: url, has_secret and secret_fingerprint; email: to' },
 );
 
 export const RuleView = Type.Object(
@@ -79,6 +90,7 @@ export const RuleView = Type.Object(
     status: literals(ALERT_RULE_STATUSES, { description: 'unknown until the first evaluation with data' }),
     last_value: Nullable(Type.Number()),
     last_evaluated_at: Nullable(Timestamp()),
+    tags: TagsView,
     user_id: Type.Integer({ description: 'Who created the rule' }),
     created_at: Timestamp(),
     updated_at: Timestamp(),
@@ -102,7 +114,9 @@ export const EventView = Type.Object(
 export const RuleParams = Type.Object({ uuid: Type.String({ description: 'Alert rule uuid' }) });
 
 function channelView(c: StoredChannel) {
-  return c.type === 'webhook' ? { type: c.type, url: c.url, has_secret: c.secret_sealed !== null } : { type: c.type, to: c.to };
+  return c.type === 'webhook'
+    ? { type: c.type, url: c.url, has_secret: c.secret_sealed !== null, secret_fingerprint: c.secret_sealed === null ? null : (c.secret_fingerprint ?? null) }
+    : { type: c.type, to: c.to };
 }
 
 export function ruleView(r: AlertRuleRow) {
@@ -120,6 +134,7 @@ export function ruleView(r: AlertRuleRow) {
     status: r.status,
     last_value: r.last_value,
     last_evaluated_at: iso(r.last_evaluated_at),
+    tags: r.tags,
     user_id: r.user_id,
     created_at: iso(r.created_at),
     updated_at: iso(r.updated_at),

@@ -21,6 +21,7 @@ export interface CreateEndpointInput {
   subdomain?: string;
   is_custom?: boolean;
   domain_id?: number | null;
+  tags?: string[];
 }
 
 export interface ListEndpointsQuery {
@@ -31,6 +32,7 @@ export interface ListEndpointsQuery {
   status?: EndpointStatus;
   ephemeral_only?: string;
   user_id?: string;
+  tag?: string;
 }
 
 export interface PortsInput {
@@ -88,11 +90,12 @@ async function checkEndpointQuota(tx: Queryable, userId: number, account: PlanAc
 }
 
 export function endpointService({ db, config }: Pick<ControlDeps, 'db' | 'config'>) {
-  const newEphemeral = (tx: Queryable, userId: number, accountId: number, deviceFingerprint: string | undefined) =>
+  const newEphemeral = (tx: Queryable, userId: number, accountId: number, deviceFingerprint: string | undefined, tags?: readonly string[]) =>
     store.createEphemeralEndpoint(tx, {
       userId,
       accountId,
       deviceFingerprint: deviceFingerprint ?? null,
+      tags,
       baseDomain: config.baseDomain,
       generateSubdomain: () => generateSubdomain(),
     });
@@ -120,7 +123,7 @@ export function endpointService({ db, config }: Pick<ControlDeps, 'db' | 'config
           if (!domain) throw fail.not_found('Domain not found', { domain_id: domainId });
         }
         const domainName = domain?.name ?? config.baseDomain;
-        const base = { userId: caller.user.id, accountId: caller.account.id, domainId };
+        const base = { userId: caller.user.id, accountId: caller.account.id, domainId, tags: input.tags };
 
         // The root is the domain itself, so only its strict owner (the user who holds it, not any account member)
         // may claim it; nobody but an admin owns the platform domain. Refused even where the name would then be
@@ -163,6 +166,7 @@ export function endpointService({ db, config }: Pick<ControlDeps, 'db' | 'config
           status: q.status,
           q: q.q?.toLowerCase(),
           ephemeralOnly: truthy(q.ephemeral_only),
+          tag: q.tag,
         },
         pageSize,
         (page - 1) * pageSize,
@@ -273,8 +277,16 @@ export function endpointService({ db, config }: Pick<ControlDeps, 'db' | 'config
     },
 
     /** The agent one-shot flow: an ephemeral endpoint in the caller's account, for an agent of this key. */
-    createEphemeral(caller: Caller, deviceFingerprint: string | undefined): Promise<EndpointRow> {
-      return db.transaction((tx) => newEphemeral(tx, caller.user.id, caller.account.id, deviceFingerprint));
+    createEphemeral(caller: Caller, deviceFingerprint: string | undefined, tags?: readonly string[]): Promise<EndpointRow> {
+      return db.transaction((tx) => newEphemeral(tx, caller.user.id, caller.account.id, deviceFingerprint, tags));
+    },
+
+    /** Replaces the endpoint's tags (validated by the schema: pattern, count, no duplicates). */
+    setTags(caller: Caller, uuid: string, tags: readonly string[]): Promise<EndpointRow> {
+      return db.transaction(async (tx) => {
+        const endpoint = await endpointForCaller(tx, caller, uuid, { writable: true });
+        return store.setTags(tx, endpoint.id, tags);
+      });
     },
 
     /** An admin's ephemeral endpoint for a user, in the user's personal account. */

@@ -136,6 +136,7 @@ export interface RuleBody {
   conditions?: ConditionBody[];
   scope?: 'edge' | 'cluster';
   fail_mode?: 'open' | 'closed';
+  tags?: string[];
   source_ip?: string | null;
 }
 
@@ -173,6 +174,7 @@ function ruleInput(body: RuleBody): RuleInput {
     priority: body.priority ?? 0,
     scope: body.scope ?? 'edge',
     fail_mode: body.fail_mode ?? 'open',
+    tags: body.tags ?? [],
     conditions,
   };
 }

@@ -68,6 +68,7 @@ export interface RuleBody {
   target_agent_tags?: string;
   target_origin_url?: string | null;
   conditions: ConditionInput[];
+  tags?: string[];
 }
 
 /** The rule's origin URL in canonical form, null for none ("" counts as none, as for target_agent_id). */
@@ -114,6 +115,7 @@ export function normalizeRule(body: RuleBody, options: { enabled: boolean; allow
     targetAgentId,
     targetAgentTags,
     targetOriginUrl,
+    tags: body.tags ?? [],
     conditions: body.conditions.map(normalizeCondition),
   };
 }
