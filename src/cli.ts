@@ -23,6 +23,7 @@ Commands:
   agent deploy <application-uuid> --dir D  Serve an application and run its deployments on this machine
   admin <subcommand>                       Operate on the store directly (no running server needed)
   cluster [--edges N]                      Start control, worker and N edges as local processes (development, tests)
+  diff | apply | export                    Configuration as code over the /v1 API (edge diff --help)
   help                                     Show this text
 
 Run "edge <command> --help" for a command's options. Configuration: environment variables (see README).`;
@@ -393,6 +394,13 @@ async function main(argv: string[]): Promise<void> {
       return clusterCommand(args).catch((err: unknown) => {
         throw err instanceof ClusterUsageError ? new UsageError(err.message) : err;
       });
+    }
+    case 'diff':
+    case 'apply':
+    case 'export': {
+      const { configCommand } = await import('./config-as-code/command.ts');
+      process.exitCode = await configCommand(command, args);
+      return;
     }
     case undefined:
     case 'help':
