@@ -21,6 +21,7 @@ import {
 } from '../shared/snapshot.ts';
 import { edgePermissions, fillRbacPermissions } from '../shared/rbac-permissions.ts';
 import { tokenSourceOf } from '../shared/visitor-credentials.ts';
+import { nodeBcryptHash } from './visitor-auth.ts';
 
 export const ENDPOINT_TOPIC = TOPICS.endpoint;
 
@@ -95,7 +96,7 @@ export async function loadVisitorAuth(tx: Queryable, endpointId: number, hostnam
       mode: r.mode,
       realm: typeof basic.realm === 'string' && basic.realm !== '' ? basic.realm : hostname,
       token_source: tokenSourceOf(modeConfig.token),
-      basic_users: parsed(r.basic_users),
+      basic_users: parsed(r.basic_users).map((u) => ({ ...u, password_hash: nodeBcryptHash(u.password_hash) })),
       tokens: parsed(r.tokens),
       session_ttl_seconds: r.session_ttl_seconds,
       credentials_version: r.credentials_version,

@@ -202,8 +202,17 @@ async function bumpCredentialsVersion(tx: Queryable, endpointId: number): Promis
 
 export interface BasicUserInput {
   username: string;
-  /** bcrypt, already computed (off the transaction): the stored hash when the password was unchanged. */
+  /** bcrypt, already computed (off the transaction) or imported as sent: the stored hash when the password was unchanged. */
   passwordHash: string;
+}
+
+/**
+ * A stored bcrypt hash as node's bcrypt checks it. $2y$ (PHP's crypt_blowfish) computes exactly what $2b$ does, but
+ * node's bcrypt refuses the prefix; the hash is stored as the API was given it (so an export reads back what was
+ * imported) and renamed wherever it is checked: the edges' snapshot and the API's unchanged-password test.
+ */
+export function nodeBcryptHash(hash: string): string {
+  return hash.startsWith('$2y$') ? `$2b$${hash.slice(4)}` : hash;
 }
 
 /**

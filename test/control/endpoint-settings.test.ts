@@ -5,7 +5,9 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import bcrypt from 'bcrypt';
 import type { TestNode } from '../helpers/node.ts';
-import { createEndpoint, edgeEndpoint as edgeEndpointOf, expectBody, feedVersion, nodeWithOwner, orgWithMember, storeRows, type User } from '../helpers/endpoint-api.ts';
+import { createEndpoint, edgeCaughtUp, edgeEndpoint as edgeEndpointOf, expectBody, feedVersion, nodeWithOwner, orgWithMember, storeRows, type User } from '../helpers/endpoint-api.ts';
+import { visit } from '../helpers/http.ts';
+import { startEchoService } from '../helpers/local-service.ts';
 import { SecretBox } from '../../src/shared/secrets.ts';
 import { tokenDigest, visitorTokenKey } from '../../src/shared/visitor-credentials.ts';
 import { parseClaimHeaders, parseJwksUrl, publicHttpsUrl } from '../../src/control/validation.ts';
@@ -71,6 +73,8 @@ describe('visitor auth settings API', () => {
   const edgeEndpoint = (id: string) => edgeEndpointOf(t, id);
 
   const PASSWORD = 'correct horse battery staple';
+  /** A well-formed bcrypt hash of cost 10, the base the bad password_hash cases alter. */
+  const GOOD_HASH = bcrypt.hashSync('some password', 10);
   const TOKEN = 'tok_' + 'a'.repeat(28);
 
   // ---- read -------------------------------------------------------------------------------------------------
@@ -97,12 +101,13 @@ describe('visitor auth settings API', () => {
     assert.equal(body.mode, 'basic');
     assert.deepEqual(body.config, { realm: 'Staff only' });
     assert.equal(body.basic_users.length, 1);
-    assert.deepEqual(Object.keys(body.basic_users[0]).sort(), ['created_at', 'id', 'username']);
+    assert.deepEqual(Object.keys(body.basic_users[0]).sort(), ['created_at', 'id', 'password_hash', 'username']);
     assert.equal(body.basic_users[0].username, 'alice');
     assert.deepEqual(await get(id), body, 'the PUT answers what GET reads');
     assert.ok(!JSON.stringify(body).includes(PASSWORD));
 
     const [stored] = await sql('SELECT password_hash FROM endpoint_basic_users WHERE id = $1', [body.basic_users[0].id]);
+    assert.equal(body.basic_users[0].password_hash, stored.password_hash, 'a caller with endpoints:update reads the hash, never the password');
     assert.ok(bcrypt.getRounds(stored.password_hash) >= 10);
     assert.ok(await bcrypt.compare(PASSWORD, stored.password_hash));
 
@@ -165,6 +170,75 @@ describe('visitor auth settings API', () => {
     assert.equal(after.bob, undefined);
     const v2 = (await edgeEndpoint(id)).auth!.credentials_version;
     assert.ok(v2 > v1, 'edges are told to flush their verdict caches');
+  });
+
+  it('takes users as bcrypt hashes ($2a$, $2b$, $2y$; cost 10-15) stored and shown as sent, beside users with passwords', async () => {
+    const id = await newEndpoint();
+    const b10 = await bcrypt.hash('pw-b', 10);
+    const y11 = '$2y$' + (await bcrypt.hash('pw-y', 11)).slice(4);
+    // The highest cost taken, made from a cost-10 hash rather than computed (32 times as slow): the API judges the form.
+    const a15 = '$2a$15$' + (await bcrypt.hash('pw-a', 10)).slice(7);
+    const body = await putOk(id, {
+      mode: 'basic',
+      basic_users: [
+        { username: 'b', password_hash: b10 },
+        { username: 'y', password_hash: y11 },
+        { username: 'a', password_hash: a15 },
+        { username: 'p', password: PASSWORD },
+      ],
+    });
+    assert.deepEqual(body.basic_users.slice(0, 3).map((u: any) => [u.username, u.password_hash]), [['b', b10], ['y', y11], ['a', a15]]);
+    assert.ok(await bcrypt.compare(PASSWORD, body.basic_users[3].password_hash));
+    const stored = await sql('SELECT u.password_hash FROM endpoint_basic_users u JOIN endpoints e ON e.id = u.endpoint_id WHERE e.uuid = $1 ORDER BY u.id', [id]);
+    assert.deepEqual(stored.slice(0, 3).map((r) => r.password_hash), [b10, y11, a15], 'stored exactly as sent');
+
+    // Edges check with node's bcrypt, which knows $2y$ as $2b$ (the same algorithm).
+    const edge = await edgeEndpoint(id);
+    assert.deepEqual(edge.auth!.basic_users.slice(0, 3).map((u) => u.password_hash), [b10, '$2b$' + y11.slice(4), a15]);
+    assert.ok(await bcrypt.compare('pw-y', edge.auth!.basic_users[1].password_hash));
+
+    // What an export reads back, applied again, changes nothing; nor does a password that matches a $2y$ hash.
+    const v1 = edge.auth!.credentials_version;
+    const exported = body.basic_users.map((u: any) => ({ username: u.username, password_hash: u.password_hash }));
+    assert.deepEqual((await putOk(id, { mode: 'basic', basic_users: exported })).basic_users, body.basic_users);
+    const [yUser] = await sql('SELECT password_hash FROM endpoint_basic_users u JOIN endpoints e ON e.id = u.endpoint_id WHERE e.uuid = $1 AND username = $2', [id, 'y']);
+    await putOk(id, { mode: 'basic', basic_users: [...exported.slice(0, 1), { username: 'y', password: 'pw-y' }, ...exported.slice(2)] });
+    const [yAfter] = await sql('SELECT password_hash FROM endpoint_basic_users u JOIN endpoints e ON e.id = u.endpoint_id WHERE e.uuid = $1 AND username = $2', [id, 'y']);
+    assert.equal(yAfter.password_hash, yUser.password_hash, 'the password matches the imported hash: kept');
+    assert.equal((await edgeEndpoint(id)).auth!.credentials_version, v1, 'nothing changed, edges keep their caches');
+  });
+
+  it('shows basic users’ password_hash only to callers holding endpoints:update', async () => {
+    const orgOwner = await t.createUser('business');
+    const reader = await t.createUser('business');
+    const updater = await t.createUser('business');
+    const org = await orgWithMember(t, orgOwner, reader, ['endpoints:read', 'endpoints:write', 'endpoints:delete']);
+    await expectBody(201, t.api('POST', `/v1/organizations/${org.id}/members`, { key: orgOwner.api_key, body: { email: updater.email, permissions: ['endpoints:read', 'endpoints:update'] } }));
+    const id = await newEndpoint(orgOwner, org.headers);
+    const hash = await bcrypt.hash(PASSWORD, 10);
+    const written = await expectBody(200, t.api('PUT', settings(id), { key: updater.api_key, headers: org.headers, body: { mode: 'basic', basic_users: [{ username: 'u', password_hash: hash }] } }));
+    assert.equal(written.basic_users[0].password_hash, hash);
+
+    const asReader = await get(id, reader, org.headers);
+    assert.deepEqual(Object.keys(asReader.basic_users[0]).sort(), ['created_at', 'id', 'username'], 'a read-only caller sees no hash');
+    assert.ok(!JSON.stringify(asReader).includes(hash.slice(7)));
+    assert.equal((await get(id, updater, org.headers)).basic_users[0].password_hash, hash);
+    assert.equal((await get(id, orgOwner, org.headers)).basic_users[0].password_hash, hash, 'owners hold every permission');
+    assert.equal((await get(id, { api_key: t.adminKey } as User)).basic_users[0].password_hash, hash, 'admins too');
+  });
+
+  it('names the user and the rule a refused password_hash breaks', async () => {
+    const id = await newEndpoint();
+    const refusal = async (users: unknown[]) => (await expectBody(400, put(id, { mode: 'basic', basic_users: users }))).detail;
+    assert.deepEqual(await refusal([{ username: 'a', password: 'x' }, { username: 'b', password: 'x', password_hash: GOOD_HASH }]), {
+      field: 'basic_users.1',
+      reason: 'exactly one of password and password_hash',
+    });
+    assert.deepEqual(await refusal([{ username: 'a', password_hash: GOOD_HASH.replace('$10$', '$16$') }]), {
+      field: 'basic_users.0.password_hash',
+      reason: 'cost 16: bcrypt cost must be between 10 and 15',
+    });
+    assert.match((await refusal([{ username: 'a', password_hash: 'plain' }])).reason, /^not a bcrypt hash/);
   });
 
   it('merges: omitted fields are kept, null clears them', async () => {
@@ -379,6 +453,19 @@ describe('visitor auth settings API', () => {
       ['username twice', { mode: 'basic', basic_users: [user(), user()] }],
       ['user with an unknown field', { mode: 'basic', basic_users: [user({ role: 'admin' })] }, 'unknown_field'],
       ['basic_users not an array', { mode: 'basic', basic_users: { username: 'a', password: 'b' } }],
+      ['both password and password_hash', { mode: 'basic', basic_users: [user({ password_hash: GOOD_HASH })] }],
+      ['neither password nor password_hash', { mode: 'basic', basic_users: [{ username: 'carol' }] }],
+      ['password_hash not bcrypt (argon2)', { mode: 'basic', basic_users: [{ username: 'carol', password_hash: '$argon2id$v=19$m=65536,t=3,p=4$c2FsdHNhbHQ$aGFzaGhhc2hoYXNo' }] }],
+      ['password_hash a SHA-256 hex digest', { mode: 'basic', basic_users: [{ username: 'carol', password_hash: 'a'.repeat(60) }] }],
+      ['password_hash of variant $2x$', { mode: 'basic', basic_users: [{ username: 'carol', password_hash: '$2x$' + GOOD_HASH.slice(4) }] }],
+      ['password_hash of cost 9', { mode: 'basic', basic_users: [{ username: 'carol', password_hash: GOOD_HASH.replace('$10$', '$09$') }] }],
+      ['password_hash of cost 4', { mode: 'basic', basic_users: [{ username: 'carol', password_hash: GOOD_HASH.replace('$10$', '$04$') }] }],
+      ['password_hash of cost 16', { mode: 'basic', basic_users: [{ username: 'carol', password_hash: GOOD_HASH.replace('$10$', '$16$') }] }],
+      ['password_hash one character short', { mode: 'basic', basic_users: [{ username: 'carol', password_hash: GOOD_HASH.slice(0, -1) }] }],
+      ['password_hash with a character outside bcrypt’s alphabet', { mode: 'basic', basic_users: [{ username: 'carol', password_hash: GOOD_HASH.slice(0, -1) + '+' }] }],
+      ['password_hash empty', { mode: 'basic', basic_users: [{ username: 'carol', password_hash: '' }] }],
+      ['password_hash not a string', { mode: 'basic', basic_users: [{ username: 'carol', password_hash: 10 }] }],
+      ['password_hash with mode token', { mode: 'token', tokens: [{ name: 'x', token: TOKEN }], basic_users: [{ username: 'carol', password_hash: GOOD_HASH }] }],
       ['session_ttl_seconds 0', { mode: 'basic', session_ttl_seconds: 0 }],
       ['session_ttl_seconds -1', { mode: 'basic', session_ttl_seconds: -1 }],
       ['session_ttl_seconds fractional', { mode: 'basic', session_ttl_seconds: 1.5 }],
@@ -604,5 +691,49 @@ describe('visitor auth settings API', () => {
     assert.ok(paths['/v1/endpoints/{id}/api-keys'].get);
     assert.ok(paths['/v1/endpoints/{id}/api-keys/{key_id}'].get);
     assert.ok(paths['/v1/endpoints/{id}/api-keys/{key_id}'].delete);
+  });
+});
+
+describe('basic users given as bcrypt hashes, at the edge', () => {
+  let t: TestNode;
+  let owner: User;
+  let service: Awaited<ReturnType<typeof startEchoService>>;
+  before(async () => {
+    service = await startEchoService();
+    // The echo service is the endpoint's origin, on loopback.
+    ({ t, owner } = await nodeWithOwner({ EDGE_ORIGIN_ALLOW_PRIVATE: 'true' }));
+  });
+  after(async () => {
+    await t?.close();
+    await service?.close();
+  });
+
+  const basic = (user: string, password: string) => `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
+
+  it('lets a visitor log in with the password whose hash was imported, whatever the variant and cost; a wrong one is 401', async () => {
+    const e = await createEndpoint(t, owner);
+    await expectBody(200, t.api('PUT', `/v1/endpoints/${e.uuid}/origin`, { key: owner.api_key, body: { url: `http://127.0.0.1:${service.port}` } }));
+    const users = [
+      { username: 'bea', password: 'bea-password', hash: await bcrypt.hash('bea-password', 10) },
+      { username: 'yan', password: 'yan-password', hash: '$2y$' + (await bcrypt.hash('yan-password', 11)).slice(4) },
+      { username: 'ada', password: 'ada-password', hash: '$2a$' + (await bcrypt.hash('ada-password', 10)).slice(4) },
+    ];
+    await expectBody(
+      200,
+      t.api('PUT', `/v1/endpoints/${e.uuid}/settings`, {
+        key: owner.api_key,
+        body: { mode: 'basic', basic_users: users.map((u) => ({ username: u.username, password_hash: u.hash })) },
+      }),
+    );
+    await edgeCaughtUp(t);
+    const edgePort = t.node.edge!.httpPort;
+    for (const u of users) {
+      const ok = await visit(edgePort, e.hostname, '/in', { headers: { authorization: basic(u.username, u.password) } });
+      assert.equal(ok.status, 200, `${u.username}: ${ok.body}`);
+      assert.equal(JSON.parse(ok.body).headers['x-edge-auth-user'], u.username, 'reached the origin as this user');
+      const wrong = await visit(edgePort, e.hostname, '/in', { headers: { authorization: basic(u.username, `${u.password}!`) } });
+      assert.equal(wrong.status, 401, u.username);
+    }
+    assert.equal((await visit(edgePort, e.hostname, '/in')).status, 401, 'no credentials');
   });
 });

@@ -10,12 +10,13 @@ export function endpointSettingsRoutes(app: ControlApp, deps: ControlDeps): void
 
   app.get('/v1/endpoints/:id/settings', { schema: GetSettings, config: { permission: 'endpoints:read' } }, async (req) => {
     const { endpointId, state } = await settings.read(req.caller, req.params.id);
-    return settingsView(endpointId, state);
+    return settingsView(endpointId, state, req.caller.has('endpoints:update'));
   });
 
   app.put('/v1/endpoints/:id/settings', { schema: PutSettings, config: { permission: 'endpoints:update' } }, async (req) => {
     const { endpointId, state } = await settings.update(req.caller, req.params.id, req.body);
-    return settingsView(endpointId, state);
+    // Both writes need endpoints:update, so their answers carry the hashes GET shows such a caller.
+    return settingsView(endpointId, state, true);
   });
 
   app.put('/v1/endpoints/:id/settings/jwt', { schema: PutJwtSettings, config: { permission: 'endpoints:update' } }, async (req, reply) => {
@@ -26,6 +27,6 @@ export function endpointSettingsRoutes(app: ControlApp, deps: ControlDeps): void
 
   app.put('/v1/endpoints/:id/settings/webhook', { schema: PutWebhookSettings, config: { permission: 'endpoints:update' } }, async (req) => {
     const { endpointId, state } = await settings.updateWebhook(req.caller, req.params.id, req.body);
-    return settingsView(endpointId, state);
+    return settingsView(endpointId, state, true);
   });
 }

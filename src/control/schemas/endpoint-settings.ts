@@ -3,10 +3,10 @@
 import { Type } from '@sinclair/typebox';
 import { Nullable, Strict, Timestamp } from '../../shared/schema.ts';
 import { VISITOR_AUTH_MODES, type VisitorAuthMode } from '../../shared/snapshot.ts';
-import { BCRYPT_MAX_PASSWORD_BYTES, reportedAuthMode, tokenSourceOf } from '../../shared/visitor-credentials.ts';
+import { BCRYPT_MAX_PASSWORD_BYTES, BCRYPT_MIN_COST, reportedAuthMode, tokenSourceOf } from '../../shared/visitor-credentials.ts';
 import { MAX_OAUTH_PROVIDERS, offersProvider, type OAuthProviderRow } from '../../store/oauth-providers.ts';
 import { MAX_BASIC_USERS, MAX_SETTINGS_TOKENS, type AuthState } from '../../store/visitor-auth.ts';
-import { WEBHOOK_ALGOS } from '../services/endpoint-settings.ts';
+import { BCRYPT_MAX_IMPORTED_COST, WEBHOOK_ALGOS } from '../services/endpoint-settings.ts';
 import { MIN_TOKEN_LENGTH, NO_CONTROL_PATTERN, TOKEN_PATTERN } from '../validation.ts';
 import { ErrorBody, ErrorResponses, iso } from '../views.ts';
 
@@ -29,6 +29,13 @@ const TokenView = Type.Object({
 const BasicUserView = Type.Object({
   id: Type.Integer(),
   username: Type.String(),
+  password_hash: Type.Optional(
+    Type.String({
+      description:
+        'The stored bcrypt hash (never the password), for configuration as code to export and compare; only for a caller ' +
+        'holding endpoints:update, absent for read-only callers',
+    }),
+  ),
   created_at: Timestamp(),
   last_used_at: Type.Optional(Timestamp()),
 });
@@ -73,7 +80,11 @@ function enabledAuthMethods(mode: VisitorAuthMode, listed: readonly string[], pr
   return Object.fromEntries(providers.map((p) => [String(p.id), offersProvider(mode, listed, p)]));
 }
 
-export function settingsView(endpointId: number, s: AuthState) {
+/**
+ * `withHashes`: the caller holds endpoints:update, so basic users carry their bcrypt hashes (docs/api.md "Endpoint auth
+ * settings"): whoever may replace the users may read what they would send back; a read-only caller never sees them.
+ */
+export function settingsView(endpointId: number, s: AuthState, withHashes: boolean) {
   const mode = s.settings?.mode ?? 'none';
   const configs = s.settings?.mode_config ?? {};
   const jwtOn = s.jwt?.enabled === true;
@@ -100,7 +111,13 @@ export function settingsView(endpointId: number, s: AuthState) {
       ...optional('last_used_at', t.last_used_at),
       ...optional('revoked_at', t.revoked_at),
     })),
-    basic_users: s.basic_users.map((u) => ({ id: u.id, username: u.username, created_at: iso(u.created_at), ...optional('last_used_at', u.last_used_at) })),
+    basic_users: s.basic_users.map((u) => ({
+      id: u.id,
+      username: u.username,
+      ...(withHashes ? { password_hash: u.password_hash } : {}),
+      created_at: iso(u.created_at),
+      ...optional('last_used_at', u.last_used_at),
+    })),
   };
 }
 
@@ -112,10 +129,21 @@ export function settingsView(endpointId: number, s: AuthState) {
 const MAX_SESSION_TTL_SECONDS = 366 * 24 * 3600;
 
 const BasicUsersBody = Type.Array(
-  Strict({
-    username: Type.String({ minLength: 1, maxLength: 128, pattern: '^[^:\\x00-\\x1f\\x7f]+$', description: 'No colon (RFC 7617)' }),
-    password: Type.String({ minLength: 1, maxLength: 1024, description: `At most ${BCRYPT_MAX_PASSWORD_BYTES} bytes in UTF-8; stored as a bcrypt hash` }),
-  }),
+  Strict(
+    {
+      username: Type.String({ minLength: 1, maxLength: 128, pattern: '^[^:\\x00-\\x1f\\x7f]+$', description: 'No colon (RFC 7617)' }),
+      password: Type.Optional(
+        Type.String({ minLength: 1, maxLength: 1024, description: `At most ${BCRYPT_MAX_PASSWORD_BYTES} bytes in UTF-8; stored as a bcrypt hash` }),
+      ),
+      password_hash: Type.Optional(
+        Type.String({
+          maxLength: 60,
+          description: `Instead of password: a bcrypt hash ($2a$, $2b$ or $2y$, cost ${BCRYPT_MIN_COST}-${BCRYPT_MAX_IMPORTED_COST}), stored as sent`,
+        }),
+      ),
+    },
+    { description: 'Exactly one of password and password_hash' },
+  ),
   { maxItems: MAX_BASIC_USERS, description: 'Mode basic only: the whole set of users (by username; others are removed); null removes all' },
 );
 
@@ -201,7 +229,8 @@ export const GetSettings = {
   summary: 'Read the endpoint’s visitor authentication settings',
   description:
     'The resolved view of PUT …/settings, …/settings/jwt and …/settings/webhook, and of the endpoint’s API keys (listed under tokens). ' +
-    'Secrets are never returned. Needs endpoints:read. docs/visitor-auth.md maps the reported mode.',
+    'Secrets are never returned; basic users carry their bcrypt password_hash only for a caller holding endpoints:update. ' +
+    'Needs endpoints:read. docs/visitor-auth.md maps the reported mode.',
   tags: TAGS,
   params: EndpointParams,
   response: { 200: SettingsView, ...ErrorResponses },
@@ -214,7 +243,8 @@ export const PutSettings = {
     'and tokens (mode token) each replace their whole set; sent with another mode they are a 400. After the merge, mode basic needs ' +
     'a user and mode token a live token (a settings token or an endpoint API key). oauth/oidc need at least one enabled provider ' +
     '(/v1/endpoints/{id}/oauth/providers; mode oidc: of kind oidc) among enabled_auth_methods (empty: all). ' +
-    'Passwords are stored as bcrypt hashes (cost ≥ 10), tokens as keyed digests. Effective on every edge from the next request. ' +
+    'Each basic user has a password, stored as a bcrypt hash (cost ≥ 10), or a password_hash (bcrypt $2a$/$2b$/$2y$, cost 10-15) ' +
+    'stored as sent, not both; tokens are stored as keyed digests. Effective on every edge from the next request. ' +
     'Needs endpoints:update; a paused endpoint is read-only (409 quota_paused). Answers the GET shape.',
   tags: TAGS,
   params: EndpointParams,

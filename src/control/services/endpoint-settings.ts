@@ -11,7 +11,7 @@ import { BCRYPT_MAX_PASSWORD_BYTES, BCRYPT_MIN_COST, credentialHeaderRefusal, to
 import { isUniqueViolation } from '../../store/db.ts';
 import { offersProvider, type OAuthProviderRow } from '../../store/oauth-providers.ts';
 import * as store from '../../store/visitor-auth.ts';
-import type { AuthState, BasicUserInput, ModeConfigs, SettingsTokenInput } from '../../store/visitor-auth.ts';
+import { nodeBcryptHash, type AuthState, type BasicUserInput, type ModeConfigs, type SettingsTokenInput } from '../../store/visitor-auth.ts';
 import type { Caller } from '../caller.ts';
 import { endpointForCaller } from '../endpoint-access.ts';
 import type { ControlDeps } from '../http.ts';
@@ -136,7 +136,30 @@ export function modeConfig(mode: VisitorAuthMode, config: Record<string, unknown
 
 interface BasicUserBody {
   username: string;
-  password: string;
+  /** Exactly one of password and password_hash (checkBasicUsers). */
+  password?: string;
+  password_hash?: string;
+}
+
+/**
+ * The highest bcrypt cost a password_hash may carry. Every edge runs a visitor's first check of a credential at the
+ * hash's cost, so an imported cost-31 hash would hold a pool thread for hours; 15 is 32 times the API's own cost 10.
+ */
+export const BCRYPT_MAX_IMPORTED_COST = 15;
+
+/**
+ * A bcrypt hash in the modular crypt format: the variant ($2a$, $2b$; $2y$ is PHP's name for $2b$), a two-digit cost,
+ * then 22 characters of salt and 31 of hash in bcrypt's base64 alphabet.
+ */
+const BCRYPT_HASH = /^\$2[aby]\$(\d\d)\$[./A-Za-z0-9]{53}$/;
+
+/** Why a password_hash cannot be stored, or null when it is a bcrypt hash of an allowed cost. */
+function bcryptHashRefusal(hash: string): string | null {
+  const match = BCRYPT_HASH.exec(hash);
+  if (!match) return 'not a bcrypt hash: $2a$, $2b$ or $2y$, a two-digit cost, then 53 characters of salt and hash (./A-Za-z0-9)';
+  const cost = Number(match[1]);
+  if (cost < BCRYPT_MIN_COST || cost > BCRYPT_MAX_IMPORTED_COST) return `cost ${cost}: bcrypt cost must be between ${BCRYPT_MIN_COST} and ${BCRYPT_MAX_IMPORTED_COST}`;
+  return null;
 }
 
 interface TokenBody {
@@ -150,8 +173,15 @@ function checkBasicUsers(users: readonly BasicUserBody[]): void {
   users.forEach((u, i) => {
     if (seen.has(u.username)) throw invalid(`basic_users.${i}.username`, `"${u.username}" appears twice`);
     seen.add(u.username);
+    if ((u.password === undefined) === (u.password_hash === undefined)) {
+      throw invalid(`basic_users.${i}`, 'exactly one of password and password_hash');
+    }
+    if (u.password_hash !== undefined) {
+      const refusal = bcryptHashRefusal(u.password_hash);
+      if (refusal !== null) throw invalid(`basic_users.${i}.password_hash`, refusal);
+    }
     // bcrypt reads 72 bytes and ignores the rest: a longer password would be accepted by its first 72 bytes alone.
-    if (Buffer.byteLength(u.password, 'utf8') > BCRYPT_MAX_PASSWORD_BYTES) {
+    if (u.password !== undefined && Buffer.byteLength(u.password, 'utf8') > BCRYPT_MAX_PASSWORD_BYTES) {
       throw invalid(`basic_users.${i}.password`, `longer than ${BCRYPT_MAX_PASSWORD_BYTES} bytes (UTF-8), which bcrypt cannot use whole`);
     }
   });
@@ -160,13 +190,15 @@ function checkBasicUsers(users: readonly BasicUserBody[]): void {
 /**
  * bcrypt hashes for the users of a PUT, off the event loop (bcrypt runs on libuv's pool) and before the transaction,
  * so the endpoint's row is not locked meanwhile. A password that matches the stored hash keeps it: re-sending the
- * same users changes nothing, so edges keep their verdict caches.
+ * same users changes nothing, so edges keep their verdict caches. A password_hash is stored as sent (checked by
+ * checkBasicUsers), so re-sending an exported hash changes nothing either.
  */
 async function hashBasicUsers(users: readonly BasicUserBody[], stored: ReadonlyMap<string, string>): Promise<BasicUserInput[]> {
   return Promise.all(
     users.map(async (u) => {
+      if (u.password === undefined) return { username: u.username, passwordHash: u.password_hash! };
       const old = stored.get(u.username);
-      if (old !== undefined && (await bcrypt.compare(u.password, old))) return { username: u.username, passwordHash: old };
+      if (old !== undefined && (await bcrypt.compare(u.password, nodeBcryptHash(old)))) return { username: u.username, passwordHash: old };
       return { username: u.username, passwordHash: await bcrypt.hash(u.password, BCRYPT_MIN_COST) };
     }),
   );
