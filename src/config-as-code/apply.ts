@@ -24,6 +24,8 @@ interface Context {
   state: ActualState;
   uuid?: string;
   providerIds: Map<string, number>;
+  /** The endpoint's auth is written after its providers (runEndpoint). */
+  deferAuth?: boolean;
 }
 
 class LocalError extends Error {}
@@ -132,14 +134,36 @@ function order(list: Entry[]): Entry[] {
   return [...list].sort((a, b) => rank(a) - rank(b));
 }
 
-/** Runs an endpoint's entries in order; when its creation or update fails, its rules are not attempted. */
+/**
+ * Runs an endpoint's entries in order; when its creation fails, its rules are not attempted. Its auth settings are
+ * written after its providers, which they may name (mode oauth needs one), and count with the endpoint's entry.
+ */
 async function runEndpoint(list: Entry[], ctx: Context, run: (e: Entry, ctx: Context) => Promise<boolean>, record: (o: Outcome) => void): Promise<void> {
+  const self = list.find((e) => e.kind === 'endpoint');
+  const deferAuth = self !== undefined && self.desired?.auth !== undefined && list.some((e) => e.kind === 'oauth_provider' && e.action !== 'delete');
+  let authPending = deferAuth;
   for (const [i, entry] of list.entries()) {
+    if (authPending && entry.kind !== 'endpoint' && !(entry.kind === 'oauth_provider' && entry.action !== 'delete')) {
+      authPending = false;
+      await writeDeferredAuth(self!, ctx, record);
+    }
+    ctx.deferAuth = deferAuth && entry === self;
     const ok = await run(entry, ctx);
-    if (!ok && entry.kind === 'endpoint' && entry.action === 'create') {
+    ctx.deferAuth = false;
+    if (!ok && entry === self && entry.action === 'create' && ctx.uuid === undefined) {
       for (const rest of list.slice(i + 1)) record({ entry: rest, status: 'skipped', error: `endpoint ${entry.key} was not created` });
       return;
     }
+  }
+  if (authPending) await writeDeferredAuth(self!, ctx, record);
+}
+
+async function writeDeferredAuth(self: Entry, ctx: Context, record: (o: Outcome) => void): Promise<void> {
+  try {
+    await writeSetting(ctx, 'auth', self.desired!, self.actual);
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 409) throw err;
+    record({ entry: { ...self, key: `${self.key} (auth)` }, status: 'failed', error: describe(err) });
   }
 }
 
@@ -168,11 +192,11 @@ async function execute(entry: Entry, ctx: Context): Promise<void> {
       ctx.uuid = created.uuid;
       const groups = Object.keys(entry.desired!).filter((g) => g !== 'tags' || (entry.desired!.tags as string[]).length === 0) as SettingGroup[];
       // A new endpoint holds the API's defaults; writing the groups the file names is cheaper than reading them first.
-      for (const g of groups) if (g !== 'tags') await writeSetting(ctx, g, entry.desired!, undefined);
+      for (const g of groups) if (g !== 'tags' && !(g === 'auth' && ctx.deferAuth)) await writeSetting(ctx, g, entry.desired!, undefined);
       return;
     }
     const changed = new Set(entry.changes.map((c) => c.field.split('.')[0] as SettingGroup));
-    for (const g of changed) await writeSetting(ctx, g, entry.desired!, entry.actual);
+    for (const g of changed) if (!(g === 'auth' && ctx.deferAuth)) await writeSetting(ctx, g, entry.desired!, entry.actual);
     return;
   }
   const base = ruleBase(entry, ctx);
@@ -203,6 +227,16 @@ function createBody(host: string, state: ActualState, tags: string[]): Plain {
 }
 
 async function writeSetting(ctx: Context, group: SettingGroup, desired: Plain, actual: Plain | undefined): Promise<void> {
+  try {
+    await writeGroup(ctx, group, desired, actual);
+  } catch (err) {
+    if (err instanceof ApiError) err.where = group;
+    else if (err instanceof Error) err.message = `${group}: ${err.message}`;
+    throw err;
+  }
+}
+
+async function writeGroup(ctx: Context, group: SettingGroup, desired: Plain, actual: Plain | undefined): Promise<void> {
   const { client } = ctx;
   const base = `/v1/endpoints/${ctx.uuid}`;
   const v = desired[group] as any;

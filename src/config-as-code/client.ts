@@ -11,9 +11,12 @@ export class ApiError extends Error {
   ) {
     super(message);
   }
+  /** The part of a resource the call wrote (e.g. an endpoint's `auth`), when one entry makes several calls. */
+  where?: string;
   /** `409 conflict: …` as the apply summary names a failure. */
   describe(): string {
-    return this.status === 0 ? `unreachable: ${this.message}` : `${this.status} ${this.code}: ${this.message}`;
+    const what = this.status === 0 ? `unreachable: ${this.message}` : `${this.status} ${this.code}: ${this.message}`;
+    return this.where ? `${this.where}: ${what}` : what;
   }
 }
 

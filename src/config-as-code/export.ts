@@ -67,7 +67,8 @@ function exportSetting(g: string, v: any): unknown {
     case 'origin_url':
       return v ?? undefined;
     case 'capture':
-      return v.enabled || v.level ? drop(v, { level: null }) : undefined;
+      // A new endpoint captures, at no set level.
+      return v.enabled && v.level === null ? undefined : drop(v, { level: null });
     case 'ports':
       return v.tcp !== null || v.udp !== null ? drop(v, { tcp: null, udp: null }) : undefined;
     case 'mtls':

@@ -31,13 +31,15 @@ export const sha256hex = (s: string) => createHash('sha256').update(s, 'utf8').d
 
 /** JSON with object keys sorted: equal canonical values print the same. */
 export function stable(value: unknown): string {
-  return JSON.stringify(value, (_k, v) =>
-    v && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.keys(v).sort().map((k) => [k, (v as Plain)[k]])) : v,
+  return JSON.stringify(value, (k, v) =>
+    // The PEM itself is never read back: its fingerprints stand for it (ca_sha256).
+    k === 'ca_bundle_pem' ? undefined : v && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.keys(v).sort().map((k) => [k, (v as Plain)[k]])) : v,
   );
 }
 export const same = (a: unknown, b: unknown) => stable(a) === stable(b);
 
 const sortedUnique = (xs: readonly string[] | undefined) => [...new Set(xs ?? [])].sort();
+const lowerValues = (o: Record<string, string> | undefined) => Object.fromEntries(Object.entries(o ?? {}).map(([k, v]) => [k, v.toLowerCase()]));
 const lowerKeys = (o: Record<string, string> | undefined) => Object.fromEntries(Object.entries(o ?? {}).map(([k, v]) => [k.toLowerCase(), v]));
 /** The API stores windows in whole minutes (rounded up). */
 const minutes = (s: number) => Math.ceil(s / 60) * 60;
@@ -58,7 +60,7 @@ export function desiredEndpoint(e: EndpointDoc): Canonical {
     out.mtls = { mode: e.mtls.mode, ca_sha256: sortedUnique(ca), ...(pem && e.mtls.mode !== 'disabled' ? { ca_bundle_pem: pem } : {}) };
   }
   if (e.health_check) out.health_check = { enabled: e.health_check.enabled, path: e.health_check.path ?? '/', interval_seconds: e.health_check.interval_seconds ?? 60 };
-  if (e.auth) out.auth = desiredAuth(e.auth);
+  if (e.auth) out.auth = desiredAuth(e.auth, e.oauth_providers);
   const map = <T>(m: Record<string, T> | undefined, f: (v: T) => Plain) => (m === undefined ? undefined : Object.fromEntries(Object.entries(m).map(([k, v]) => [k, f(v)])));
   const groups: Partial<Record<RuleGroup, Record<string, Plain> | undefined>> = {
     oauth_providers: map(e.oauth_providers, desiredProvider),
@@ -71,8 +73,14 @@ export function desiredEndpoint(e: EndpointDoc): Canonical {
   return out;
 }
 
-function desiredAuth(a: AuthDoc): Plain {
+function desiredAuth(a: AuthDoc, providers: Record<string, ProviderDoc> | undefined): Plain {
   const sso = a.mode === 'oauth' || a.mode === 'oidc';
+  // As the API reads it: a list naming every provider that could be offered is the same as no list.
+  const offerable = Object.entries(providers ?? {})
+    .filter(([, p]) => (p.enabled ?? true) && (a.mode !== 'oidc' || p.kind === 'oidc'))
+    .map(([n]) => n);
+  const listed = sortedUnique(a.enabled_providers);
+  const everyOne = providers !== undefined && same(listed, offerable.sort());
   return {
     mode: a.mode,
     enforce_https: a.enforce_https ?? false,
@@ -80,12 +88,13 @@ function desiredAuth(a: AuthDoc): Plain {
     realm: a.mode === 'basic' ? (a.realm ?? null) : null,
     allowed_redirects: sso ? (a.allowed_redirects ?? []) : [],
     scopes: sso ? (a.scopes ?? []) : [],
-    enabled_providers: sso ? sortedUnique(a.enabled_providers) : [],
+    enabled_providers: sso && !everyOne ? listed : [],
     basic_users: [...(a.basic_users ?? [])]
       .sort((x, y) => x.username.localeCompare(y.username))
       .map((u) => (u.password !== undefined ? { username: u.username, password: u.password } : { username: u.username, password_hash: u.password_hash })),
-    jwt: a.jwt ? { jwks_url: a.jwt.jwks_url ?? '', issuer: a.jwt.issuer ?? '', audience: a.jwt.audience ?? '', claim_headers: a.jwt.claim_headers ?? {} } : null,
-    webhook: a.webhook ? { header: a.webhook.header ?? '', algo: a.webhook.algo ?? 'sha256', prefix: a.webhook.prefix ?? '', secret: a.webhook.secret } : null,
+    jwt: a.jwt ? { jwks_url: a.jwt.jwks_url ?? '', issuer: a.jwt.issuer ?? '', audience: a.jwt.audience ?? '', claim_headers: lowerValues(a.jwt.claim_headers) } : null,
+    // Header names are stored lower-case.
+    webhook: a.webhook ? { header: (a.webhook.header ?? '').toLowerCase(), algo: a.webhook.algo ?? 'sha256', prefix: a.webhook.prefix ?? '', secret: a.webhook.secret } : null,
   };
 }
 
@@ -306,10 +315,11 @@ export async function settleSecrets(desired: unknown, actual: unknown): Promise<
   );
 }
 
-/** A value as the plan prints it: secrets never shown. */
-export function display(value: unknown): string {
+/** A value as the plan prints it (`field` its name): secrets never shown. */
+export function display(value: unknown, field = ''): string {
   if (value === undefined) return '(none)';
   if (typeof value === 'string' && isStoredSecret(value)) return '(secret)';
+  if (typeof value === 'string' && SECRET_FIELDS.has(field.split('.').pop()!)) return '(changed)';
   return JSON.stringify(value, (k, v) => {
     if (SECRET_FIELDS.has(k) && typeof v === 'string') return isStoredSecret(v) ? '(secret)' : '(changed)';
     if (k === 'ca_bundle_pem') return undefined;

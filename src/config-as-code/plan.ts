@@ -158,7 +158,7 @@ export function formatPlan(entries: Entry[]): string {
   const lines: string[] = [];
   for (const e of entries) {
     lines.push(`${SIGN[e.action]} ${e.action} ${e.kind.replace('_', ' ')} ${e.key}`);
-    for (const c of e.changes) lines.push(e.action === 'create' ? `    ${c.field}: ${display(c.new)}` : `    ${c.field}: ${display(c.old)} → ${display(c.new)}`);
+    for (const c of e.changes) lines.push(e.action === 'create' ? `    ${c.field}: ${display(c.new, c.field)}` : `    ${c.field}: ${display(c.old, c.field)} → ${display(c.new, c.field)}`);
   }
   const count = (a: Action) => entries.filter((e) => e.action === a).length;
   lines.push('', `Plan: ${count('create')} to create, ${count('update')} to update, ${count('delete')} to delete.`);
