@@ -1,0 +1,12 @@
+// The document's JSON Schema for editors and other tools, generated from DocumentSchema (itself built from the API's
+// body schemas): `npm run schema` writes schemas/edge-config.schema.json, and a test fails when the two differ.
+import { DocumentSchema } from './document.ts';
+
+export const SCHEMA_ID = 'https://edge-platform.local/schemas/edge-config.schema.json';
+
+/** Plain JSON (TypeBox's symbol keys dropped), as written to the file. */
+export function documentJsonSchema(): Record<string, unknown> {
+  return { $schema: 'https://json-schema.org/draft/2020-12/schema', $id: SCHEMA_ID, ...JSON.parse(JSON.stringify(DocumentSchema)) };
+}
+
+export const documentJsonSchemaText = () => JSON.stringify(documentJsonSchema(), null, 2) + '\n';
