@@ -16,6 +16,8 @@ export interface Outcome {
 
 export interface ApplyReport {
   outcomes: Outcome[];
+  /** Things done beyond the plan: a duplicate a racing apply made, removed. */
+  notes: string[];
 }
 
 /** What an entry needs beyond itself: the endpoint's uuid once created, its providers' ids by name, domains by name. */
@@ -26,6 +28,18 @@ interface Context {
   providerIds: Map<string, number>;
   /** The endpoint's auth is written after its providers (runEndpoint). */
   deferAuth?: boolean;
+  /** Rules this apply created whose names the API does not keep unique (checked for a racing twin at the end). */
+  created: Created[];
+}
+
+interface Created {
+  group: RuleGroup;
+  endpointUuid: string | null;
+  name: string;
+  id: number;
+  /** What the API addresses it by. */
+  ref: string | number;
+  entry: Entry;
 }
 
 class LocalError extends Error {}
@@ -39,6 +53,7 @@ export async function applyPlan(
   progress: (o: Outcome) => void = () => {},
 ): Promise<ApplyReport> {
   const outcomes: Outcome[] = [];
+  const created: Created[] = [];
   const record = (o: Outcome) => {
     outcomes.push(o);
     progress(o);
@@ -83,7 +98,7 @@ export async function applyPlan(
     ...[...byHost].map(([host, list]) => async () => {
       let todo = order(list);
       for (let attempt = 0; ; attempt++) {
-        const ctx: Context = { client, state, uuid: state.endpoints.get(host)?.uuid, providerIds: providerIdsOf(state, host) };
+        const ctx: Context = { client, state, uuid: state.endpoints.get(host)?.uuid, providerIds: providerIdsOf(state, host), created };
         try {
           await runEndpoint(todo, ctx, run, record);
           return;
@@ -105,7 +120,7 @@ export async function applyPlan(
       }
     }),
     ...accountAlerts.map((entry) => async () => {
-      await run(entry, { client, state, providerIds: new Map() }).catch((err) => record({ entry, status: 'failed', error: describe(err) }));
+      await run(entry, { client, state, providerIds: new Map(), created }).catch((err) => record({ entry, status: 'failed', error: describe(err) }));
     }),
   ];
   await pool(tasks, APPLY_CONCURRENCY, (t) => t());
@@ -114,14 +129,53 @@ export async function applyPlan(
   await pool(
     entries.filter((e) => e.kind === 'endpoint' && e.action === 'delete'),
     APPLY_CONCURRENCY,
-    (entry) => run(entry, { client, state, providerIds: new Map() }).catch((err) => record({ entry, status: 'failed', error: describe(err) })),
+    (entry) => run(entry, { client, state, providerIds: new Map(), created }).catch((err) => record({ entry, status: 'failed', error: describe(err) })),
   );
   await pool(
     entries.filter((e) => e.kind === 'domain' && e.action === 'delete'),
     APPLY_CONCURRENCY,
-    (entry) => run(entry, { client, state, providerIds: new Map() }).catch((err) => record({ entry, status: 'failed', error: describe(err) })),
+    (entry) => run(entry, { client, state, providerIds: new Map(), created }).catch((err) => record({ entry, status: 'failed', error: describe(err) })),
   );
-  return { outcomes };
+  const notes = await removeRacingTwins(client, created);
+  return { outcomes, notes };
+}
+
+/**
+ * Rate-limit, routing and alert rule names are not unique in the API, so two applies racing on one account can
+ * each create the same rule. Of rules sharing an endpoint and a name, the oldest (lowest id) is kept: each apply
+ * deletes only the twins it made itself, so both reach the same answer without talking to each other.
+ */
+async function removeRacingTwins(client: ApiClient, created: Created[]): Promise<string[]> {
+  if (created.length === 0) return [];
+  const notes: string[] = [];
+  const rows = new Map<string, { id: number }[]>();
+  const key = (group: string, endpoint: string | null, name: string) => `${group}\u0000${endpoint}\u0000${name}`;
+  const add = (group: string, endpoint: string | null, r: any) => rows.set(key(group, endpoint, r.name), [...(rows.get(key(group, endpoint, r.name)) ?? []), r]);
+  const groups = new Set(created.map((c) => c.group));
+  if (groups.has('rate_limits')) {
+    for (let page = 1, pages = 1; page <= pages; page++) {
+      const r = await client.get(`/v1/firewall/rate-limits?page=${page}&limit=100`);
+      pages = r.pagination.totalPages;
+      for (const rule of r.rules) add('rate_limits', rule.endpoint_uuid, rule);
+    }
+  }
+  if (groups.has('alerts')) for (const rule of (await client.get('/v1/traffic/alerts')).items) add('alerts', rule.endpoint_uuid, rule);
+  const routed = [...new Set(created.filter((c) => c.group === 'routing_rules').map((c) => c.endpointUuid!))];
+  await pool(routed, APPLY_CONCURRENCY, async (uuid) => {
+    for (const rule of (await client.get(`/v1/endpoints/${uuid}/routing-rules`)).items) add('routing_rules', uuid, rule);
+  });
+  await pool(created, APPLY_CONCURRENCY, async (c) => {
+    const twins = rows.get(key(c.group, c.endpointUuid, c.name)) ?? [];
+    const oldest = Math.min(...twins.map((r) => r.id));
+    if (twins.length < 2 || c.id === oldest) return;
+    try {
+      await client.delete(`${ruleBase(c.entry, { uuid: c.endpointUuid ?? undefined } as Context)}/${c.ref}`);
+      notes.push(`${c.entry.kind.replace('_', ' ')} ${c.entry.key}: another apply created it at the same time; kept theirs, removed this one`);
+    } catch (err) {
+      notes.push(`${c.entry.kind.replace('_', ' ')} ${c.entry.key}: another apply created it at the same time, and removing this copy failed: ${describe(err)}`);
+    }
+  });
+  return notes;
 }
 
 /** Within an endpoint: itself, providers (auth may name them), then the other rules; provider deletions last. */
@@ -210,8 +264,12 @@ async function execute(entry: Entry, ctx: Context): Promise<void> {
     if (toggle) await client.put(`${base}/${p.id}/toggle`, { enabled });
     return;
   }
-  if (entry.action === 'create') await client.post(base, body);
-  else await client.put(`${base}/${entry.id}`, body);
+  if (entry.action === 'update') return void (await client.put(`${base}/${entry.id}`, body));
+  const made = await client.post(base, body);
+  if (entry.group !== 'rbac_roles') {
+    const endpointUuid = entry.host === undefined ? null : ctx.uuid!;
+    ctx.created.push({ group: entry.group!, endpointUuid, name: entry.name!, id: made.id, ref: made.uuid ?? made.id, entry });
+  }
 }
 
 /** POST /v1/endpoints for a hostname: its label on the platform domain, or on the account's domain holding it. */
@@ -346,7 +404,8 @@ export function formatReport(report: ApplyReport): string {
   const count = (a: string) => report.outcomes.filter((o) => o.status === 'done' && o.entry.action === a).length;
   const failed = report.outcomes.filter((o) => o.status === 'failed');
   const skipped = report.outcomes.filter((o) => o.status === 'skipped' && o.error !== 're-planned after a conflict');
-  const lines = [`Apply: ${count('create')} created, ${count('update')} updated, ${count('delete')} deleted, ${failed.length} failed.`];
+  const lines = report.notes.map((n) => `note: ${n}`);
+  lines.push(`Apply: ${count('create')} created, ${count('update')} updated, ${count('delete')} deleted, ${failed.length} failed.`);
   for (const o of failed) lines.push(`  failed: ${o.entry.action} ${o.entry.kind.replace('_', ' ')} ${o.entry.key}: ${o.error}`);
   for (const o of skipped) lines.push(`  not attempted: ${o.entry.action} ${o.entry.kind.replace('_', ' ')} ${o.entry.key} (${o.error})`);
   if (failed.length + skipped.length > 0) lines.push('Run the apply again to finish: it plans from what the account holds now.');
