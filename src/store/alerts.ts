@@ -12,8 +12,11 @@ export const ALERT_EVENTS_CAP = 100;
 /** What a new event carries until its sender reports. */
 export const NOTIFICATION_PENDING = 'notification pending';
 
-/** A channel as stored: a webhook's secret sealed (src/shared/secrets.ts), never in clear. */
-export type StoredChannel = { type: 'webhook'; url: string; secret_sealed: string | null } | { type: 'email'; to: string };
+/**
+ * A channel as stored: a webhook's secret sealed (src/shared/secrets.ts), never in clear, with its fingerprint (docs/api.md
+ * "Secret fingerprints"; absent or null without a secret, and for secrets stored before fingerprints existed).
+ */
+export type StoredChannel = { type: 'webhook'; url: string; secret_sealed: string | null; secret_fingerprint?: string | null } | { type: 'email'; to: string };
 
 export interface AlertRuleRow {
   id: number;

@@ -26,12 +26,21 @@ export interface OAuthProviderRow {
   token_url: string | null;
   userinfo_url: string | null;
   enabled: boolean;
+  /** bcrypt of the secret's hex SHA-256 (docs/api.md "Secret fingerprints"); null for secrets stored before migration 017. */
+  client_secret_fingerprint: string | null;
   created_at: Date;
   updated_at: Date;
 }
 
 const COLUMNS =
-  'id, endpoint_id, kind, name, issuer, client_id, scopes, allowed_emails, allowed_domains, authorization_url, token_url, userinfo_url, enabled, created_at, updated_at';
+  'id, endpoint_id, kind, name, issuer, client_id, scopes, allowed_emails, allowed_domains, authorization_url, token_url, userinfo_url, enabled, ' +
+  'client_secret_fingerprint, created_at, updated_at';
+
+/** A client secret as written: sealed for the edges, fingerprinted for the API's views. */
+export interface ClientSecretInput {
+  sealed: string;
+  fingerprint: string;
+}
 
 /** Validated and canonical (by the API); the secret already sealed. */
 export interface OAuthProviderInput {
@@ -68,33 +77,47 @@ export async function countOAuthProviders(q: Queryable, endpointId: number): Pro
 // ---------------------------------------------------------------------------------------------------------------
 
 /** A duplicate name hits endpoint_oauth_providers_name_key: the caller maps it to a 409. */
-export async function insertOAuthProvider(tx: Queryable, endpointId: number, p: OAuthProviderInput, secretSealed: string): Promise<OAuthProviderRow> {
+export async function insertOAuthProvider(tx: Queryable, endpointId: number, p: OAuthProviderInput, secret: ClientSecretInput): Promise<OAuthProviderRow> {
   const { rows } = await tx.query<OAuthProviderRow>(
     `INSERT INTO endpoint_oauth_providers (endpoint_id, kind, name, issuer, client_id, client_secret_sealed, scopes, allowed_emails, allowed_domains,
-                                           authorization_url, token_url, userinfo_url)
-     VALUES ($1, $2, $3, $4, $5, $6, $7::text[], $8::text[], $9::text[], $10, $11, $12)
+                                           authorization_url, token_url, userinfo_url, client_secret_fingerprint)
+     VALUES ($1, $2, $3, $4, $5, $6, $7::text[], $8::text[], $9::text[], $10, $11, $12, $13)
      RETURNING ${COLUMNS}`,
-    [endpointId, p.kind, p.name, p.issuer, p.clientId, secretSealed, p.scopes, p.allowedEmails, p.allowedDomains, p.authorizationUrl, p.tokenUrl, p.userinfoUrl],
+    [
+      endpointId,
+      p.kind,
+      p.name,
+      p.issuer,
+      p.clientId,
+      secret.sealed,
+      p.scopes,
+      p.allowedEmails,
+      p.allowedDomains,
+      p.authorizationUrl,
+      p.tokenUrl,
+      p.userinfoUrl,
+      secret.fingerprint,
+    ],
   );
   touch(tx, { endpoint: endpointId });
   return rows[0];
 }
 
 /**
- * Replaces a provider's configuration (a full update); `secretSealed` undefined keeps the stored secret, and the
- * enabled flag is the toggle's alone. Null when the endpoint has no such provider.
+ * Replaces a provider's configuration (a full update); `secret` undefined keeps the stored secret and its fingerprint,
+ * and the enabled flag is the toggle's alone. Null when the endpoint has no such provider.
  */
 export async function replaceOAuthProvider(
   tx: Queryable,
   endpointId: number,
   providerId: number,
   p: OAuthProviderInput,
-  secretSealed: string | undefined,
+  secret: ClientSecretInput | undefined,
 ): Promise<OAuthProviderRow | null> {
   const { rows } = await tx.query<OAuthProviderRow>(
     `UPDATE endpoint_oauth_providers SET kind = $3, name = $4, issuer = $5, client_id = $6, client_secret_sealed = COALESCE($7, client_secret_sealed),
        scopes = $8::text[], allowed_emails = $9::text[], allowed_domains = $10::text[], authorization_url = $11, token_url = $12, userinfo_url = $13,
-       updated_at = now()
+       client_secret_fingerprint = CASE WHEN $7::text IS NULL THEN client_secret_fingerprint ELSE $14 END, updated_at = now()
      WHERE endpoint_id = $1 AND id = $2
      RETURNING ${COLUMNS}`,
     [
@@ -104,13 +127,14 @@ export async function replaceOAuthProvider(
       p.name,
       p.issuer,
       p.clientId,
-      secretSealed ?? null,
+      secret?.sealed ?? null,
       p.scopes,
       p.allowedEmails,
       p.allowedDomains,
       p.authorizationUrl,
       p.tokenUrl,
       p.userinfoUrl,
+      secret?.fingerprint ?? null,
     ],
   );
   if (!rows[0]) return null;

@@ -56,6 +56,8 @@ export interface WebhookVerificationRow {
   header: string | null;
   algo: 'sha256' | 'sha1' | null;
   secret_sealed: string | null;
+  /** bcrypt of the secret's hex SHA-256 (docs/api.md "Secret fingerprints"); null without a secret or for one stored before migration 017. */
+  secret_fingerprint: string | null;
   prefix: string;
 }
 
@@ -114,7 +116,7 @@ export async function findJwtSettings(q: Queryable, endpointId: number): Promise
 
 export async function findWebhookVerification(q: Queryable, endpointId: number): Promise<WebhookVerificationRow | null> {
   const { rows } = await q.query<WebhookVerificationRow>(
-    'SELECT enabled, header, algo, secret_sealed, prefix FROM endpoint_webhook_verification WHERE endpoint_id = $1',
+    'SELECT enabled, header, algo, secret_sealed, secret_fingerprint, prefix FROM endpoint_webhook_verification WHERE endpoint_id = $1',
     [endpointId],
   );
   return rows[0] ?? null;
@@ -323,16 +325,18 @@ export interface WebhookVerificationWrite {
   header: string | null;
   algo: 'sha256' | 'sha1' | null;
   secretSealed: string | null;
+  /** Written with the secret: the new secret's, or the stored one's when the secret is kept. */
+  secretFingerprint: string | null;
   prefix: string;
 }
 
 export async function writeWebhookVerification(tx: Queryable, endpointId: number, w: WebhookVerificationWrite): Promise<void> {
   await ensureAuthSettings(tx, endpointId);
   await tx.query(
-    `INSERT INTO endpoint_webhook_verification (endpoint_id, enabled, header, algo, secret_sealed, prefix) VALUES ($1, $2, $3, $4, $5, $6)
+    `INSERT INTO endpoint_webhook_verification (endpoint_id, enabled, header, algo, secret_sealed, secret_fingerprint, prefix) VALUES ($1, $2, $3, $4, $5, $6, $7)
      ON CONFLICT (endpoint_id) DO UPDATE SET enabled = EXCLUDED.enabled, header = EXCLUDED.header, algo = EXCLUDED.algo,
-       secret_sealed = EXCLUDED.secret_sealed, prefix = EXCLUDED.prefix, updated_at = now()`,
-    [endpointId, w.enabled, w.header, w.algo, w.secretSealed, w.prefix],
+       secret_sealed = EXCLUDED.secret_sealed, secret_fingerprint = EXCLUDED.secret_fingerprint, prefix = EXCLUDED.prefix, updated_at = now()`,
+    [endpointId, w.enabled, w.header, w.algo, w.secretSealed, w.secretFingerprint, w.prefix],
   );
   touch(tx, { endpoint: endpointId });
 }

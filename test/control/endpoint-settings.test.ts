@@ -8,6 +8,7 @@ import type { TestNode } from '../helpers/node.ts';
 import { createEndpoint, edgeCaughtUp, edgeEndpoint as edgeEndpointOf, expectBody, feedVersion, nodeWithOwner, orgWithMember, storeRows, type User } from '../helpers/endpoint-api.ts';
 import { visit } from '../helpers/http.ts';
 import { startEchoService } from '../helpers/local-service.ts';
+import { assertFingerprintOf } from '../helpers/fingerprints.ts';
 import { SecretBox } from '../../src/shared/secrets.ts';
 import { tokenDigest, visitorTokenKey } from '../../src/shared/visitor-credentials.ts';
 import { parseClaimHeaders, parseJwksUrl, publicHttpsUrl } from '../../src/control/validation.ts';
@@ -402,7 +403,9 @@ describe('visitor auth settings API', () => {
     const secret = "It's a Secret to Everybody";
     const res = await put(id, { enabled: true, header: 'X-Hub-Signature-256', algo: 'sha256', secret, prefix: 'sha256=' }, '/webhook');
     assert.equal(res.status, 200, res.text);
-    assert.deepEqual(res.body.config, { webhook: { header: 'x-hub-signature-256', algo: 'sha256', prefix: 'sha256=' } });
+    const fingerprint = res.body.config.webhook.secret_fingerprint;
+    assert.deepEqual(res.body.config, { webhook: { header: 'x-hub-signature-256', algo: 'sha256', prefix: 'sha256=', secret_fingerprint: fingerprint } });
+    await assertFingerprintOf(fingerprint, secret, 'webhook secret');
     assert.deepEqual(await get(id), res.body);
     assert.ok(!res.text.includes(secret));
     const [row] = await sql('SELECT w.secret_sealed FROM endpoint_webhook_verification w JOIN endpoints e ON e.id = w.endpoint_id WHERE e.uuid = $1', [id]);
@@ -413,6 +416,7 @@ describe('visitor auth settings API', () => {
     assert.equal(edge.webhook?.prefix, 'sha256=');
     assert.equal(box.open(edge.webhook!.secret_sealed), secret, 'edges open the secret with the shared key');
     assert.ok(!JSON.stringify(edge).includes(secret));
+    assert.ok(!JSON.stringify(edge).includes(fingerprint), 'the fingerprint is for API clients, not edges');
 
     // Disabled keeps the stored secret; enabled again with a new algo alone.
     assert.equal((await put(id, { enabled: false }, '/webhook')).status, 200);
@@ -422,6 +426,15 @@ describe('visitor auth settings API', () => {
     assert.equal(again.status, 200, again.text);
     assert.equal(box.open((await edgeEndpoint(id)).webhook!.secret_sealed), secret);
     assert.equal((await edgeEndpoint(id)).webhook!.algo, 'sha1');
+    assert.equal(again.body.config.webhook.secret_fingerprint, fingerprint, 'a kept secret keeps its fingerprint');
+
+    // A new secret, a new fingerprint; a read-only caller sees it too (it reveals nothing guessable).
+    const rotated = await expectBody(200, put(id, { enabled: true, secret: 'rotated secret, 2nd' }, '/webhook'));
+    assert.notEqual(rotated.config.webhook.secret_fingerprint, fingerprint);
+    await assertFingerprintOf(rotated.config.webhook.secret_fingerprint, 'rotated secret, 2nd', 'rotated webhook secret');
+    // A secret stored before fingerprints existed reads null until it is sent again.
+    await sql('UPDATE endpoint_webhook_verification w SET secret_fingerprint = NULL FROM endpoints e WHERE e.id = w.endpoint_id AND e.uuid = $1', [id]);
+    assert.equal((await get(id)).config.webhook.secret_fingerprint, null);
   });
 
   // ---- refusals ---------------------------------------------------------------------------------------------

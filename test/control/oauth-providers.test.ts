@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import type { TestNode } from '../helpers/node.ts';
 import { createEndpoint, edgeEndpoint as edgeEndpointOf, expectBody, feedVersion, nodeWithOwner, orgWithMember, storeRows, type User } from '../helpers/endpoint-api.ts';
+import { assertFingerprintOf } from '../helpers/fingerprints.ts';
 import { SecretBox } from '../../src/shared/secrets.ts';
 import { allowedDomain, allowedRedirect, parseIssuer } from '../../src/control/validation.ts';
 import { providerInput } from '../../src/control/services/oauth-providers.ts';
@@ -149,6 +150,7 @@ describe('OAuth providers API', () => {
       'allowed_emails',
       'authorization_url',
       'client_id',
+      'client_secret_fingerprint',
       'created_at',
       'enabled',
       'id',
@@ -181,6 +183,34 @@ describe('OAuth providers API', () => {
     const [row] = await sql('SELECT client_secret_sealed FROM endpoint_oauth_providers WHERE id = $1', [p.id]);
     assert.equal(box.open(row.client_secret_sealed), SECRET);
     assert.ok(!JSON.stringify(await sql('SELECT * FROM endpoint_oauth_providers')).includes(SECRET), 'no plaintext secret stored');
+  });
+
+  it('shows a salted, slow fingerprint of the client secret: it verifies, changes with the secret, stays with it, never reaches edges', async () => {
+    const { uuid } = await newEndpoint();
+    const p = await createOk(uuid, oidc());
+    await assertFingerprintOf(p.client_secret_fingerprint, SECRET, 'on create');
+    const again = await createOk(uuid, oidc({ name: 'Same secret' }));
+    assert.notEqual(again.client_secret_fingerprint, p.client_secret_fingerprint, 'salted: the same secret fingerprints differently');
+    const put = (body: unknown) => expectBody(200, t.api('PUT', `${providers(uuid)}/${p.id}`, { key: owner.api_key, body }));
+
+    const kept = await put(oidc({ client_secret: undefined, name: 'Renamed' }));
+    assert.equal(kept.client_secret_fingerprint, p.client_secret_fingerprint, 'an omitted secret keeps its fingerprint');
+    const changed = await put(oidc({ client_secret: 'a-new-client-secret' }));
+    assert.notEqual(changed.client_secret_fingerprint, p.client_secret_fingerprint);
+    await assertFingerprintOf(changed.client_secret_fingerprint, 'a-new-client-secret', 'after a new secret');
+    assert.deepEqual((await list(uuid)).find((x) => x.id === p.id), changed, 'listed alike');
+
+    // Edges get the sealed secret only.
+    await settingsOk(uuid, { mode: 'oidc' });
+    const edge = await edgeEndpoint(uuid);
+    assert.ok(edge.auth!.providers!.length > 0);
+    assert.ok(!JSON.stringify(edge).includes(changed.client_secret_fingerprint) && !JSON.stringify(edge).includes('fingerprint'));
+
+    // A secret stored before fingerprints existed reads null until it is written again.
+    await sql('UPDATE endpoint_oauth_providers SET client_secret_fingerprint = NULL WHERE id = $1', [p.id]);
+    assert.equal((await expectBody(200, t.api('GET', `${providers(uuid)}/${p.id}`, { key: owner.api_key }))).client_secret_fingerprint, null);
+    assert.equal((await put(oidc({ client_secret: undefined }))).client_secret_fingerprint, null, 'still unknown while the secret is kept');
+    await assertFingerprintOf((await put(oidc())).client_secret_fingerprint, SECRET, 'once sent again');
   });
 
   it('creates an oauth2 provider with its explicit endpoints, and a second one needs another name (409)', async () => {
@@ -680,5 +710,7 @@ describe('OAuth providers API', () => {
     assert.deepEqual(Object.keys(schema.properties), ['enabled']);
     const created = paths['/v1/endpoints/{id}/oauth/providers'].post.responses['201'].content['application/json'].schema;
     assert.ok(!('client_secret' in created.properties), 'the view has no secret');
+    assert.ok(created.required.includes('client_secret_fingerprint'), 'its fingerprint, always present (null when unknown)');
+    assert.match(created.properties.client_secret_fingerprint.description, /SHA-256/);
   });
 });

@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import type { TestNode } from '../helpers/node.ts';
 import { createEndpoint, expectBody, nodeWithOwner, orgWithMember, storeRows, type User } from '../helpers/endpoint-api.ts';
 import { BAD_TAGS, SIXTEEN_TAGS } from '../helpers/tags.ts';
+import { assertFingerprintOf } from '../helpers/fingerprints.ts';
 
 const BASE = '/v1/traffic/alerts';
 const SECRET = 'a-webhook-secret-of-some-length';
@@ -52,10 +53,12 @@ describe('traffic alert rules API', () => {
     assert.equal(r.user_id, owner.id);
     assert.equal(r.threshold, 0.05);
     assert.equal(r.last_value, null);
+    const fingerprint = r.channels[0].secret_fingerprint;
     assert.deepEqual(r.channels, [
-      { type: 'webhook', url: 'https://hooks.example.com/alerts?token=abc', has_secret: true },
+      { type: 'webhook', url: 'https://hooks.example.com/alerts?token=abc', has_secret: true, secret_fingerprint: fingerprint },
       { type: 'email', to: 'ops@example.com' },
     ]);
+    await assertFingerprintOf(fingerprint, SECRET, 'the signing secret');
     assert.ok(!res.text.includes(SECRET));
     const [row] = await sql(`SELECT channels::text AS channels FROM alert_rules WHERE uuid = $1`, [r.uuid]);
     assert.ok(!row.channels.includes(SECRET), 'the secret is stored sealed');
@@ -78,7 +81,7 @@ describe('traffic alert rules API', () => {
     const all = await createOk(rule({ endpoint_id: null, metric: 'latency_p95_ms', threshold: 800, channels: [{ type: 'webhook', url: 'http://hooks.example.com/x' }] }));
     assert.equal(all.endpoint_id, null);
     assert.equal(all.endpoint_uuid, null);
-    assert.deepEqual(all.channels, [{ type: 'webhook', url: 'http://hooks.example.com/x', has_secret: false }]);
+    assert.deepEqual(all.channels, [{ type: 'webhook', url: 'http://hooks.example.com/x', has_secret: false, secret_fingerprint: null }]);
     const theirs = await createOk(rule({ name: 'theirs' }), other);
     const mine = await expectBody(200, t.api('GET', BASE, { key: owner.api_key }));
     assert.ok(!mine.items.some((x: any) => x.uuid === theirs.uuid));
@@ -160,11 +163,15 @@ describe('traffic alert rules API', () => {
     assert.equal(kept.status, 'firing');
     assert.equal(kept.last_value, 0.5);
     assert.deepEqual(kept.channels, [
-      { type: 'webhook', url: 'https://hooks.example.com/alerts?token=abc', has_secret: true },
-      { type: 'webhook', url: 'https://other.example.com/', has_secret: false },
+      { type: 'webhook', url: 'https://hooks.example.com/alerts?token=abc', has_secret: true, secret_fingerprint: r.channels[0].secret_fingerprint },
+      { type: 'webhook', url: 'https://other.example.com/', has_secret: false, secret_fingerprint: null },
     ]);
+    const rotated = await expectBody(200, put(rule({ channels: [{ type: 'webhook', url: 'https://hooks.example.com/alerts?token=abc', secret: `${SECRET}-2` }] })));
+    assert.notEqual(rotated.channels[0].secret_fingerprint, r.channels[0].secret_fingerprint, 'a new secret, a new fingerprint');
+    await assertFingerprintOf(rotated.channels[0].secret_fingerprint, `${SECRET}-2`, 'the rotated secret');
     const removed = await expectBody(200, put(rule({ channels: [{ type: 'webhook', url: 'https://hooks.example.com/alerts?token=abc', secret: null }] })));
     assert.equal(removed.channels[0].has_secret, false);
+    assert.equal(removed.channels[0].secret_fingerprint, null);
     assert.equal(removed.window_seconds, 300);
     const before = await state();
     assert.equal((await put(rule({ threshold: 2 }))).status, 400);
@@ -183,6 +190,18 @@ describe('traffic alert rules API', () => {
     const put = (body: unknown) => expectBody(200, t.api('PUT', `${BASE}/${r.uuid}`, { key: owner.api_key, body }));
     assert.deepEqual((await put(rule({ tags: SIXTEEN_TAGS }))).tags, SIXTEEN_TAGS);
     assert.deepEqual((await put(rule())).tags, [], 'PUT is a full write: tags omitted are none');
+  });
+
+  it('reads a webhook secret stored before fingerprints existed as fingerprint null, kept so until the secret is sent again', async () => {
+    const r = await createOk(rule({ channels: [{ type: 'webhook', url: 'https://hooks.example.com/old', secret: SECRET }] }));
+    // As migration 012's rows were written: the sealed secret alone.
+    await sql(`UPDATE alert_rules SET channels = jsonb_build_array((channels->0) - 'secret_fingerprint') WHERE uuid = $1`, [r.uuid]);
+    const old = await expectBody(200, t.api('GET', `${BASE}/${r.uuid}`, { key: owner.api_key }));
+    assert.deepEqual(old.channels, [{ type: 'webhook', url: 'https://hooks.example.com/old', has_secret: true, secret_fingerprint: null }]);
+    const put = (body: unknown) => expectBody(200, t.api('PUT', `${BASE}/${r.uuid}`, { key: owner.api_key, body }));
+    assert.equal((await put(rule({ channels: [{ type: 'webhook', url: 'https://hooks.example.com/old' }] }))).channels[0].secret_fingerprint, null);
+    const resent = await put(rule({ channels: [{ type: 'webhook', url: 'https://hooks.example.com/old', secret: SECRET }] }));
+    await assertFingerprintOf(resent.channels[0].secret_fingerprint, SECRET, 'sent again');
   });
 
   it('refuses bad tags with 400 invalid_request on create and PUT, changing nothing', async () => {
@@ -344,6 +363,8 @@ describe('traffic alert rules API', () => {
     const post = doc.paths['/v1/traffic/alerts'].post.requestBody.content['application/json'].schema;
     assert.equal(post.additionalProperties, false);
     assert.ok(post.properties.channels);
+    const channel = doc.paths['/v1/traffic/alerts/{uuid}'].get.responses['200'].content['application/json'].schema.properties.channels.items;
+    assert.ok(channel.properties.secret_fingerprint, 'channels show the secret’s fingerprint');
     for (const op of [doc.paths['/v1/traffic/alerts'].post, doc.paths['/v1/traffic/alerts/{uuid}'].put]) {
       const tags = op.requestBody.content['application/json'].schema.properties.tags;
       assert.deepEqual([tags.type, tags.maxItems, tags.uniqueItems, tags.items.pattern], ['array', 16, true, '^[a-z0-9][a-z0-9._-]{0,31}$']);

@@ -40,6 +40,20 @@ const BasicUserView = Type.Object({
   last_used_at: Type.Optional(Timestamp()),
 });
 
+/** Webhook verification while on (PUT …/settings/webhook): the secret never, its fingerprint yes. */
+const WebhookView = Type.Object({
+  header: Type.String(),
+  algo: Type.String({ enum: [...WEBHOOK_ALGOS] }),
+  prefix: Type.String(),
+  secret_fingerprint: Nullable(
+    Type.String({
+      description:
+        'bcrypt (cost 10) of the lower-case hex SHA-256 of the secret, made when it was written (docs/api.md "Secret fingerprints"): ' +
+        'bcrypt.compare(sha256hex(secret), fingerprint) tells whether a secret is the stored one. Null for a secret stored before fingerprints existed',
+    }),
+  ),
+});
+
 export const SettingsView = Type.Object(
   {
     endpoint_id: Type.Integer(),
@@ -49,12 +63,12 @@ export const SettingsView = Type.Object(
     }),
     config: Type.Optional(
       Type.Object(
-        {},
+        { webhook: Type.Optional(WebhookView) },
         {
           additionalProperties: true,
           description:
             'The mode’s config (basic: realm; token: header or cookie; oauth/oidc: allowed_redirects, scopes), then, while on, the JWT layer (jwks_url, issuer, audience, ' +
-            'claim_headers) and webhook verification ({webhook: {header, algo, prefix}}). Never a secret. Omitted when empty.',
+            'claim_headers) and webhook verification (webhook). Never a secret. Omitted when empty.',
         },
       ),
     ),
@@ -81,8 +95,9 @@ function enabledAuthMethods(mode: VisitorAuthMode, listed: readonly string[], pr
 }
 
 /**
- * `withHashes`: the caller holds endpoints:update, so basic users carry their bcrypt hashes (docs/api.md "Endpoint auth
- * settings"): whoever may replace the users may read what they would send back; a read-only caller never sees them.
+ * `withHashes`: the caller holds endpoints:update, so basic users carry their bcrypt hashes
+ * (docs/api.md "Endpoint auth settings"): whoever may replace the users may read what they would send back; a
+ * read-only caller never sees them.
  */
 export function settingsView(endpointId: number, s: AuthState, withHashes: boolean) {
   const mode = s.settings?.mode ?? 'none';
@@ -93,7 +108,8 @@ export function settingsView(endpointId: number, s: AuthState, withHashes: boole
     Object.assign(config, { jwks_url: s.jwt.jwks_url, issuer: s.jwt.issuer, audience: s.jwt.audience, claim_headers: JSON.stringify(s.jwt.claim_headers) });
   }
   // Nested: token mode's config has a `header` of its own.
-  if (s.webhook?.enabled) config.webhook = { header: s.webhook.header, algo: s.webhook.algo, prefix: s.webhook.prefix };
+  // secret_fingerprint: docs/api.md "Secret fingerprints" (the secret itself is never shown).
+  if (s.webhook?.enabled) config.webhook = { header: s.webhook.header, algo: s.webhook.algo, prefix: s.webhook.prefix, secret_fingerprint: s.webhook.secret_fingerprint };
   const sso = mode === 'oauth' || mode === 'oidc';
   return {
     endpoint_id: endpointId,

@@ -59,10 +59,17 @@ const ProviderView = Type.Object(
     userinfo_url: Nullable(Type.String({ description: 'oauth2 only' })),
     enabled: Type.Boolean({ description: 'Set by PUT …/toggle' }),
     redirect_uri: Type.String({ description: 'The redirect URI to register at the provider for this client' }),
+    client_secret_fingerprint: Nullable(
+      Type.String({
+        description:
+          'bcrypt (cost 10) of the lower-case hex SHA-256 of the client secret, made when the secret was written: ' +
+          'bcrypt.compare(sha256hex(secret), fingerprint) tells whether a secret is the stored one. Null for a secret stored before fingerprints existed',
+      }),
+    ),
     created_at: Timestamp(),
     updated_at: Timestamp(),
   },
-  { description: 'OAuth/OIDC provider (never its client secret)' },
+  { description: 'OAuth/OIDC provider (never its client secret; its salted fingerprint)' },
 );
 
 /**
@@ -84,6 +91,7 @@ export function providerView(p: OAuthProviderRow, hostname: string, httpsPort: n
     userinfo_url: p.userinfo_url,
     enabled: p.enabled,
     redirect_uri: httpsLocation(hostname, httpsPort, CALLBACK_PATH),
+    client_secret_fingerprint: p.client_secret_fingerprint,
     created_at: iso(p.created_at),
     updated_at: iso(p.updated_at),
   };

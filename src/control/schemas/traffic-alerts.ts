@@ -61,9 +61,18 @@ const ChannelView = Type.Object(
     type: literals(['webhook', 'email'] as const),
     url: Type.Optional(Type.String()),
     has_secret: Type.Optional(Type.Boolean({ description: 'webhook: whether deliveries are signed' })),
+    secret_fingerprint: Type.Optional(
+      Nullable(
+        Type.String({
+          description:
+            'webhook: bcrypt (cost 10) of the lower-case hex SHA-256 of the signing secret, made when it was written (docs/api.md ' +
+            '"Secret fingerprints"); null without a secret, or for one stored before fingerprints existed',
+        }),
+      ),
+    ),
     to: Type.Optional(Type.String()),
   },
-  { description: 'webhook: url and has_secret; email: to' },
+  { description: 'webhook: url, has_secret and secret_fingerprint; email: to' },
 );
 
 export const RuleView = Type.Object(
@@ -105,7 +114,9 @@ export const EventView = Type.Object(
 export const RuleParams = Type.Object({ uuid: Type.String({ description: 'Alert rule uuid' }) });
 
 function channelView(c: StoredChannel) {
-  return c.type === 'webhook' ? { type: c.type, url: c.url, has_secret: c.secret_sealed !== null } : { type: c.type, to: c.to };
+  return c.type === 'webhook'
+    ? { type: c.type, url: c.url, has_secret: c.secret_sealed !== null, secret_fingerprint: c.secret_sealed === null ? null : (c.secret_fingerprint ?? null) }
+    : { type: c.type, to: c.to };
 }
 
 export function ruleView(r: AlertRuleRow) {

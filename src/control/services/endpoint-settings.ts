@@ -15,6 +15,7 @@ import { nodeBcryptHash, type AuthState, type BasicUserInput, type ModeConfigs, 
 import type { Caller } from '../caller.ts';
 import { endpointForCaller } from '../endpoint-access.ts';
 import type { ControlDeps } from '../http.ts';
+import { secretFingerprint } from '../secret-fingerprint.ts';
 import { allowedRedirect, futureInstant, parseClaimHeaders, parseJwksUrl, ScopesBody } from '../validation.ts';
 
 export const WEBHOOK_ALGOS = ['sha256', 'sha1'] as const;
@@ -349,6 +350,7 @@ export function endpointSettingsService({ db, config, secrets }: Pick<ControlDep
         if (refusal !== null) throw invalid('header', refusal);
       }
       const secretSealed = body.secret === undefined ? undefined : secrets.seal(body.secret);
+      const secretFingerprintOf = body.secret === undefined ? undefined : await secretFingerprint(body.secret);
       return db.transaction(async (tx) => {
         const endpoint = await endpointForCaller(tx, caller, uuid, { writable: true });
         const stored = await store.findWebhookVerification(tx, endpoint.id);
@@ -357,6 +359,8 @@ export function endpointSettingsService({ db, config, secrets }: Pick<ControlDep
           header: body.header?.toLowerCase() ?? stored?.header ?? null,
           algo: (body.algo as (typeof WEBHOOK_ALGOS)[number] | undefined) ?? stored?.algo ?? null,
           secretSealed: secretSealed ?? stored?.secret_sealed ?? null,
+          // The fingerprint goes with its secret: a new one's, else the stored one's (null if stored before fingerprints).
+          secretFingerprint: secretSealed === undefined ? (stored?.secret_fingerprint ?? null) : secretFingerprintOf!,
           prefix: body.prefix ?? stored?.prefix ?? '',
         };
         if (next.enabled) {

@@ -3,11 +3,19 @@
 import { fail, invalid } from '../../shared/errors.ts';
 import { isUniqueViolation } from '../../store/db.ts';
 import * as store from '../../store/oauth-providers.ts';
-import { DEFAULT_OIDC_SCOPES, MAX_OAUTH_PROVIDERS, type OAuthProviderInput, type OAuthProviderKind, type OAuthProviderRow } from '../../store/oauth-providers.ts';
+import {
+  DEFAULT_OIDC_SCOPES,
+  MAX_OAUTH_PROVIDERS,
+  type ClientSecretInput,
+  type OAuthProviderInput,
+  type OAuthProviderKind,
+  type OAuthProviderRow,
+} from '../../store/oauth-providers.ts';
 import type { EndpointRow } from '../../store/endpoints.ts';
 import type { Caller } from '../caller.ts';
 import { endpointForCaller } from '../endpoint-access.ts';
 import { int64Param, type ControlDeps } from '../http.ts';
+import { secretFingerprint } from '../secret-fingerprint.ts';
 import { allowedDomain, parseIssuer, publicHttpsUrl } from '../validation.ts';
 
 /** oidc: OpenID Connect with discovery and an ID token; oauth2: explicit endpoints, identity from userinfo. */
@@ -78,11 +86,13 @@ export interface EndpointProvider {
 
 export function oauthProviderService({ db, config, secrets }: Pick<ControlDeps, 'db' | 'config' | 'secrets'>) {
   const allowPrivate = config.originAllowPrivate;
+  /** Sealed for edges and fingerprinted for views, before the transaction (bcrypt takes tens of milliseconds). */
+  const clientSecret = async (secret: string): Promise<ClientSecretInput> => ({ sealed: secrets.seal(secret), fingerprint: await secretFingerprint(secret) });
 
   return {
     async create(caller: Caller, uuid: string, body: ProviderBody & { client_secret: string }): Promise<EndpointProvider> {
       const input = providerInput(body, allowPrivate);
-      const secretSealed = secrets.seal(body.client_secret);
+      const secret = await clientSecret(body.client_secret);
       return db
         .transaction(async (tx) => {
           const endpoint = await endpointForCaller(tx, caller, uuid, { writable: true });
@@ -90,7 +100,7 @@ export function oauthProviderService({ db, config, secrets }: Pick<ControlDeps, 
           if (count >= MAX_OAUTH_PROVIDERS) {
             throw invalid('oauth/providers', `an endpoint has at most ${MAX_OAUTH_PROVIDERS} OAuth providers`, { limit: MAX_OAUTH_PROVIDERS, count });
           }
-          return { endpoint, provider: await store.insertOAuthProvider(tx, endpoint.id, input, secretSealed) };
+          return { endpoint, provider: await store.insertOAuthProvider(tx, endpoint.id, input, secret) };
         })
         .catch((err: unknown) => nameTaken(err, input.name));
     },
@@ -112,11 +122,11 @@ export function oauthProviderService({ db, config, secrets }: Pick<ControlDeps, 
     async replace(caller: Caller, uuid: string, rawProviderId: string, body: ProviderBody): Promise<EndpointProvider> {
       const providerId = int64Param(rawProviderId, 'provider_id');
       const input = providerInput(body, allowPrivate);
-      const secretSealed = body.client_secret === undefined ? undefined : secrets.seal(body.client_secret);
+      const secret = body.client_secret === undefined ? undefined : await clientSecret(body.client_secret);
       const { endpoint, updated } = await db
         .transaction(async (tx) => {
           const endpoint = await endpointForCaller(tx, caller, uuid, { writable: true });
-          return { endpoint, updated: await store.replaceOAuthProvider(tx, endpoint.id, providerId, input, secretSealed) };
+          return { endpoint, updated: await store.replaceOAuthProvider(tx, endpoint.id, providerId, input, secret) };
         })
         .catch((err: unknown) => nameTaken(err, input.name));
       if (!updated) throw notFound();

@@ -12,6 +12,7 @@ import { ENDPOINT_COLUMNS, type EndpointRow } from '../../store/endpoints.ts';
 import type { Caller } from '../caller.ts';
 import { canSee } from '../endpoint-access.ts';
 import type { ControlDeps } from '../http.ts';
+import { secretFingerprint } from '../secret-fingerprint.ts';
 import { iso } from '../views.ts';
 import { uuidOrId } from '../validation.ts';
 
@@ -44,11 +45,40 @@ export interface RuleBody {
 }
 type ChannelBody = { type: 'webhook' | 'email'; url?: string; secret?: string | null; to?: string };
 
+/** A webhook secret as stored: sealed for the sender, fingerprinted for the views. */
+interface SealedSecret {
+  sealed: string;
+  fingerprint: string;
+}
+
+/** Why a webhook secret cannot be stored, or null. */
+function secretRefusal(secret: string): string | null {
+  if (secret.length < ALERT_LIMITS.minSecretLength) return `secret: at least ${ALERT_LIMITS.minSecretLength} characters`;
+  if (CONTROL_CHARS.test(secret)) return 'secret: control characters are not allowed';
+  return null;
+}
+
+/**
+ * The new webhook secrets of a body, sealed and fingerprinted before any transaction (bcrypt takes tens of
+ * milliseconds on libuv's pool): at most one per channel, and none for a secret channelInput will refuse anyway.
+ */
+async function sealWebhookSecrets(channels: readonly ChannelBody[], secrets: SecretBox): Promise<Map<string, SealedSecret>> {
+  const wanted = new Set(channels.flatMap((c) => (c.type === 'webhook' && typeof c.secret === 'string' && c.secret !== '' && secretRefusal(c.secret) === null ? [c.secret] : [])));
+  return new Map(await Promise.all([...wanted].map(async (s) => [s, { sealed: secrets.seal(s), fingerprint: await secretFingerprint(s) }] as const)));
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Validation and canonical form
 // ---------------------------------------------------------------------------------------------------------------
 
-function channelInput(c: ChannelBody, i: number, opts: { allowPrivate: boolean; secrets: SecretBox; current: readonly StoredChannel[] }): StoredChannel {
+interface ChannelOptions {
+  allowPrivate: boolean;
+  /** sealWebhookSecrets of the body. */
+  sealed: ReadonlyMap<string, SealedSecret>;
+  current: readonly StoredChannel[];
+}
+
+function channelInput(c: ChannelBody, i: number, opts: ChannelOptions): StoredChannel {
   const field = `channels.${i}`;
   if (c.type === 'email') {
     if (c.url !== undefined || c.secret !== undefined) throw invalid(field, 'an email channel takes only "to"');
@@ -67,21 +97,20 @@ function channelInput(c: ChannelBody, i: number, opts: { allowPrivate: boolean; 
     if (err instanceof WebhookUrlError) throw invalid(`${field}.url`, `url: ${err.message}`);
     throw err;
   }
-  let secretSealed: string | null;
   if (c.secret === undefined) {
-    // PUT: the secret of the current webhook channel to the same URL stays (it is never shown, so it cannot be resent).
+    // PUT: the secret of the current webhook channel to the same URL stays, with its fingerprint (it is never shown,
+    // so it cannot be resent).
     const same = opts.current.find((s): s is Extract<StoredChannel, { type: 'webhook' }> => s.type === 'webhook' && s.url === url);
-    secretSealed = same?.secret_sealed ?? null;
-  } else if (c.secret === null || c.secret === '') secretSealed = null;
-  else {
-    if (c.secret.length < ALERT_LIMITS.minSecretLength) throw invalid(`${field}.secret`, `secret: at least ${ALERT_LIMITS.minSecretLength} characters`);
-    if (CONTROL_CHARS.test(c.secret)) throw invalid(`${field}.secret`, 'secret: control characters are not allowed');
-    secretSealed = opts.secrets.seal(c.secret);
+    return { type: 'webhook', url, secret_sealed: same?.secret_sealed ?? null, secret_fingerprint: same?.secret_sealed ? (same.secret_fingerprint ?? null) : null };
   }
-  return { type: 'webhook', url, secret_sealed: secretSealed };
+  if (c.secret === null || c.secret === '') return { type: 'webhook', url, secret_sealed: null, secret_fingerprint: null };
+  const refusal = secretRefusal(c.secret);
+  if (refusal !== null) throw invalid(`${field}.secret`, refusal);
+  const secret = opts.sealed.get(c.secret)!;
+  return { type: 'webhook', url, secret_sealed: secret.sealed, secret_fingerprint: secret.fingerprint };
 }
 
-function ruleInput(body: RuleBody, endpointId: number | null, opts: { allowPrivate: boolean; secrets: SecretBox; current?: readonly StoredChannel[] }): AlertRuleInput {
+function ruleInput(body: RuleBody, endpointId: number | null, opts: { allowPrivate: boolean; sealed: ReadonlyMap<string, SealedSecret>; current?: readonly StoredChannel[] }): AlertRuleInput {
   const name = body.name.trim();
   if (name === '') throw invalid('name', 'name must not be empty');
   if (CONTROL_CHARS.test(name) || name.includes('\t')) throw invalid('name', 'control characters are not allowed');
@@ -172,9 +201,10 @@ export function trafficAlertService({ db, config, secrets, alertNotifier }: Pick
   return {
     /** A rule on one endpoint of the active account, or on all of them; at most MAX_ALERT_RULES_PER_ACCOUNT. */
     async create(caller: Caller, body: RuleBody): Promise<AlertRuleRow> {
+      const sealed = await sealWebhookSecrets(body.channels, secrets);
       return db.transaction(async (tx) => {
         const endpoint = await ruleEndpoint(tx, caller.account.id, body.endpoint_id);
-        const input = ruleInput(body, endpoint?.id ?? null, { allowPrivate, secrets });
+        const input = ruleInput(body, endpoint?.id ?? null, { allowPrivate, sealed });
         const count = await store.countAlertRulesLocked(tx, caller.account.id);
         if (count >= MAX_ALERT_RULES_PER_ACCOUNT) {
           throw fail.invalid_request(`An account has at most ${MAX_ALERT_RULES_PER_ACCOUNT} alert rules`, { field: 'alert_rules', reason: `at most ${MAX_ALERT_RULES_PER_ACCOUNT} per account`, limit: MAX_ALERT_RULES_PER_ACCOUNT, count });
@@ -189,10 +219,11 @@ export function trafficAlertService({ db, config, secrets, alertNotifier }: Pick
 
     /** A full write; status and events stay, and a webhook sent without secret keeps the current one of its URL. */
     async replace(caller: Caller, uuid: string, body: RuleBody): Promise<AlertRuleRow> {
+      const sealed = await sealWebhookSecrets(body.channels, secrets);
       const updated = await db.transaction(async (tx) => {
         const rule = await visibleRule(tx, caller, uuid);
         const endpoint = await ruleEndpoint(tx, rule.account_id, body.endpoint_id);
-        const input = ruleInput(body, endpoint?.id ?? null, { allowPrivate, secrets, current: rule.channels });
+        const input = ruleInput(body, endpoint?.id ?? null, { allowPrivate, sealed, current: rule.channels });
         return store.replaceAlertRule(tx, rule.id, input);
       });
       if (!updated) throw ruleNotFound();
