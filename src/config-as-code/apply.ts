@@ -2,7 +2,8 @@
 // bounded), then deletions; a 409 re-reads and re-plans that endpoint once. Every entry ends done, failed or not attempted.
 import { ApiError, pool, type ApiClient } from './client.ts';
 import type { Document } from './document.ts';
-import { isStoredSecret, RULE_GROUPS, type Plain, type RuleGroup, type SettingGroup } from './model.ts';
+import { isStoredSecret, RULE_GROUPS, type AuthState, type Plain, type RuleGroup, type SettingGroup } from './model.ts';
+import type { AlertView, Created as CreatedView, DomainView, RateLimitPage, RoutingRuleView } from './views.ts';
 import { desiredEndpoints, needsOf, planEndpoint, type Entry, type PlanOptions } from './plan.ts';
 import { readEndpoint, type ActualState } from './state.ts';
 
@@ -76,7 +77,7 @@ export async function applyPlan(
     APPLY_CONCURRENCY,
     async (entry) => {
       try {
-        const d = await client.post('/v1/domains', { name: entry.key });
+        const d = await client.post<DomainView>('/v1/domains', { name: entry.key });
         state.domains.set(d.name, { id: d.id, verified: d.verified });
         record({ entry, status: 'done' });
       } catch (err) {
@@ -150,19 +151,19 @@ async function removeRacingTwins(client: ApiClient, created: Created[]): Promise
   const notes: string[] = [];
   const rows = new Map<string, { id: number }[]>();
   const key = (group: string, endpoint: string | null, name: string) => `${group}\u0000${endpoint}\u0000${name}`;
-  const add = (group: string, endpoint: string | null, r: any) => rows.set(key(group, endpoint, r.name), [...(rows.get(key(group, endpoint, r.name)) ?? []), r]);
+  const add = (group: string, endpoint: string | null, r: { id: number; name: string }) => rows.set(key(group, endpoint, r.name), [...(rows.get(key(group, endpoint, r.name)) ?? []), r]);
   const groups = new Set(created.map((c) => c.group));
   if (groups.has('rate_limits')) {
     for (let page = 1, pages = 1; page <= pages; page++) {
-      const r = await client.get(`/v1/firewall/rate-limits?page=${page}&limit=100`);
+      const r = await client.get<RateLimitPage>(`/v1/firewall/rate-limits?page=${page}&limit=100`);
       pages = r.pagination.totalPages;
       for (const rule of r.rules) add('rate_limits', rule.endpoint_uuid, rule);
     }
   }
-  if (groups.has('alerts')) for (const rule of (await client.get('/v1/traffic/alerts')).items) add('alerts', rule.endpoint_uuid, rule);
+  if (groups.has('alerts')) for (const rule of (await client.get<{ items: AlertView[] }>('/v1/traffic/alerts')).items) add('alerts', rule.endpoint_uuid, rule);
   const routed = [...new Set(created.filter((c) => c.group === 'routing_rules').map((c) => c.endpointUuid!))];
   await pool(routed, APPLY_CONCURRENCY, async (uuid) => {
-    for (const rule of (await client.get(`/v1/endpoints/${uuid}/routing-rules`)).items) add('routing_rules', uuid, rule);
+    for (const rule of (await client.get<{ items: RoutingRuleView[] }>(`/v1/endpoints/${uuid}/routing-rules`)).items) add('routing_rules', uuid, rule);
   });
   await pool(created, APPLY_CONCURRENCY, async (c) => {
     const twins = rows.get(key(c.group, c.endpointUuid, c.name)) ?? [];
@@ -242,7 +243,7 @@ async function execute(entry: Entry, ctx: Context): Promise<void> {
   if (entry.kind === 'endpoint') {
     if (entry.action === 'delete') return void (await client.delete(`/v1/endpoints/${entry.id}`));
     if (entry.action === 'create') {
-      const created = await client.post('/v1/endpoints', createBody(entry.host!, ctx.state, (entry.desired!.tags as string[] | undefined) ?? []));
+      const created = await client.post<CreatedView>('/v1/endpoints', createBody(entry.host!, ctx.state, (entry.desired!.tags as string[] | undefined) ?? []));
       ctx.uuid = created.uuid;
       const groups = Object.keys(entry.desired!).filter((g) => g !== 'tags' || (entry.desired!.tags as string[]).length === 0) as SettingGroup[];
       // A new endpoint holds the API's defaults; writing the groups the file names is cheaper than reading them first.
@@ -258,14 +259,14 @@ async function execute(entry: Entry, ctx: Context): Promise<void> {
   const body = ruleBody(entry, ctx);
   if (entry.kind === 'oauth_provider') {
     const enabled = entry.desired!.enabled as boolean;
-    const p = entry.action === 'create' ? await client.post(base, body) : await client.put(`${base}/${entry.id}`, body);
+    const p = entry.action === 'create' ? await client.post<CreatedView>(base, body) : await client.put<CreatedView>(`${base}/${entry.id}`, body);
     ctx.providerIds.set(entry.name!, p.id);
     const toggle = entry.action === 'create' ? !enabled : entry.changes.some((c) => c.field === 'enabled');
     if (toggle) await client.put(`${base}/${p.id}/toggle`, { enabled });
     return;
   }
   if (entry.action === 'update') return void (await client.put(`${base}/${entry.id}`, body));
-  const made = await client.post(base, body);
+  const made = await client.post<CreatedView>(base, body);
   if (entry.group !== 'rbac_roles') {
     const endpointUuid = entry.host === undefined ? null : ctx.uuid!;
     ctx.created.push({ group: entry.group!, endpointUuid, name: entry.name!, id: made.id, ref: made.uuid ?? made.id, entry });
@@ -297,38 +298,44 @@ async function writeSetting(ctx: Context, group: SettingGroup, desired: Plain, a
 async function writeGroup(ctx: Context, group: SettingGroup, desired: Plain, actual: Plain | undefined): Promise<void> {
   const { client } = ctx;
   const base = `/v1/endpoints/${ctx.uuid}`;
-  const v = desired[group] as any;
+  const v = desired[group];
   switch (group) {
     case 'tags':
       return void (await client.put(`${base}/tags`, { tags: v }));
     case 'origin_url':
       return void (await client.put(`${base}/origin`, { url: v }));
-    case 'capture':
-      return void (await client.put(`${base}/settings/capture`, { capture_enabled: v.enabled, capture_level: v.level ?? '' }));
-    case 'ports':
-      return void (await client.put(`${base}/ports`, { dedicated_tcp_port: v.tcp, dedicated_udp_port: v.udp }));
+    case 'capture': {
+      const c = v as { enabled: boolean; level: string | null };
+      return void (await client.put(`${base}/settings/capture`, { capture_enabled: c.enabled, capture_level: c.level ?? '' }));
+    }
+    case 'ports': {
+      const p = v as { tcp: number | null; udp: number | null };
+      return void (await client.put(`${base}/ports`, { dedicated_tcp_port: p.tcp, dedicated_udp_port: p.udp }));
+    }
     case 'health_check':
       return void (await client.put(`${base}/health-check`, v));
-    case 'mtls':
-      if (v.mode !== 'disabled' && !v.ca_bundle_pem) throw new LocalError(`mtls: the trusted CAs differ from ca_sha256; ca_bundle_pem is needed to change them`);
-      return void (await client.put(`${base}/mtls`, v.mode === 'disabled' ? { mode: 'disabled' } : { mode: v.mode, ca_bundle_pem: v.ca_bundle_pem }));
+    case 'mtls': {
+      const m = v as { mode: string; ca_bundle_pem?: string };
+      if (m.mode !== 'disabled' && !m.ca_bundle_pem) throw new LocalError(`mtls: the trusted CAs differ from ca_sha256; ca_bundle_pem is needed to change them`);
+      return void (await client.put(`${base}/mtls`, m.mode === 'disabled' ? { mode: 'disabled' } : { mode: m.mode, ca_bundle_pem: m.ca_bundle_pem }));
+    }
     case 'auth':
-      return writeAuth(ctx, v, (actual?.auth as any) ?? undefined);
+      return writeAuth(ctx, v as AuthState, actual?.auth as AuthState | undefined);
   }
 }
 
 /** PUT …/settings for the mode and its fields, then …/jwt and …/webhook when theirs differ. */
-async function writeAuth(ctx: Context, want: any, have: any): Promise<void> {
+async function writeAuth(ctx: Context, want: AuthState, have: AuthState | undefined): Promise<void> {
   const base = `/v1/endpoints/${ctx.uuid}/settings`;
   const sso = want.mode === 'oauth' || want.mode === 'oidc';
-  const main = ['mode', 'enforce_https', 'session_ttl_seconds', 'realm', 'allowed_redirects', 'scopes', 'enabled_providers', 'basic_users'];
-  const differs = (f: string) => !have || JSON.stringify(want[f]) !== JSON.stringify(have[f]);
+  const main = ['mode', 'enforce_https', 'session_ttl_seconds', 'realm', 'allowed_redirects', 'scopes', 'enabled_providers', 'basic_users'] as const;
+  const differs = (f: keyof AuthState) => !have || JSON.stringify(want[f]) !== JSON.stringify(have[f]);
   if (main.some(differs)) {
     const config = want.mode === 'basic' ? (want.realm ? { realm: want.realm } : null) : sso ? ssoConfig(want) : null;
     const body: Plain = { mode: want.mode, enforce_https: want.enforce_https, session_ttl_seconds: want.session_ttl_seconds, config };
     if (want.mode === 'basic') body.basic_users = want.basic_users;
     if (sso) {
-      body.enabled_auth_methods = (want.enabled_providers as string[]).map((n) => {
+      body.enabled_auth_methods = want.enabled_providers.map((n) => {
         const id = ctx.providerIds.get(n);
         if (id === undefined) throw new LocalError(`auth.enabled_providers: provider "${n}" does not exist`);
         return String(id);
@@ -349,7 +356,7 @@ async function writeAuth(ctx: Context, want: any, have: any): Promise<void> {
   }
 }
 
-function ssoConfig(want: any): Plain | null {
+function ssoConfig(want: AuthState): Plain | null {
   const c: Plain = {};
   if (want.allowed_redirects.length > 0) c.allowed_redirects = want.allowed_redirects;
   if (want.scopes.length > 0) c.scopes = want.scopes;
@@ -375,12 +382,12 @@ function ruleBase(entry: Entry, ctx: Context): string {
 /** A rule's create / replace body from its canonical form; tags are sent when there are some or were some. */
 function ruleBody(entry: Entry, ctx: Context): Plain {
   const { tags, ...d } = entry.desired! as Plain & { tags?: string[] };
-  const hadTags = ((entry.actual?.tags as string[] | undefined) ?? []).length > 0;
-  const withTags = (b: Plain) => (tags !== undefined && (tags.length > 0 || hadTags) ? { ...b, tags } : b);
+  // Every rule PUT is a full write: tags go with every body, [] included.
+  const withTags = (b: Plain) => ({ ...b, tags: tags ?? [] });
   const name = entry.name!;
   switch (entry.kind) {
     case 'oauth_provider': {
-      const { enabled: _enabled, client_secret, authorization_url, token_url, userinfo_url, ...rest } = d as any;
+      const { enabled: _enabled, client_secret, authorization_url, token_url, userinfo_url, ...rest } = d;
       const urls = Object.fromEntries(Object.entries({ authorization_url, token_url, userinfo_url }).filter(([, u]) => u !== null));
       return { name, ...rest, ...urls, ...(isStoredSecret(client_secret) ? {} : { client_secret }) };
     }
@@ -391,7 +398,7 @@ function ruleBody(entry: Entry, ctx: Context): Plain {
     case 'routing_rule':
       return withTags({ name, ...d, target_agent_tags: (d.target_agent_tags as string[]).join(',') });
     default: {
-      const channels = (d.channels as any[]).map((c) =>
+      const channels = (d.channels as { type: string; url?: string; secret?: string | null }[]).map((c) =>
         c.type === 'webhook' ? { type: 'webhook', url: c.url, ...(c.secret === null ? { secret: null } : isStoredSecret(c.secret) ? {} : { secret: c.secret }) } : c,
       );
       return withTags({ name, endpoint_id: entry.host === undefined ? null : ctx.uuid, ...d, channels });

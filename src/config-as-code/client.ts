@@ -36,7 +36,7 @@ export class ApiClient {
     this.base = options.controlUrl.replace(/\/+$/, '');
   }
 
-  async request<T = any>(method: string, path: string, body?: unknown): Promise<T> {
+  async request<T = unknown>(method: string, path: string, body?: unknown): Promise<T> {
     this.calls[method] = (this.calls[method] ?? 0) + 1;
     const headers: Record<string, string> = { 'x-api-key': this.options.apiKey, accept: 'application/json' };
     if (this.options.accountId) headers['x-account-id'] = this.options.accountId;
@@ -49,14 +49,14 @@ export class ApiClient {
       throw new ApiError(0, cause?.code ?? 'network_error', cause?.message ?? (err as Error).message, method, path);
     }
     const text = await res.text();
-    let parsed: any = undefined;
+    let parsed: unknown = undefined;
     try {
       parsed = text ? JSON.parse(text) : undefined;
     } catch {
       parsed = text;
     }
     if (!res.ok) {
-      const error = typeof parsed === 'object' && parsed !== null ? parsed : {};
+      const error = (typeof parsed === 'object' && parsed !== null ? parsed : {}) as { code?: unknown; error?: unknown; message?: unknown; detail?: unknown };
       const code = String(error.code ?? error.error ?? 'http_' + res.status);
       const detail = error.detail ? ` (${JSON.stringify(error.detail)})` : '';
       const message = String(error.message ?? (typeof error.error === 'string' ? error.error : text.slice(0, 300))) + detail;
@@ -65,13 +65,13 @@ export class ApiClient {
     return parsed as T;
   }
 
-  get<T = any>(path: string) {
+  get<T = unknown>(path: string) {
     return this.request<T>('GET', path);
   }
-  post<T = any>(path: string, body: unknown) {
+  post<T = unknown>(path: string, body: unknown) {
     return this.request<T>('POST', path, body);
   }
-  put<T = any>(path: string, body: unknown) {
+  put<T = unknown>(path: string, body: unknown) {
     return this.request<T>('PUT', path, body);
   }
   delete(path: string) {

@@ -60,10 +60,11 @@ export function documentText(document: Plain, format: 'yaml' | 'json'): string {
 }
 
 /** A setting group as written: left out when it holds the API's defaults, so a short file stays short. */
-function exportSetting(g: string, v: any): unknown {
+function exportSetting(g: string, value: unknown): unknown {
+  const v = value as Plain;
   switch (g) {
     case 'tags':
-      return v.length > 0 ? v : undefined;
+      return (value as string[]).length > 0 ? value : undefined;
     case 'origin_url':
       return v ?? undefined;
     case 'capture':
@@ -97,6 +98,7 @@ function exportRule(group: string, r: Plain, ref: (field: string) => string): Pl
   };
   const out = drop(r, defaults[group]);
   if (group === 'oauth_providers') out.client_secret = ref('client_secret');
+  if (group === 'rate_limits' && Array.isArray(out.conditions)) out.conditions = (out.conditions as Plain[]).map((c) => drop(c, { logical_operator: 'AND' }));
   if (group === 'rbac_roles') {
     const p = out.permissions as Plain;
     out.permissions = drop(p, { allowed_methods: [], denied_methods: [], allowed_paths: [], denied_paths: [], rate_limit_rps: 0, headers: {}, metadata: {} });

@@ -1,5 +1,7 @@
 // The document's JSON Schema for editors and other tools, generated from DocumentSchema (itself built from the API's
 // body schemas): `npm run schema` writes schemas/edge-config.schema.json, and a test fails when the two differ.
+import { writeFile } from 'node:fs/promises';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { DocumentSchema } from './document.ts';
 
 export const SCHEMA_ID = 'https://edge-platform.local/schemas/edge-config.schema.json';
@@ -10,3 +12,10 @@ export function documentJsonSchema(): Record<string, unknown> {
 }
 
 export const documentJsonSchemaText = () => JSON.stringify(documentJsonSchema(), null, 2) + '\n';
+
+// `npm run schema` runs this module: it writes the file the package ships.
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  const target = fileURLToPath(new URL('../../schemas/edge-config.schema.json', import.meta.url));
+  await writeFile(target, documentJsonSchemaText());
+  process.stdout.write(`wrote ${target}\n`);
+}

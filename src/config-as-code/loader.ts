@@ -50,7 +50,9 @@ export function parseDocumentText(text: string, file: string, options: LoadOptio
   // YAML 1.2 reads JSON too, so one parser locates mistakes in both.
   const doc = parseDocument(text, { lineCounter, uniqueKeys: true, prettyErrors: false, strict: true });
   const problems: Problem[] = [];
-  for (const e of doc.errors) {
+  // After a syntax error the parser reports every token that follows: the first one is the mistake.
+  const syntax = doc.errors.find((e) => e.code !== 'DUPLICATE_KEY');
+  for (const e of syntax ? [syntax] : doc.errors) {
     const pos = lineCounter.linePos(e.pos[0]);
     const message = e.code === 'DUPLICATE_KEY' ? `duplicate key ${duplicateKeyAt(doc, text, e.pos[0])}` : e.message.split('\n')[0];
     problems.push({ file, line: pos.line, column: pos.col, field: '', message });

@@ -6,6 +6,7 @@ import { canonicalCondition } from '../shared/match/condition.ts';
 import { canonicalRateLimitCondition } from '../shared/rate-limit/conditions.ts';
 import { describeCaBundle } from '../shared/x509.ts';
 import type { AlertDoc, AuthDoc, EndpointDoc, ProviderDoc, RateLimitDoc, RoleDoc, RoutingRuleDoc } from './document.ts';
+import type { AlertView, EndpointView, HealthCheckView, MtlsView, ProviderView, RateLimitView, RoleView, RoutingRuleView, SettingsView } from './views.ts';
 
 /** The rule maps of an endpoint, each keyed by the resource's name. */
 export const RULE_GROUPS = ['oauth_providers', 'rbac_roles', 'rate_limits', 'routing_rules', 'alerts'] as const;
@@ -17,6 +18,20 @@ export type SettingGroup = (typeof SETTING_GROUPS)[number];
 export const TAGGED_GROUPS: readonly RuleGroup[] = ['rate_limits', 'routing_rules', 'alerts'];
 
 export type Plain = Record<string, unknown>;
+
+/** An endpoint's auth group in canonical form (desiredAuth, actualAuth). */
+export interface AuthState {
+  mode: string;
+  enforce_https: boolean;
+  session_ttl_seconds: number | null;
+  realm: string | null;
+  allowed_redirects: string[];
+  scopes: string[];
+  enabled_providers: string[];
+  basic_users: Plain[];
+  jwt: { jwks_url: string; issuer: string; audience: string; claim_headers: Record<string, string> } | null;
+  webhook: { header: string; algo: string; prefix: string; secret: string } | null;
+}
 /** An endpoint in canonical form: settings groups, then rule maps; a group the file omits is absent (not managed). */
 export type Canonical = Partial<Record<SettingGroup, unknown>> & Partial<Record<RuleGroup, Record<string, Plain>>>;
 
@@ -163,7 +178,7 @@ export const desiredAlert = (r: AlertDoc): Plain => ({
 // The API's side (views as the /v1 API answers them)
 // ---------------------------------------------------------------------------------------------------------------
 
-export function actualSettings(view: any): Pick<Canonical, 'tags' | 'origin_url' | 'capture' | 'ports'> {
+export function actualSettings(view: EndpointView): Pick<Canonical, 'tags' | 'origin_url' | 'capture' | 'ports'> {
   return {
     tags: sortedUnique(view.tags ?? []),
     origin_url: view.origin_url ?? null,
@@ -172,15 +187,15 @@ export function actualSettings(view: any): Pick<Canonical, 'tags' | 'origin_url'
   };
 }
 
-export const actualMtls = (v: any): Plain => ({ mode: v.mode, ca_sha256: sortedUnique((v.ca_certificates ?? []).map((c: any) => c.fingerprint_sha256)) });
+export const actualMtls = (v: MtlsView): Plain => ({ mode: v.mode, ca_sha256: sortedUnique((v.ca_certificates ?? []).map((c) => c.fingerprint_sha256)) });
 
-export const actualHealth = (v: any): Plain => ({ enabled: v.enabled, path: v.path, interval_seconds: v.interval_seconds });
+export const actualHealth = (v: HealthCheckView): Plain => ({ enabled: v.enabled, path: v.path, interval_seconds: v.interval_seconds });
 
 /**
  * The settings view in the file's terms. `token` (and its header / cookie forms) cannot be written by a file: the
  * mode is kept as the API names it, so a file's mode always differs from it and export leaves the group out.
  */
-export function actualAuth(v: any, providers: Record<string, Plain & { id?: number }>, providerIds: Map<number, string>): Plain {
+export function actualAuth(v: SettingsView, providers: Record<string, Plain & { id?: number }>, providerIds: Map<number, string>): Plain {
   const config = v.config ?? {};
   let mode: string = v.mode === 'jwt' ? 'none' : v.mode;
   const enabledMap: Record<string, boolean> = v.enabled_auth_methods ?? {};
@@ -216,13 +231,13 @@ export function actualAuth(v: any, providers: Record<string, Plain & { id?: numb
     allowed_redirects: sso ? (config.allowed_redirects ?? []) : [],
     scopes: sso ? (config.scopes ?? []) : [],
     enabled_providers: sso && !everyOne ? sortedUnique(offered) : [],
-    basic_users: mode === 'basic' ? [...(v.basic_users ?? [])].sort((x: any, y: any) => x.username.localeCompare(y.username)).map((u: any) => ({ username: u.username, password_hash: u.password_hash ?? null })) : [],
+    basic_users: mode === 'basic' ? [...(v.basic_users ?? [])].sort((x, y) => x.username.localeCompare(y.username)).map((u) => ({ username: u.username, password_hash: u.password_hash ?? null })) : [],
     jwt: jwtOn ? { jwks_url: config.jwks_url, issuer: config.issuer ?? '', audience: config.audience ?? '', claim_headers: claims } : null,
-    webhook: webhook ? { header: webhook.header, algo: webhook.algo, prefix: webhook.prefix ?? '', secret: storedSecret(webhook.secret_fingerprint ?? v.webhook_secret_fingerprint) } : null,
+    webhook: webhook ? { header: webhook.header, algo: webhook.algo, prefix: webhook.prefix ?? '', secret: storedSecret(webhook.secret_fingerprint) } : null,
   };
 }
 
-export const actualProvider = (p: any): Plain => ({
+export const actualProvider = (p: ProviderView): Plain => ({
   kind: p.kind,
   issuer: p.issuer,
   client_id: p.client_id,
@@ -236,14 +251,14 @@ export const actualProvider = (p: any): Plain => ({
   enabled: p.enabled,
 });
 
-export const actualRole = (r: any): Plain => ({
+export const actualRole = (r: RoleView): Plain => ({
   description: r.description ?? '',
   priority: r.priority,
   is_default: r.is_default,
   permissions: { ...PERMISSION_DEFAULTS, ...r.permissions },
 });
 
-export const actualRateLimit = (r: any): Plain => ({
+export const actualRateLimit = (r: RateLimitView): Plain => ({
   description: r.description ?? '',
   requests_per_window: r.requests_per_window,
   window_size_seconds: r.window_size_seconds,
@@ -252,26 +267,26 @@ export const actualRateLimit = (r: any): Plain => ({
   priority: r.priority,
   scope: r.scope,
   fail_mode: r.fail_mode,
-  conditions: (r.conditions ?? []).map((c: any) => ({ type: c.condition_type, operator: c.operator, value: c.condition_value, logical_operator: c.logical_operator })),
+  conditions: (r.conditions ?? []).map((c) => ({ type: c.condition_type, operator: c.operator, value: c.condition_value, logical_operator: c.logical_operator })),
   tags: sortedUnique(r.tags ?? []),
 });
 
-export const actualRoutingRule = (r: any): Plain => ({
+export const actualRoutingRule = (r: RoutingRuleView): Plain => ({
   priority: r.priority,
   enabled: r.enabled,
   target_agent_id: r.target_agent_id || null,
   target_agent_tags: sortedUnique(String(r.target_agent_tags ?? '').split(',').filter(Boolean)),
   target_origin_url: r.target_origin_url || null,
-  conditions: (r.conditions ?? []).map((c: any) => ({ condition_type: c.condition_type, condition_key: c.condition_key, pattern: c.pattern })),
+  conditions: (r.conditions ?? []).map((c) => ({ condition_type: c.condition_type, condition_key: c.condition_key, pattern: c.pattern })),
   tags: sortedUnique(r.tags ?? []),
 });
 
-export const actualAlert = (r: any): Plain => ({
+export const actualAlert = (r: AlertView): Plain => ({
   metric: r.metric,
   comparison: r.comparison,
   threshold: r.threshold,
   window_seconds: r.window_seconds,
-  channels: (r.channels ?? []).map((c: any) =>
+  channels: (r.channels ?? []).map((c) =>
     c.type === 'webhook' ? { type: 'webhook', url: c.url, secret: c.has_secret ? storedSecret(c.secret_fingerprint) : null } : { type: 'email', to: c.to },
   ),
   tags: sortedUnique(r.tags ?? []),
@@ -295,7 +310,8 @@ export async function settleSecrets(desired: unknown, actual: unknown): Promise<
   const a = actual as Plain;
   // A basic user: the API shows the bcrypt hash itself.
   if (typeof d.password === 'string' && typeof a.password_hash === 'string' && d.username === a.username) {
-    if (await bcrypt.compare(d.password, a.password_hash)) {
+    // $2y$ is $2b$ under another name, which node's bcrypt does not take.
+    if (await bcrypt.compare(d.password, a.password_hash.replace(/^\$2y\$/, '$2b$'))) {
       delete d.password;
       d.password_hash = a.password_hash;
     }
@@ -322,6 +338,7 @@ export function display(value: unknown, field = ''): string {
   if (typeof value === 'string' && SECRET_FIELDS.has(field.split('.').pop()!)) return '(changed)';
   return JSON.stringify(value, (k, v) => {
     if (SECRET_FIELDS.has(k) && typeof v === 'string') return isStoredSecret(v) ? '(secret)' : '(changed)';
+    if (k === 'password_hash' && typeof v === 'string') return '(bcrypt hash)';
     if (k === 'ca_bundle_pem') return undefined;
     return v;
   });

@@ -69,11 +69,14 @@ function changesOf(desired: Plain, actual: Plain | undefined, prefix = ''): Chan
     const old = actual?.[field];
     if (same(value, old)) continue;
     // Auth is one group with many fields: name each, as an operator reads them.
-    if (field === 'auth' && value && typeof value === 'object' && old && typeof old === 'object') out.push(...changesOf(value as Plain, old as Plain, 'auth.'));
-    else out.push({ field: prefix + field, old, new: value });
+    if (field === 'auth' && value && typeof value === 'object') out.push(...changesOf(value as Plain, (old ?? undefined) as Plain | undefined, 'auth.'));
+    // A new resource lists what it sets, not every empty default.
+    else if (actual !== undefined || !isEmpty(value)) out.push({ field: prefix + field, old, new: value });
   }
   return out;
 }
+
+const isEmpty = (v: unknown) => v === null || v === '' || v === false || (Array.isArray(v) && v.length === 0) || (typeof v === 'object' && v !== null && Object.keys(v).length === 0);
 
 export async function makePlan(doc: Document, actual: ActualState, options: PlanOptions): Promise<Entry[]> {
   const entries: Entry[] = [];

@@ -1,6 +1,7 @@
 // Reads an account's current configuration through the /v1 API into the canonical form (model.ts), by endpoint
 // hostname and rule name, keeping the ids the apply needs; only the groups a run needs are read.
 import { ApiError, pool, type ApiClient } from './client.ts';
+import type { AlertView, DomainView, EndpointView, HealthCheckView, MtlsView, Page, ProviderView, RateLimitPage, RoleView, RoutingRuleView, SettingsView } from './views.ts';
 import {
   actualAlert,
   actualAuth,
@@ -22,7 +23,7 @@ export const READ_CONCURRENCY = 16;
 export interface ActualEndpoint {
   hostname: string;
   uuid: string;
-  view: any;
+  view: EndpointView;
   state: Canonical;
   /** Rule name → the id the API addresses it by (uuid or integer), per group. */
   ids: Partial<Record<RuleGroup, Record<string, string | number>>>;
@@ -72,21 +73,21 @@ function byName<T extends { name: string }>(rows: T[], id: (r: T) => string | nu
 
 export async function readState(client: ApiClient, needs: Needs, selectTag?: string): Promise<ActualState> {
   const [endpointViews, domains, rateLimits, alerts] = await Promise.all([
-    allPages((page) => client.get(`/v1/endpoints?page=${page}&page_size=${PAGE}`)),
-    client.get('/v1/domains'),
+    allPages((page) => client.get<Page<EndpointView>>(`/v1/endpoints?page=${page}&page_size=${PAGE}`)),
+    client.get<{ items: DomainView[] }>('/v1/domains'),
     // The rate-limit list also names the platform domain (endpoints with domain_id null live under it).
     allPages(async (page) => {
-      const r = await client.get(`/v1/firewall/rate-limits?page=${page}&limit=${PAGE}`);
+      const r = await client.get<RateLimitPage>(`/v1/firewall/rate-limits?page=${page}&limit=${PAGE}`);
       return { items: [r], total: r.pagination.total };
     }),
-    client.get('/v1/traffic/alerts'),
+    client.get<{ items: AlertView[] }>('/v1/traffic/alerts'),
   ]);
   const platformDomain: string = rateLimits[0].defaultDomain;
-  const rules = rateLimits.flatMap((p: any) => p.rules);
+  const rules = rateLimits.flatMap((p) => p.rules);
   const tagged = (r: { tags?: string[] }) => selectTag === undefined || (r.tags ?? []).includes(selectTag);
 
   const endpoints = new Map<string, ActualEndpoint>();
-  const selected = (endpointViews as any[]).filter((e) => !e.ephemeral && tagged(e));
+  const selected = endpointViews.filter((e) => !e.ephemeral && tagged(e));
   const byUuid = new Map<string, ActualEndpoint>();
   await pool(selected, READ_CONCURRENCY, async (view) => {
     const need = needs(view.hostname);
@@ -96,12 +97,12 @@ export async function readState(client: ApiClient, needs: Needs, selectTag?: str
     const settings = actualSettings(view);
     for (const g of ['tags', 'origin_url', 'capture', 'ports'] as const) if (need.has(g)) e.state[g] = settings[g];
     const [mtls, health, providers, roles, routing, auth] = await Promise.all([
-      need.has('mtls') ? client.get(`${base}/mtls`) : undefined,
-      need.has('health_check') ? client.get(`${base}/health-check`) : undefined,
-      need.has('oauth_providers') || need.has('auth') ? client.get(`${base}/oauth/providers`) : undefined,
-      need.has('rbac_roles') ? client.get(`${base}/rbac/roles`) : undefined,
+      need.has('mtls') ? client.get<MtlsView>(`${base}/mtls`) : undefined,
+      need.has('health_check') ? client.get<HealthCheckView>(`${base}/health-check`) : undefined,
+      need.has('oauth_providers') || need.has('auth') ? client.get<{ items: ProviderView[] }>(`${base}/oauth/providers`) : undefined,
+      need.has('rbac_roles') ? client.get<RoleView[]>(`${base}/rbac/roles`) : undefined,
       need.has('routing_rules') ? readRouting(client, base) : undefined,
-      need.has('auth') ? client.get(`${base}/settings`) : undefined,
+      need.has('auth') ? client.get<SettingsView>(`${base}/settings`) : undefined,
     ]);
     if (mtls) e.state.mtls = actualMtls(mtls);
     if (health) e.state.health_check = actualHealth(health);
@@ -111,28 +112,28 @@ export async function readState(client: ApiClient, needs: Needs, selectTag?: str
       e.ids[g] = r.ids;
       e.duplicates.push(...r.dups.map((d) => ({ group: g, ...d })));
     };
-    if (providers) group('oauth_providers', providers.items, (p: any) => p.id, actualProvider);
+    if (providers) group('oauth_providers', providers.items, (p) => p.id, actualProvider);
     if (auth) {
       const providerIds = new Map(Object.entries(e.ids.oauth_providers ?? {}).map(([n, id]) => [Number(id), n]));
       e.state.auth = actualAuth(auth, e.state.oauth_providers ?? {}, providerIds);
       if (!need.has('oauth_providers')) delete e.state.oauth_providers;
     }
-    if (roles) group('rbac_roles', roles, (r: any) => r.id, actualRole);
-    if (routing) group('routing_rules', routing.filter(tagged), (r: any) => r.id, actualRoutingRule);
-    if (need.has('rate_limits')) group('rate_limits', rules.filter((r: any) => r.endpoint_uuid === uuid && tagged(r)), (r: any) => r.uuid, actualRateLimit);
-    if (need.has('alerts')) group('alerts', alerts.items.filter((r: any) => r.endpoint_uuid === uuid && tagged(r)), (r: any) => r.uuid, actualAlert);
+    if (roles) group('rbac_roles', roles, (r) => r.id, actualRole);
+    if (routing) group('routing_rules', routing.filter(tagged), (r) => r.id, actualRoutingRule);
+    if (need.has('rate_limits')) group('rate_limits', rules.filter((r) => r.endpoint_uuid === uuid && tagged(r)), (r) => r.uuid, actualRateLimit);
+    if (need.has('alerts')) group('alerts', alerts.items.filter((r) => r.endpoint_uuid === uuid && tagged(r)), (r) => r.uuid, actualAlert);
     endpoints.set(view.hostname, e);
     byUuid.set(uuid, e);
   });
 
   const account = byName(
-    alerts.items.filter((r: any) => r.endpoint_uuid === null && tagged(r)),
-    (r: any) => r.uuid,
+    alerts.items.filter((r) => r.endpoint_uuid === null && tagged(r)),
+    (r) => r.uuid,
     actualAlert,
   );
   return {
     platformDomain,
-    domains: new Map(domains.items.map((d: any) => [d.name, { id: d.id, verified: d.verified }])),
+    domains: new Map(domains.items.map((d) => [d.name, { id: d.id, verified: d.verified }])),
     endpoints,
     alerts: account.state,
     alertIds: account.ids as Record<string, string>,
@@ -141,9 +142,9 @@ export async function readState(client: ApiClient, needs: Needs, selectTag?: str
 }
 
 /** Routing rules need a plan entitlement even to list: without it the endpoint has none to manage. */
-async function readRouting(client: ApiClient, base: string): Promise<any[]> {
+async function readRouting(client: ApiClient, base: string): Promise<RoutingRuleView[]> {
   try {
-    return (await client.get(`${base}/routing-rules`)).items;
+    return (await client.get<{ items: RoutingRuleView[] }>(`${base}/routing-rules`)).items;
   } catch (err) {
     if (err instanceof ApiError && err.code === 'entitlement_required') return [];
     throw err;

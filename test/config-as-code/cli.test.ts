@@ -28,7 +28,7 @@ describe('the edge diff / apply / export commands', () => {
     const env = cleanEnv({ EDGE_API_KEY: owner.api_key, EDGE_CONTROL_URL: t.controlUrl });
     const drift = await run(['diff', '-f', file], env);
     assert.equal(drift.code, 2, drift.stderr);
-    assert.match(drift.stdout, /\+ create endpoint cli-shop\.edge\.localhost\n    tags: \["shop"\]\n    health_check: \{"enabled":true,"path":"\/up","interval_seconds":60\}/);
+    assert.match(drift.stdout, /\+ create endpoint cli-shop\.edge\.localhost\n {4}tags: \["shop"\]\n {4}health_check: \{"enabled":true,"path":"\/up","interval_seconds":60\}/);
     const applied = await run(['apply', '-f', file], env);
     assert.equal(applied.code, 0, applied.stderr);
     assert.match(applied.stdout, /created endpoint cli-shop\.edge\.localhost\nApply: 1 created, 0 updated, 0 deleted, 0 failed\./);

@@ -77,8 +77,8 @@ describe('edge apply, diff and export: the round trip over every resource kind',
     const changed = { ...SECRETS, WEBHOOK_SECRET: 'whsec-another-value-9', BOB_PASSWORD: 'bob-password-2' };
     const diff = await edge(t, owner.api_key, 'diff', ['-f', file], changed);
     assert.equal(diff.code, 2);
-    assert.match(diff.stdout, /~ update endpoint rt-web\.edge\.localhost\n    auth\.basic_users: .*"password":"\(changed\)"/);
-    assert.match(diff.stdout, /    auth\.webhook: \{.*"secret":"\(secret\)"\} → \{.*"secret":"\(changed\)"\}/);
+    assert.match(diff.stdout, /~ update endpoint rt-web\.edge\.localhost\n {4}auth\.basic_users: .*"password":"\(changed\)"/);
+    assert.match(diff.stdout, / {4}auth\.webhook: \{.*"secret":"\(secret\)"\} → \{.*"secret":"\(changed\)"\}/);
     assert.match(diff.stdout, /Plan: 0 to create, 1 to update, 0 to delete\./);
     assert.doesNotMatch(diff.stdout, /whsec|bob-password/);
     assert.equal((await edge(t, owner.api_key, 'apply', ['-f', file], changed)).code, 0);
