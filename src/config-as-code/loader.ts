@@ -1,6 +1,7 @@
 // Reads an edge configuration file (YAML or JSON) into a checked document: every mistake is located by file, line,
 // column and field before anything is sent (schema, duplicate keys, bad conditions, mode rules, `${ENV}` references).
 import { readFile } from 'node:fs/promises';
+import type { TSchema } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import { isMap, isScalar, isSeq, LineCounter, parseDocument, type Document as YamlDocument, type Node } from 'yaml';
 import { canonicalCondition } from '../shared/match/condition.ts';
@@ -70,7 +71,7 @@ export function parseDocumentText(text: string, file: string, options: LoadOptio
     if (seen.has(field)) continue;
     seen.add(field);
     const unexpected = e.message === 'Unexpected property';
-    at(path, unexpected ? 'unknown field' : e.message, unexpected);
+    at(path, unexpected ? 'unknown field' : describeError(e.schema, e.message), unexpected);
   }
   if (problems.length > 0) throw new DocumentError(problems);
 
@@ -80,6 +81,14 @@ export function parseDocumentText(text: string, file: string, options: LoadOptio
   resolveReferences(document, [], options.env ?? process.env, at);
   if (problems.length > 0) throw new DocumentError(problems);
   return document;
+}
+
+/** TypeBox's message, or for a choice of literals the choices ("Expected union value" says too little). */
+function describeError(schema: TSchema, message: string): string {
+  const options = (schema.anyOf as TSchema[] | undefined) ?? [];
+  const literals = options.filter((o) => 'const' in o).map((o) => JSON.stringify(o.const));
+  if (literals.length > 0) return `expected ${literals.join(', ')}${literals.length < options.length ? ' or null' : ''}`;
+  return message;
 }
 
 /** A JSON pointer (TypeBox's error path) as segments, unescaped. */

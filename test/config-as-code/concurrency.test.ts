@@ -1,10 +1,8 @@
 // Two applies racing on one account end consistent: conflicts are re-planned or reported, a rule both created is
 // kept once, and a diff afterwards finds nothing to change.
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
-import { nodeWithOwner, type User } from '../helpers/endpoint-api.ts';
-import type { TestNode } from '../helpers/node.ts';
-import { edge, scratch } from './support.ts';
+import { describe, it } from 'node:test';
+import { configSuite, edge } from './support.ts';
 
 function file(names: string[], rpw = 10) {
   return {
@@ -25,53 +23,43 @@ function file(names: string[], rpw = 10) {
 }
 
 describe('two edge apply runs racing on one account', () => {
-  let t: TestNode;
-  let owner: User;
-  let files: Awaited<ReturnType<typeof scratch>>;
+  const suite = configSuite();
 
-  before(async () => {
-    ({ t, owner } = await nodeWithOwner());
-    files = await scratch();
-  });
-  after(async () => {
-    await t?.close();
-    await files?.remove();
-  });
 
   it('of the same file end with every resource once and nothing left to change', async () => {
     const names = Array.from({ length: 8 }, (_, i) => `race-${i}`);
-    const path = await files.file('race.yaml', file(names));
-    const runs = await Promise.all([edge(t, owner.api_key, 'apply', ['-f', path]), edge(t, owner.api_key, 'apply', ['-f', path])]);
+    const path = await suite.files.file('race.yaml', file(names));
+    const runs = await Promise.all([edge(suite.t, suite.owner.api_key, 'apply', ['-f', path]), edge(suite.t, suite.owner.api_key, 'apply', ['-f', path])]);
     for (const r of runs) {
       // An apply that lost a race either re-planned (exit 0) or names what it could not do (exit 1): never silent.
       if (r.code !== 0) assert.match(r.stdout, /failed: .*409|not attempted/, r.stdout);
     }
-    const diff = await edge(t, owner.api_key, 'diff', ['-f', path, '--prune']);
+    const diff = await edge(suite.t, suite.owner.api_key, 'diff', ['-f', path, '--prune']);
     if (diff.code !== 0) {
       // What a losing run reported is finished by running it again.
-      assert.equal((await edge(t, owner.api_key, 'apply', ['-f', path])).code, 0);
+      assert.equal((await edge(suite.t, suite.owner.api_key, 'apply', ['-f', path])).code, 0);
     }
-    assert.equal((await edge(t, owner.api_key, 'diff', ['-f', path, '--prune'])).code, 0);
-    const rules = (await t.api('GET', '/v1/firewall/rate-limits?limit=100', { key: owner.api_key })).body.rules as any[];
+    assert.equal((await edge(suite.t, suite.owner.api_key, 'diff', ['-f', path, '--prune'])).code, 0);
+    const rules = (await suite.t.api('GET', '/v1/firewall/rate-limits?limit=100', { key: suite.owner.api_key })).body.rules as any[];
     assert.equal(rules.length, names.length * 2, 'each rule once');
-    const alerts = (await t.api('GET', '/v1/traffic/alerts', { key: owner.api_key })).body.items as any[];
+    const alerts = (await suite.t.api('GET', '/v1/traffic/alerts', { key: suite.owner.api_key })).body.items as any[];
     assert.equal(alerts.length, names.length);
-    for (const e of (await t.api('GET', '/v1/endpoints?page_size=100', { key: owner.api_key })).body.items as any[]) {
-      assert.equal((await t.api('GET', `/v1/endpoints/${e.uuid}/routing-rules`, { key: owner.api_key })).body.items.length, 1);
-      assert.equal((await t.api('GET', `/v1/endpoints/${e.uuid}/rbac/roles`, { key: owner.api_key })).body.length, 1);
+    for (const e of (await suite.t.api('GET', '/v1/endpoints?page_size=100', { key: suite.owner.api_key })).body.items as any[]) {
+      assert.equal((await suite.t.api('GET', `/v1/endpoints/${e.uuid}/routing-rules`, { key: suite.owner.api_key })).body.items.length, 1);
+      assert.equal((await suite.t.api('GET', `/v1/endpoints/${e.uuid}/rbac/roles`, { key: suite.owner.api_key })).body.length, 1);
     }
   });
 
   it('of two files setting one rule differently end with one file’s value whole, never a mix', async () => {
     const names = ['race-0', 'race-1', 'race-2'];
-    const ten = await files.file('ten.yaml', file(names, 10));
-    const twenty = await files.file('twenty.yaml', file(names, 20));
-    await Promise.all([edge(t, owner.api_key, 'apply', ['-f', ten]), edge(t, owner.api_key, 'apply', ['-f', twenty])]);
-    const values = new Set(((await t.api('GET', '/v1/firewall/rate-limits?limit=100&search=main', { key: owner.api_key })).body.rules as any[]).map((r) => r.requests_per_window));
+    const ten = await suite.files.file('ten.yaml', file(names, 10));
+    const twenty = await suite.files.file('twenty.yaml', file(names, 20));
+    await Promise.all([edge(suite.t, suite.owner.api_key, 'apply', ['-f', ten]), edge(suite.t, suite.owner.api_key, 'apply', ['-f', twenty])]);
+    const values = new Set(((await suite.t.api('GET', '/v1/firewall/rate-limits?limit=100&search=main', { key: suite.owner.api_key })).body.rules as any[]).map((r) => r.requests_per_window));
     assert.equal(values.size <= 2, true);
     // Each rule holds a value one file gave it, and one more apply of either file settles every rule on it.
     for (const v of values) assert.ok(v === 10 || v === 20);
-    assert.equal((await edge(t, owner.api_key, 'apply', ['-f', twenty])).code, 0);
-    assert.equal((await edge(t, owner.api_key, 'diff', ['-f', twenty])).code, 0);
+    assert.equal((await edge(suite.t, suite.owner.api_key, 'apply', ['-f', twenty])).code, 0);
+    assert.equal((await edge(suite.t, suite.owner.api_key, 'diff', ['-f', twenty])).code, 0);
   });
 });

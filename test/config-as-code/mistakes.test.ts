@@ -1,10 +1,9 @@
 // A file with a mistake is refused before anything is sent: each message names the file, the line, the column and
 // the field, the exit status is 1, and the account is left as it was (read back through the API).
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
-import { feedVersion, nodeWithOwner, type User } from '../helpers/endpoint-api.ts';
-import type { TestNode } from '../helpers/node.ts';
-import { edge, scratch } from './support.ts';
+import { describe, it } from 'node:test';
+import { feedVersion } from '../helpers/endpoint-api.ts';
+import { configSuite, edge } from './support.ts';
 
 /** A valid endpoint entry, the mistakes below each break one thing in a copy of it. */
 const GOOD = `version: 1
@@ -41,53 +40,43 @@ const MISTAKES: [string, string, RegExp][] = [
 ];
 
 describe('edge apply and diff refuse a file with a mistake, located, and send nothing', () => {
-  let t: TestNode;
-  let owner: User;
-  let files: Awaited<ReturnType<typeof scratch>>;
+  const suite = configSuite();
 
-  before(async () => {
-    ({ t, owner } = await nodeWithOwner());
-    files = await scratch();
-  });
-  after(async () => {
-    await t?.close();
-    await files?.remove();
-  });
 
   for (const [what, text, message] of MISTAKES) {
     it(`refuses ${what}`, async () => {
-      const file = await files.file('edge.yaml', text);
-      const version = await feedVersion(t);
+      const file = await suite.files.file('edge.yaml', text);
+      const version = await feedVersion(suite.t);
       for (const command of ['apply', 'diff'] as const) {
-        const ran = await edge(t, owner.api_key, command, ['-f', file]);
+        const ran = await edge(suite.t, suite.owner.api_key, command, ['-f', file]);
         assert.equal(ran.code, 1, ran.stdout + ran.stderr);
         assert.match(ran.stderr, /the file is not valid; nothing was sent/);
         assert.ok(ran.stderr.includes(file), `${ran.stderr} names the file`);
         assert.match(ran.stderr, message);
         assert.equal(ran.stdout, '');
       }
-      assert.equal((await t.api('GET', '/v1/endpoints', { key: owner.api_key })).body.total, 0);
-      assert.equal(await feedVersion(t), version, 'nothing was written');
+      assert.equal((await suite.t.api('GET', '/v1/endpoints', { key: suite.owner.api_key })).body.total, 0);
+      assert.equal(await feedVersion(suite.t), version, 'nothing was written');
     });
   }
 
   it('locates mistakes in a JSON file too', async () => {
-    const file = await files.file('edge.json', '{\n  "version": 1,\n  "endpoints": {\n    "shop": { "tags": ["web"], "origin": "https://x.example.com" }\n  }\n}\n');
-    const ran = await edge(t, owner.api_key, 'apply', ['-f', file]);
+    const file = await suite.files.file('edge.json', '{\n  "version": 1,\n  "endpoints": {\n    "shop": { "tags": ["web"], "origin": "https://x.example.com" }\n  }\n}\n');
+    const ran = await edge(suite.t, suite.owner.api_key, 'apply', ['-f', file]);
     assert.equal(ran.code, 1);
     assert.match(ran.stderr, /edge\.json:4:32: endpoints\.shop\.origin: unknown field/);
   });
 
   it('accepts the same file once the reference is set, and applies it', async () => {
-    const file = await files.file('edge.yaml', GOOD);
-    const ran = await edge(t, owner.api_key, 'apply', ['-f', file], { ALICE_PASSWORD: 'alice-secret' });
+    const file = await suite.files.file('edge.yaml', GOOD);
+    const ran = await edge(suite.t, suite.owner.api_key, 'apply', ['-f', file], { ALICE_PASSWORD: 'alice-secret' });
     assert.equal(ran.code, 0, ran.stdout + ran.stderr);
-    assert.equal((await t.api('GET', '/v1/endpoints', { key: owner.api_key })).body.total, 1);
+    assert.equal((await suite.t.api('GET', '/v1/endpoints', { key: suite.owner.api_key })).body.total, 1);
   });
 
   it('refuses a file whose resources lack the --select-tag tag', async () => {
-    const file = await files.file('edge.yaml', GOOD);
-    const ran = await edge(t, owner.api_key, 'diff', ['-f', file, '--select-tag', 'team-b'], { ALICE_PASSWORD: 'alice-secret' });
+    const file = await suite.files.file('edge.yaml', GOOD);
+    const ran = await edge(suite.t, suite.owner.api_key, 'diff', ['-f', file, '--select-tag', 'team-b'], { ALICE_PASSWORD: 'alice-secret' });
     assert.equal(ran.code, 1);
     assert.match(ran.stderr, /:4:11: endpoints\.shop\.tags: must carry the tag "team-b" \(--select-tag\)/);
   });

@@ -7,6 +7,8 @@ import bcrypt from 'bcrypt';
 import { stringify } from 'yaml';
 import { configCommand } from '../../src/config-as-code/command.ts';
 import { createCa } from '../helpers/certs.ts';
+import { after, before } from 'node:test';
+import { nodeWithOwner, type User } from '../helpers/endpoint-api.ts';
 import type { TestNode } from '../helpers/node.ts';
 
 export interface Ran {
@@ -28,7 +30,13 @@ export async function edge(t: TestNode, key: string, command: 'diff' | 'apply' |
 }
 
 /** A scratch directory for files; removed by the returned function. */
-export async function scratch(): Promise<{ dir: string; file: (name: string, content: unknown) => Promise<string>; remove: () => Promise<void> }> {
+export interface Scratch {
+  dir: string;
+  file: (name: string, content: unknown) => Promise<string>;
+  remove: () => Promise<void>;
+}
+
+export async function scratch(): Promise<Scratch> {
   const dir = await mkdtemp(join(tmpdir(), 'edge-cac-'));
   return {
     dir,
@@ -132,3 +140,23 @@ export function exportedSecrets(references: string[]): Record<string, string> {
 
 /** The references `edge export` listed on stderr. */
 export const referencesIn = (stderr: string) => [...stderr.matchAll(/EDGE_SECRET_[A-Z0-9_]+/g)].map((m) => m[0]);
+
+export interface Suite {
+  t: TestNode;
+  owner: User;
+  files: Scratch;
+}
+
+/** A describe's node with a business user and a scratch directory, started before its tests and removed after. */
+export function configSuite(env?: Record<string, string>): Suite {
+  const suite = {} as Suite;
+  before(async () => {
+    ({ t: suite.t, owner: suite.owner } = await nodeWithOwner(env));
+    suite.files = await scratch();
+  });
+  after(async () => {
+    await suite.t?.close();
+    await suite.files?.remove();
+  });
+  return suite;
+}
