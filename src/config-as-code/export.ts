@@ -32,7 +32,10 @@ export function exportDocument(state: ActualState): Exported {
       if (g === 'auth') {
         const auth = exportAuth(s.auth as Plain, () => ref(host, 'webhook'));
         if (auth === null) warnings.push(`${host}: auth mode "${(s.auth as Plain).mode}" cannot be written in a file; auth left out`);
-        else if (auth.mode !== 'none' || Object.keys(auth).length > 1) out.auth = auth;
+        else if ((auth.basic_users as Plain[] | undefined)?.some((u) => u.password_hash === null)) {
+          // The API shows hashes only to keys holding endpoints:update.
+          warnings.push(`${host}: this API key cannot read the basic users' password hashes (endpoints:update); auth left out`);
+        } else if (auth.mode !== 'none' || Object.keys(auth).length > 1) out.auth = auth;
         continue;
       }
       const v = exportSetting(g, s[g]);

@@ -6,6 +6,7 @@ import { Value } from '@sinclair/typebox/value';
 import { isMap, isScalar, isSeq, LineCounter, parseDocument, type Document as YamlDocument, type Node } from 'yaml';
 import { canonicalCondition } from '../shared/match/condition.ts';
 import { canonicalRateLimitCondition } from '../shared/rate-limit/conditions.ts';
+import { parseCaBundle } from '../shared/x509.ts';
 import { DocumentSchema, ENV_REFERENCE, type Document } from './document.ts';
 
 export interface Problem {
@@ -139,6 +140,17 @@ function checkMeaning(doc: Document, at: At, options: LoadOptions): void {
     const base: Path = ['endpoints', host];
     if (!/^(@|[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/.test(host)) at(base, 'not a lower-case hostname or DNS label');
     needTag(base, e.tags);
+    if (e.mtls?.ca_bundle_pem !== undefined) {
+      // The API's own bundle check (CA certificates, unexpired): a bundle it would refuse is a mistake of the file.
+      try {
+        parseCaBundle(e.mtls.ca_bundle_pem, { field: 'ca_bundle_pem' });
+      } catch (err) {
+        at([...base, 'mtls', 'ca_bundle_pem'], (err as Error).message);
+      }
+    }
+    if (e.mtls && e.mtls.mode !== 'disabled' && e.mtls.ca_bundle_pem === undefined && e.mtls.ca_sha256 === undefined) {
+      at([...base, 'mtls'], `mode ${e.mtls.mode} needs ca_bundle_pem (or ca_sha256 for a bundle already stored)`);
+    }
     const auth = e.auth;
     if (auth) {
       const a = [...base, 'auth'];

@@ -35,6 +35,8 @@ const MISTAKES: [string, string, RegExp][] = [
   ['a missing environment reference', GOOD, /:16:21: endpoints\.shop\.auth\.basic_users\.0\.password: environment variable ALICE_PASSWORD is not set/],
   ['a bad tag', GOOD.replace('tags: [web]', 'tags: [Web]'), /:4:12: endpoints\.shop\.tags\.0: /],
   ['a user with both password and hash', GOOD.replace('password: ${ALICE_PASSWORD}', 'password: x\n          password_hash: $2b$10$' + 'a'.repeat(53)), /endpoints\.shop\.auth\.basic_users\.0: exactly one of password and password_hash/],
+  ['a CA bundle the API would refuse', GOOD.replace('    tags: [web]\n', '    tags: [web]\n    mtls: { mode: required, ca_bundle_pem: "not a certificate" }\n'), /:5:44: endpoints\.shop\.mtls\.ca_bundle_pem: /],
+  ['mTLS on without a bundle', GOOD.replace('    tags: [web]\n', '    tags: [web]\n    mtls: { mode: optional }\n'), /:5:11: endpoints\.shop\.mtls: mode optional needs ca_bundle_pem/],
   ['a wrong version', GOOD.replace('version: 1', 'version: 2'), /:1:10: version: /],
   ['broken YAML', GOOD.replace('    tags: [web]', '    tags: [web'), /edge\.yaml:\d+:\d+: /],
 ];
