@@ -36,7 +36,22 @@ export class ApiClient {
     this.base = options.controlUrl.replace(/\/+$/, '');
   }
 
+  /**
+   * One retry after a 5xx: on PostgreSQL, concurrent writes of one user can deadlock in the API (the database rolls
+   * one back and the API answers 500), which parallel applies provoke; a second 5xx is reported. A rule a retried
+   * create made twice is caught by the apply's twin check, an endpoint by its hostname's 409.
+   */
   async request<T = unknown>(method: string, path: string, body?: unknown): Promise<T> {
+    try {
+      return await this.once<T>(method, path, body);
+    } catch (err) {
+      if (!(err instanceof ApiError) || err.status < 500) throw err;
+      await new Promise((resolve) => setTimeout(resolve, 50 + Math.random() * 200));
+      return this.once<T>(method, path, body);
+    }
+  }
+
+  private async once<T>(method: string, path: string, body?: unknown): Promise<T> {
     this.calls[method] = (this.calls[method] ?? 0) + 1;
     const headers: Record<string, string> = { 'x-api-key': this.options.apiKey, accept: 'application/json' };
     if (this.options.accountId) headers['x-account-id'] = this.options.accountId;

@@ -8,7 +8,7 @@ import { TAG_PATTERN, type Document } from './document.ts';
 import { documentText, exportDocument } from './export.ts';
 import { DocumentError, loadDocumentFile } from './loader.ts';
 import { RULE_GROUPS, SETTING_GROUPS } from './model.ts';
-import { formatPlan, makePlan, needsOf, type PlanOptions } from './plan.ts';
+import { formatPlan, makePlan, needsAlerts, needsOf, type PlanOptions } from './plan.ts';
 import { readState } from './state.ts';
 
 /** The control API of a node on this machine (config/default.json controlPort). */
@@ -86,7 +86,7 @@ async function run(command: 'diff' | 'apply' | 'export', args: string[], io: Io)
 
   if (command === 'export') {
     const every = new Set([...SETTING_GROUPS, ...RULE_GROUPS]);
-    const state = await readState(client, () => every, selectTag);
+    const state = await readState(client, () => every, selectTag, 'if-allowed');
     const { document, references, warnings } = exportDocument(state);
     for (const w of warnings) io.stderr(`edge export: ${w}\n`);
     if (references.length > 0) io.stderr(`edge export: secrets are references; set ${references.join(', ')} before applying\n`);
@@ -97,7 +97,7 @@ async function run(command: 'diff' | 'apply' | 'export', args: string[], io: Io)
   }
 
   const options: PlanOptions = { prune: values.prune === true, selectTag };
-  const state = await readState(client, needsOf(doc as Document, options), selectTag);
+  const state = await readState(client, needsOf(doc as Document, options), selectTag, needsAlerts(doc as Document, options));
   const entries = await makePlan(doc as Document, state, options);
   io.stdout(formatPlan(entries));
   if (command === 'diff') return entries.length === 0 ? 0 : 2;

@@ -50,6 +50,7 @@ export function exportDocument(state: ActualState): Exported {
     endpoints[host] = out;
   }
   const alerts = Object.fromEntries(Object.entries(state.alerts).map(([name, r]) => [name, exportRule('alerts', r, (field) => ref('alerts', name, field))]));
+  if (state.alertsUnread) warnings.push('this API key may not read alert rules (traffic:read): none are in the file');
   for (const d of state.alertDuplicates) warnings.push(`a second alert rule named "${d.name}" is left out (names are keys in the file)`);
   const document: Plain = { version: DOCUMENT_VERSION };
   if (state.domains.size > 0) document.domains = [...state.domains.keys()].sort();

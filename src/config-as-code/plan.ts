@@ -61,6 +61,10 @@ export function needsOf(doc: Document, options: PlanOptions): Needs {
   return (host) => named.get(host) ?? named.get(host.split('.')[0]) ?? none;
 }
 
+/** Whether a run needs the account's alert rules: the file names some, or --prune may delete them. */
+export const needsAlerts = (doc: Document, options: PlanOptions) =>
+  options.prune || doc.alerts !== undefined || Object.values(doc.endpoints ?? {}).some((e) => e.alerts !== undefined);
+
 /** Field-by-field changes between two canonical resources (secrets settled first). */
 function changesOf(desired: Plain, actual: Plain | undefined, prefix = ''): Change[] {
   const out: Change[] = [];

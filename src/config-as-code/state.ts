@@ -38,6 +38,8 @@ export interface ActualState {
   alerts: Record<string, Plain>;
   alertIds: Record<string, string>;
   alertDuplicates: { id: string; name: string }[];
+  /** Export only: the key may not read alert rules (traffic:read), so none are in the file. */
+  alertsUnread: boolean;
 }
 
 /** Which groups to read for one endpoint: what the file names, and every rule map when pruning or exporting. */
@@ -71,8 +73,23 @@ function byName<T extends { name: string }>(rows: T[], id: (r: T) => string | nu
   return { state, ids, dups };
 }
 
-export async function readState(client: ApiClient, needs: Needs, selectTag?: string): Promise<ActualState> {
-  const [endpointViews, domains, rateLimits, alerts] = await Promise.all([
+/**
+ * `alerts`: whether to read alert rules (they need traffic:read, which a key managing only endpoints may lack);
+ * `if-allowed` (export) reads them unless the key is refused, and says so in `alertsUnread`.
+ */
+export async function readState(client: ApiClient, needs: Needs, selectTag?: string, alerts: boolean | 'if-allowed' = true): Promise<ActualState> {
+  let alertsUnread = false;
+  const readAlerts = async () => {
+    if (!alerts) return { items: [] as AlertView[] };
+    try {
+      return await client.get<{ items: AlertView[] }>('/v1/traffic/alerts');
+    } catch (err) {
+      if (alerts !== 'if-allowed' || !(err instanceof ApiError) || err.status !== 403) throw err;
+      alertsUnread = true;
+      return { items: [] as AlertView[] };
+    }
+  };
+  const [endpointViews, domains, rateLimits, alertList] = await Promise.all([
     allPages((page) => client.get<Page<EndpointView>>(`/v1/endpoints?page=${page}&page_size=${PAGE}`)),
     client.get<{ items: DomainView[] }>('/v1/domains'),
     // The rate-limit list also names the platform domain (endpoints with domain_id null live under it).
@@ -80,7 +97,7 @@ export async function readState(client: ApiClient, needs: Needs, selectTag?: str
       const r = await client.get<RateLimitPage>(`/v1/firewall/rate-limits?page=${page}&limit=${PAGE}`);
       return { items: [r], total: r.pagination.total };
     }),
-    client.get<{ items: AlertView[] }>('/v1/traffic/alerts'),
+    readAlerts(),
   ]);
   const platformDomain: string = rateLimits[0].defaultDomain;
   const rules = rateLimits.flatMap((p) => p.rules);
@@ -121,13 +138,13 @@ export async function readState(client: ApiClient, needs: Needs, selectTag?: str
     if (roles) group('rbac_roles', roles, (r) => r.id, actualRole);
     if (routing) group('routing_rules', routing.filter(tagged), (r) => r.id, actualRoutingRule);
     if (need.has('rate_limits')) group('rate_limits', rules.filter((r) => r.endpoint_uuid === uuid && tagged(r)), (r) => r.uuid, actualRateLimit);
-    if (need.has('alerts')) group('alerts', alerts.items.filter((r) => r.endpoint_uuid === uuid && tagged(r)), (r) => r.uuid, actualAlert);
+    if (need.has('alerts')) group('alerts', alertList.items.filter((r) => r.endpoint_uuid === uuid && tagged(r)), (r) => r.uuid, actualAlert);
     endpoints.set(view.hostname, e);
     byUuid.set(uuid, e);
   });
 
   const account = byName(
-    alerts.items.filter((r) => r.endpoint_uuid === null && tagged(r)),
+    alertList.items.filter((r) => r.endpoint_uuid === null && tagged(r)),
     (r) => r.uuid,
     actualAlert,
   );
@@ -138,6 +155,7 @@ export async function readState(client: ApiClient, needs: Needs, selectTag?: str
     alerts: account.state,
     alertIds: account.ids as Record<string, string>,
     alertDuplicates: account.dups as { id: string; name: string }[],
+    alertsUnread,
   };
 }
 
@@ -153,6 +171,6 @@ async function readRouting(client: ApiClient, base: string): Promise<RoutingRule
 
 /** Re-reads one endpoint (after a 409 from a racing apply); null when it is gone. */
 export async function readEndpoint(client: ApiClient, hostname: string, need: ReadonlySet<SettingGroup | RuleGroup>, selectTag?: string): Promise<ActualEndpoint | null> {
-  const state = await readState(client, (h) => (h === hostname ? need : new Set()), selectTag);
+  const state = await readState(client, (h) => (h === hostname ? need : new Set()), selectTag, need.has('alerts'));
   return state.endpoints.get(hostname) ?? null;
 }

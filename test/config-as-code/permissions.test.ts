@@ -1,5 +1,6 @@
 // The commands are API clients under the key's own permissions: in an organization (--account-id), a member who may
-// only read can diff and export (without the password hashes the API keeps from such keys) but not apply.
+// only read endpoints can diff and export (without the password hashes and alert rules the API keeps from such a
+// key) but not apply.
 import assert from 'node:assert/strict';
 import { before, describe, it } from 'node:test';
 import { parse } from 'yaml';
@@ -15,7 +16,7 @@ describe('edge diff, apply and export with a read-only key in an organization', 
   before(async () => {
     const reader = await suite.t.createUser('free');
     readerKey = reader.api_key;
-    org = String((await orgWithMember(suite.t, suite.owner, reader, ['endpoints:read', 'traffic:read'])).id);
+    org = String((await orgWithMember(suite.t, suite.owner, reader, ['endpoints:read'])).id);
     file = await suite.files.file('org.yaml', {
       version: 1,
       endpoints: { 'org-shop': { tags: ['org'], auth: { mode: 'basic', basic_users: [{ username: 'alice', password: '${ALICE}' }] } } },
@@ -27,6 +28,7 @@ describe('edge diff, apply and export with a read-only key in an organization', 
   it('the reader diffs and exports, and export leaves out the users it cannot read', async () => {
     const exported = await edge(suite.t, readerKey, 'export', ['--account-id', org]);
     assert.equal(exported.code, 0, exported.stderr);
+    assert.match(exported.stderr, /this API key may not read alert rules \(traffic:read\): none are in the file/);
     assert.match(exported.stderr, /org-shop\.edge\.localhost: this API key cannot read the basic users' password hashes \(endpoints:update\); auth left out/);
     assert.deepEqual(parse(exported.stdout).endpoints, { 'org-shop.edge.localhost': { tags: ['org'] } });
     const diff = await edge(suite.t, readerKey, 'diff', ['-f', file, '--account-id', org], { ALICE: 'alice-password' });
