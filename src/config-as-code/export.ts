@@ -2,7 +2,7 @@
 // of every endpoint, defaults left out, and secrets as `${ENV}` references (basic users as their bcrypt hashes).
 import { stringify } from 'yaml';
 import { DOCUMENT_VERSION } from './document.ts';
-import { isStoredSecret, RULE_GROUPS, SETTING_GROUPS, type Plain } from './model.ts';
+import { isStoredSecret, PERMISSION_DEFAULTS, RULE_DEFAULTS, RULE_GROUPS, SETTING_GROUPS, type Plain, type RuleGroup } from './model.ts';
 import type { ActualState } from './state.ts';
 
 export interface Exported {
@@ -92,20 +92,13 @@ function exportAuth(a: Plain, webhookRef: () => string): Plain | null {
   return out;
 }
 
-function exportRule(group: string, r: Plain, ref: (field: string) => string): Plain {
-  const defaults: Record<string, Plain> = {
-    oauth_providers: { scopes: [], allowed_emails: [], allowed_domains: [], authorization_url: null, token_url: null, userinfo_url: null, enabled: true },
-    rbac_roles: { description: '', priority: 0, is_default: false },
-    rate_limits: { description: '', status: 'active', priority: 0, scope: 'edge', fail_mode: 'open', conditions: [], tags: [] },
-    routing_rules: { priority: 0, enabled: true, target_agent_id: null, target_agent_tags: [], target_origin_url: null, tags: [] },
-    alerts: { tags: [] },
-  };
-  const out = drop(r, defaults[group]);
+function exportRule(group: RuleGroup, r: Plain, ref: (field: string) => string): Plain {
+  const out = drop(r, RULE_DEFAULTS[group]);
   if (group === 'oauth_providers') out.client_secret = ref('client_secret');
   if (group === 'rate_limits' && Array.isArray(out.conditions)) out.conditions = (out.conditions as Plain[]).map((c) => drop(c, { logical_operator: 'AND' }));
   if (group === 'rbac_roles') {
     const p = out.permissions as Plain;
-    out.permissions = drop(p, { allowed_methods: [], denied_methods: [], allowed_paths: [], denied_paths: [], rate_limit_rps: 0, headers: {}, metadata: {} });
+    out.permissions = drop(p, PERMISSION_DEFAULTS);
     if (Object.keys(out.permissions as Plain).length === 0) delete out.permissions;
   }
   if (group === 'alerts') {

@@ -113,38 +113,30 @@ function desiredAuth(a: AuthDoc, providers: Record<string, ProviderDoc> | undefi
   };
 }
 
-export const desiredProvider = (p: ProviderDoc): Plain => ({
-  kind: p.kind,
-  issuer: p.issuer,
-  client_id: p.client_id,
-  client_secret: p.client_secret,
-  scopes: p.scopes ?? [],
-  allowed_emails: p.allowed_emails ?? [],
-  allowed_domains: p.allowed_domains ?? [],
-  authorization_url: p.authorization_url ?? null,
-  token_url: p.token_url ?? null,
-  userinfo_url: p.userinfo_url ?? null,
-  enabled: p.enabled ?? true,
-});
+/**
+ * What the API stores for a field a body omits (its full-write PUTs and creates alike): a file's rule takes these
+ * for what it leaves out, and export leaves out what equals them.
+ */
+export const RULE_DEFAULTS: Record<RuleGroup, Plain> = {
+  oauth_providers: { scopes: [], allowed_emails: [], allowed_domains: [], authorization_url: null, token_url: null, userinfo_url: null, enabled: true },
+  rbac_roles: { description: '', priority: 0, is_default: false },
+  rate_limits: { description: '', status: 'active', priority: 0, scope: 'edge', fail_mode: 'open', conditions: [], tags: [] },
+  routing_rules: { priority: 0, enabled: true, target_agent_id: null, target_agent_tags: [], target_origin_url: null, tags: [] },
+  alerts: { window_seconds: 300, tags: [] },
+};
+export const PERMISSION_DEFAULTS: Plain = { allowed_methods: [], denied_methods: [], allowed_paths: [], denied_paths: [], rate_limit_rps: 0, headers: {}, metadata: {} };
 
-const PERMISSION_DEFAULTS = { allowed_methods: [], denied_methods: [], allowed_paths: [], denied_paths: [], rate_limit_rps: 0, headers: {}, metadata: {} };
+export const desiredProvider = (p: ProviderDoc): Plain => ({ ...RULE_DEFAULTS.oauth_providers, ...p });
 
 export const desiredRole = (r: RoleDoc): Plain => ({
-  description: r.description ?? '',
-  priority: r.priority ?? 0,
-  is_default: r.is_default ?? false,
+  ...RULE_DEFAULTS.rbac_roles,
+  ...r,
   permissions: { ...PERMISSION_DEFAULTS, ...(r.permissions ?? {}), headers: lowerKeys(r.permissions?.headers) },
 });
 
 export const desiredRateLimit = (r: RateLimitDoc): Plain => ({
-  description: r.description ?? '',
-  requests_per_window: r.requests_per_window,
-  window_size_seconds: r.window_size_seconds,
-  action: r.action,
-  status: r.status ?? 'active',
-  priority: r.priority ?? 0,
-  scope: r.scope ?? 'edge',
-  fail_mode: r.fail_mode ?? 'open',
+  ...RULE_DEFAULTS.rate_limits,
+  ...r,
   conditions: (r.conditions ?? []).map((c) => ({
     ...canonicalRateLimitCondition(String(c.type), String(c.operator), c.value === undefined || c.value === null ? undefined : String(c.value)),
     logical_operator: String(c.logical_operator ?? 'AND').toUpperCase(),
@@ -153,8 +145,8 @@ export const desiredRateLimit = (r: RateLimitDoc): Plain => ({
 });
 
 export const desiredRoutingRule = (r: RoutingRuleDoc): Plain => ({
-  priority: r.priority ?? 0,
-  enabled: r.enabled ?? true,
+  ...RULE_DEFAULTS.routing_rules,
+  ...r,
   target_agent_id: r.target_agent_id || null,
   target_agent_tags: sortedUnique((r.target_agent_tags ?? []).map((t) => t.toLowerCase())),
   target_origin_url: r.target_origin_url || null,
