@@ -21,7 +21,6 @@ import {
 } from '../shared/snapshot.ts';
 import { edgePermissions, fillRbacPermissions } from '../shared/rbac-permissions.ts';
 import { tokenSourceOf } from '../shared/visitor-credentials.ts';
-import { nodeBcryptHash } from './visitor-auth.ts';
 
 export const ENDPOINT_TOPIC = TOPICS.endpoint;
 
@@ -62,6 +61,15 @@ interface AuthSnapshotRow {
 }
 
 const parsed = <T>(value: T | string): T => (typeof value === 'string' ? (JSON.parse(value) as T) : value);
+
+/**
+ * A stored bcrypt hash as node's bcrypt checks it. $2y$ (PHP's crypt_blowfish) computes exactly what $2b$ does, but
+ * node's bcrypt refuses the prefix; the hash is stored as the API was given it (so an export reads back what was
+ * imported) and renamed wherever it is checked: the edges' snapshot and the API's unchanged-password test.
+ */
+export function nodeBcryptHash(hash: string): string {
+  return hash.startsWith('$2y$') ? `$2b$${hash.slice(4)}` : hash;
+}
 
 /**
  * Visitor authentication as edges see it (src/shared/snapshot.ts): only the credentials the mode uses, tokens only

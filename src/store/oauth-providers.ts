@@ -76,6 +76,14 @@ export async function countOAuthProviders(q: Queryable, endpointId: number): Pro
 // settings writes that check which providers exist and are enabled.
 // ---------------------------------------------------------------------------------------------------------------
 
+/**
+ * A provider's columns in the order both writes bind them: kind, name, issuer, client_id, the sealed secret, scopes,
+ * allowed_emails, allowed_domains, the three oauth2 URLs, the secret's fingerprint (both null: keep the stored secret).
+ */
+function providerValues(p: OAuthProviderInput, secret: ClientSecretInput | undefined): unknown[] {
+  return [p.kind, p.name, p.issuer, p.clientId, secret?.sealed ?? null, p.scopes, p.allowedEmails, p.allowedDomains, p.authorizationUrl, p.tokenUrl, p.userinfoUrl, secret?.fingerprint ?? null];
+}
+
 /** A duplicate name hits endpoint_oauth_providers_name_key: the caller maps it to a 409. */
 export async function insertOAuthProvider(tx: Queryable, endpointId: number, p: OAuthProviderInput, secret: ClientSecretInput): Promise<OAuthProviderRow> {
   const { rows } = await tx.query<OAuthProviderRow>(
@@ -83,21 +91,7 @@ export async function insertOAuthProvider(tx: Queryable, endpointId: number, p: 
                                            authorization_url, token_url, userinfo_url, client_secret_fingerprint)
      VALUES ($1, $2, $3, $4, $5, $6, $7::text[], $8::text[], $9::text[], $10, $11, $12, $13)
      RETURNING ${COLUMNS}`,
-    [
-      endpointId,
-      p.kind,
-      p.name,
-      p.issuer,
-      p.clientId,
-      secret.sealed,
-      p.scopes,
-      p.allowedEmails,
-      p.allowedDomains,
-      p.authorizationUrl,
-      p.tokenUrl,
-      p.userinfoUrl,
-      secret.fingerprint,
-    ],
+    [endpointId, ...providerValues(p, secret)],
   );
   touch(tx, { endpoint: endpointId });
   return rows[0];
@@ -120,22 +114,7 @@ export async function replaceOAuthProvider(
        client_secret_fingerprint = CASE WHEN $7::text IS NULL THEN client_secret_fingerprint ELSE $14 END, updated_at = now()
      WHERE endpoint_id = $1 AND id = $2
      RETURNING ${COLUMNS}`,
-    [
-      endpointId,
-      providerId,
-      p.kind,
-      p.name,
-      p.issuer,
-      p.clientId,
-      secret?.sealed ?? null,
-      p.scopes,
-      p.allowedEmails,
-      p.allowedDomains,
-      p.authorizationUrl,
-      p.tokenUrl,
-      p.userinfoUrl,
-      secret?.fingerprint ?? null,
-    ],
+    [endpointId, providerId, ...providerValues(p, secret)],
   );
   if (!rows[0]) return null;
   touch(tx, { endpoint: endpointId });

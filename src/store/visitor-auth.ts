@@ -209,15 +209,6 @@ export interface BasicUserInput {
 }
 
 /**
- * A stored bcrypt hash as node's bcrypt checks it. $2y$ (PHP's crypt_blowfish) computes exactly what $2b$ does, but
- * node's bcrypt refuses the prefix; the hash is stored as the API was given it (so an export reads back what was
- * imported) and renamed wherever it is checked: the edges' snapshot and the API's unchanged-password test.
- */
-export function nodeBcryptHash(hash: string): string {
-  return hash.startsWith('$2y$') ? `$2b$${hash.slice(4)}` : hash;
-}
-
-/**
  * Makes the endpoint's basic users exactly `users`. A user is its username: one sent again keeps its id,
  * created_at and last_used_at (its hash is replaced if the password changed); one left out is deleted.
  * Returns whether anything changed.

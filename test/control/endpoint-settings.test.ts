@@ -176,37 +176,47 @@ describe('visitor auth settings API', () => {
   it('takes users as bcrypt hashes ($2a$, $2b$, $2y$; cost 10-15) stored and shown as sent, beside users with passwords', async () => {
     const id = await newEndpoint();
     const b10 = await bcrypt.hash('pw-b', 10);
-    const y11 = '$2y$' + (await bcrypt.hash('pw-y', 11)).slice(4);
+    const y10 = '$2y$' + (await bcrypt.hash('pw-y', 10)).slice(4);
+    const b11 = await bcrypt.hash('pw-c', 11);
     // The highest cost taken, made from a cost-10 hash rather than computed (32 times as slow): the API judges the form.
     const a15 = '$2a$15$' + (await bcrypt.hash('pw-a', 10)).slice(7);
     const body = await putOk(id, {
       mode: 'basic',
       basic_users: [
         { username: 'b', password_hash: b10 },
-        { username: 'y', password_hash: y11 },
+        { username: 'y', password_hash: y10 },
         { username: 'a', password_hash: a15 },
+        { username: 'c', password_hash: b11 },
         { username: 'p', password: PASSWORD },
       ],
     });
-    assert.deepEqual(body.basic_users.slice(0, 3).map((u: any) => [u.username, u.password_hash]), [['b', b10], ['y', y11], ['a', a15]]);
-    assert.ok(await bcrypt.compare(PASSWORD, body.basic_users[3].password_hash));
+    assert.deepEqual(body.basic_users.slice(0, 4).map((u: any) => [u.username, u.password_hash]), [['b', b10], ['y', y10], ['a', a15], ['c', b11]]);
+    assert.ok(await bcrypt.compare(PASSWORD, body.basic_users[4].password_hash));
     const stored = await sql('SELECT u.password_hash FROM endpoint_basic_users u JOIN endpoints e ON e.id = u.endpoint_id WHERE e.uuid = $1 ORDER BY u.id', [id]);
-    assert.deepEqual(stored.slice(0, 3).map((r) => r.password_hash), [b10, y11, a15], 'stored exactly as sent');
+    assert.deepEqual(stored.slice(0, 4).map((r) => r.password_hash), [b10, y10, a15, b11], 'stored exactly as sent');
 
     // Edges check with node's bcrypt, which knows $2y$ as $2b$ (the same algorithm).
     const edge = await edgeEndpoint(id);
-    assert.deepEqual(edge.auth!.basic_users.slice(0, 3).map((u) => u.password_hash), [b10, '$2b$' + y11.slice(4), a15]);
+    assert.deepEqual(edge.auth!.basic_users.slice(0, 4).map((u) => u.password_hash), [b10, '$2b$' + y10.slice(4), a15, b11]);
     assert.ok(await bcrypt.compare('pw-y', edge.auth!.basic_users[1].password_hash));
 
     // What an export reads back, applied again, changes nothing; nor does a password that matches a $2y$ hash.
     const v1 = edge.auth!.credentials_version;
     const exported = body.basic_users.map((u: any) => ({ username: u.username, password_hash: u.password_hash }));
     assert.deepEqual((await putOk(id, { mode: 'basic', basic_users: exported })).basic_users, body.basic_users);
-    const [yUser] = await sql('SELECT password_hash FROM endpoint_basic_users u JOIN endpoints e ON e.id = u.endpoint_id WHERE e.uuid = $1 AND username = $2', [id, 'y']);
-    await putOk(id, { mode: 'basic', basic_users: [...exported.slice(0, 1), { username: 'y', password: 'pw-y' }, ...exported.slice(2)] });
-    const [yAfter] = await sql('SELECT password_hash FROM endpoint_basic_users u JOIN endpoints e ON e.id = u.endpoint_id WHERE e.uuid = $1 AND username = $2', [id, 'y']);
-    assert.equal(yAfter.password_hash, yUser.password_hash, 'the password matches the imported hash: kept');
+    const hashOf = async (username: string) =>
+      (await sql('SELECT password_hash FROM endpoint_basic_users u JOIN endpoints e ON e.id = u.endpoint_id WHERE e.uuid = $1 AND username = $2', [id, username]))[0].password_hash;
+    const withPassword = (username: string, password: string) => exported.map((u: any) => (u.username === username ? { username, password } : u));
+    await putOk(id, { mode: 'basic', basic_users: withPassword('y', 'pw-y') });
+    assert.equal(await hashOf('y'), y10, 'the password matches the imported hash: kept');
     assert.equal((await edgeEndpoint(id)).auth!.credentials_version, v1, 'nothing changed, edges keep their caches');
+    // A hash imported at a cost above the API's own is not compared (it would cost the shared pool 2^(cost-10) times
+    // as much per user): the password is hashed anew, at cost 10.
+    await putOk(id, { mode: 'basic', basic_users: withPassword('c', 'pw-c') });
+    const c = await hashOf('c');
+    assert.notEqual(c, b11);
+    assert.equal(bcrypt.getRounds(c), 10);
+    assert.ok(await bcrypt.compare('pw-c', c));
   });
 
   it('shows basic users’ password_hash only to callers holding endpoints:update', async () => {
