@@ -15,6 +15,9 @@ const ALLOWED = {
   cluster: [],
   // The web console's browser modules, served as they are by src/control/console.ts: a client of the /v1 API only.
   console: [],
+  // edge diff / apply / export: a client of the /v1 API like any other. It reads control's TypeBox body schemas
+  // (and nothing else of control: no routes, services or store) so the file format is built from what the API validates.
+  'config-as-code': ['shared', 'control/schemas'],
 };
 
 const AREAS = Object.keys(ALLOWED);

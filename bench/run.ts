@@ -2,6 +2,7 @@
 // Load runs target 127.0.0.1 only and are bounded in time; figures are for this machine, read them as ratios.
 import { benchCapture, describeCapture } from './capture.ts';
 import { benchConfigApply, describeConfigApply } from './config-apply.ts';
+import { benchConfigAsCode, describeConfigAsCode } from './config-as-code.ts';
 import { benchConsole, describeConsole } from './console.ts';
 import { benchDeploy, describeDeploy } from './deploy.ts';
 import { benchDns } from './dns.ts';
@@ -29,6 +30,10 @@ for (const databaseUrl of ['', process.env.DATABASE_URL ?? ''].filter((u, i) => 
 // the state file written and read back (its own process); then what each policy's compiled stages hold per endpoint.
 rows.push(...describeConfigApply(await benchConfigApply(100_000)));
 rows.push(...describePolicyMemory(await benchPolicyMemory()));
+
+// Configuration as code: `edge apply` of 1,000 endpoints with two rules each to an empty account (target < 60 s),
+// then a no-op apply, a diff and an export, against `edge serve` in its own process.
+rows.push(...describeConfigAsCode(await benchConfigAsCode()));
 
 // The visitor-auth stages on their cached paths (target: under 5 µs each), beside the work their caches spare.
 rows.push(...describeStages(await benchStages()));

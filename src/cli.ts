@@ -25,6 +25,7 @@ Commands:
   agent config check FILE                  Check an agent file: one line per tunnel, or every mistake located
   admin <subcommand>                       Operate on the store directly (no running server needed)
   cluster [--edges N]                      Start control, worker and N edges as local processes (development, tests)
+  diff | apply | export                    Configuration as code over the /v1 API (edge diff --help)
   help                                     Show this text
 
 Run "edge <command> --help" for a command's options. Configuration: environment variables (see README).`;
@@ -402,6 +403,13 @@ async function main(argv: string[]): Promise<void> {
       return clusterCommand(args).catch((err: unknown) => {
         throw err instanceof ClusterUsageError ? new UsageError(err.message) : err;
       });
+    }
+    case 'diff':
+    case 'apply':
+    case 'export': {
+      const { configCommand } = await import('./config-as-code/command.ts');
+      process.exitCode = await configCommand(command, args);
+      return;
     }
     case undefined:
     case 'help':

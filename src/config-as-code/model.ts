@@ -1,0 +1,337 @@
+// The canonical form both sides of a diff are brought to: the file's resources with every default filled in, and
+// the API's views read into the same shape. Secrets the API never returns stand as a marker holding their hash.
+import { createHash } from 'node:crypto';
+import bcrypt from 'bcrypt';
+import { canonicalCondition } from '../shared/match/condition.ts';
+import { canonicalRateLimitCondition } from '../shared/rate-limit/conditions.ts';
+import { describeCaBundle } from '../shared/x509.ts';
+import type { AlertDoc, AuthDoc, EndpointDoc, ProviderDoc, RateLimitDoc, RoleDoc, RoutingRuleDoc } from './document.ts';
+import type { AlertView, EndpointView, HealthCheckView, MtlsView, ProviderView, RateLimitView, RoleView, RoutingRuleView, SettingsView } from './views.ts';
+
+/** The rule maps of an endpoint, each keyed by the resource's name. */
+export const RULE_GROUPS = ['oauth_providers', 'rbac_roles', 'rate_limits', 'routing_rules', 'alerts'] as const;
+export type RuleGroup = (typeof RULE_GROUPS)[number];
+/** The settings of an endpoint itself, each compared and written as one. */
+export const SETTING_GROUPS = ['tags', 'origin_url', 'capture', 'ports', 'mtls', 'health_check', 'auth'] as const;
+export type SettingGroup = (typeof SETTING_GROUPS)[number];
+/** Groups whose resources carry tags, filtered by --select-tag. */
+export const TAGGED_GROUPS: readonly RuleGroup[] = ['rate_limits', 'routing_rules', 'alerts'];
+
+export type Plain = Record<string, unknown>;
+
+/** An endpoint's auth group in canonical form (desiredAuth, actualAuth). */
+export interface AuthState {
+  mode: string;
+  enforce_https: boolean;
+  session_ttl_seconds: number | null;
+  realm: string | null;
+  allowed_redirects: string[];
+  scopes: string[];
+  enabled_providers: string[];
+  basic_users: Plain[];
+  jwt: { jwks_url: string; issuer: string; audience: string; claim_headers: Record<string, string> } | null;
+  webhook: { header: string; algo: string; prefix: string; secret: string } | null;
+}
+/** An endpoint in canonical form: settings groups, then rule maps; a group the file omits is absent (not managed). */
+export type Canonical = Partial<Record<SettingGroup, unknown>> & Partial<Record<RuleGroup, Record<string, Plain>>>;
+
+/** A secret as read from the API: its stored hash or fingerprint (null: none known). Compared, never shown. */
+const SECRET_MARK = '\u0000stored:';
+export const storedSecret = (hash: string | null | undefined) => SECRET_MARK + (hash ?? '');
+export const isStoredSecret = (v: unknown): v is string => typeof v === 'string' && v.startsWith(SECRET_MARK);
+const storedHash = (v: string) => v.slice(SECRET_MARK.length) || null;
+export const SECRET_FIELDS = new Set(['password', 'secret', 'client_secret']);
+
+export const sha256hex = (s: string) => createHash('sha256').update(s, 'utf8').digest('hex');
+
+/** JSON with object keys sorted: equal canonical values print the same. */
+export function stable(value: unknown): string {
+  return JSON.stringify(value, (k, v) =>
+    // The PEM itself is never read back: its fingerprints stand for it (ca_sha256).
+    k === 'ca_bundle_pem' ? undefined : v && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.keys(v).sort().map((k) => [k, (v as Plain)[k]])) : v,
+  );
+}
+export const same = (a: unknown, b: unknown) => stable(a) === stable(b);
+
+const sortedUnique = (xs: readonly string[] | undefined) => [...new Set(xs ?? [])].sort();
+const lowerValues = (o: Record<string, string> | undefined) => Object.fromEntries(Object.entries(o ?? {}).map(([k, v]) => [k, v.toLowerCase()]));
+const lowerKeys = (o: Record<string, string> | undefined) => Object.fromEntries(Object.entries(o ?? {}).map(([k, v]) => [k.toLowerCase(), v]));
+/** The API stores windows in whole minutes (rounded up). */
+const minutes = (s: number) => Math.ceil(s / 60) * 60;
+
+// ---------------------------------------------------------------------------------------------------------------
+// The file's side
+// ---------------------------------------------------------------------------------------------------------------
+
+export function desiredEndpoint(e: EndpointDoc): Canonical {
+  const out: Canonical = {};
+  if (e.tags !== undefined) out.tags = sortedUnique(e.tags);
+  if (e.origin_url !== undefined) out.origin_url = e.origin_url;
+  if (e.capture) out.capture = { enabled: e.capture.enabled, level: e.capture.level ?? null };
+  if (e.ports) out.ports = { tcp: e.ports.tcp ?? null, udp: e.ports.udp ?? null };
+  if (e.mtls) {
+    const pem = e.mtls.ca_bundle_pem;
+    const ca = e.mtls.mode === 'disabled' ? [] : pem ? describeCaBundle(pem).map((c) => c.fingerprint_sha256) : (e.mtls.ca_sha256 ?? []);
+    out.mtls = { mode: e.mtls.mode, ca_sha256: sortedUnique(ca), ...(pem && e.mtls.mode !== 'disabled' ? { ca_bundle_pem: pem } : {}) };
+  }
+  if (e.health_check) out.health_check = { enabled: e.health_check.enabled, path: e.health_check.path ?? '/', interval_seconds: e.health_check.interval_seconds ?? 60 };
+  if (e.auth) out.auth = desiredAuth(e.auth, e.oauth_providers);
+  const map = <T>(m: Record<string, T> | undefined, f: (v: T) => Plain) => (m === undefined ? undefined : Object.fromEntries(Object.entries(m).map(([k, v]) => [k, f(v)])));
+  const groups: Partial<Record<RuleGroup, Record<string, Plain> | undefined>> = {
+    oauth_providers: map(e.oauth_providers, desiredProvider),
+    rbac_roles: map(e.rbac_roles, desiredRole),
+    rate_limits: map(e.rate_limits, desiredRateLimit),
+    routing_rules: map(e.routing_rules, desiredRoutingRule),
+    alerts: map(e.alerts, desiredAlert),
+  };
+  for (const g of RULE_GROUPS) if (groups[g] !== undefined) out[g] = groups[g];
+  return out;
+}
+
+function desiredAuth(a: AuthDoc, providers: Record<string, ProviderDoc> | undefined): Plain {
+  const sso = a.mode === 'oauth' || a.mode === 'oidc';
+  // As the API reads it: a list naming every provider that could be offered is the same as no list.
+  const offerable = Object.entries(providers ?? {})
+    .filter(([, p]) => (p.enabled ?? true) && (a.mode !== 'oidc' || p.kind === 'oidc'))
+    .map(([n]) => n);
+  const listed = sortedUnique(a.enabled_providers);
+  const everyOne = providers !== undefined && same(listed, offerable.sort());
+  return {
+    mode: a.mode,
+    enforce_https: a.enforce_https ?? false,
+    session_ttl_seconds: a.session_ttl_seconds ?? null,
+    realm: a.mode === 'basic' ? (a.realm ?? null) : null,
+    allowed_redirects: sso ? (a.allowed_redirects ?? []) : [],
+    scopes: sso ? (a.scopes ?? []) : [],
+    enabled_providers: sso && !everyOne ? listed : [],
+    basic_users: [...(a.basic_users ?? [])]
+      .sort((x, y) => x.username.localeCompare(y.username))
+      .map((u) => (u.password !== undefined ? { username: u.username, password: u.password } : { username: u.username, password_hash: u.password_hash })),
+    jwt: a.jwt ? { jwks_url: a.jwt.jwks_url ?? '', issuer: a.jwt.issuer ?? '', audience: a.jwt.audience ?? '', claim_headers: lowerValues(a.jwt.claim_headers) } : null,
+    // Header names are stored lower-case.
+    webhook: a.webhook ? { header: (a.webhook.header ?? '').toLowerCase(), algo: a.webhook.algo ?? 'sha256', prefix: a.webhook.prefix ?? '', secret: a.webhook.secret } : null,
+  };
+}
+
+/**
+ * What the API stores for a field a body omits (its full-write PUTs and creates alike): a file's rule takes these
+ * for what it leaves out, and export leaves out what equals them.
+ */
+export const RULE_DEFAULTS: Record<RuleGroup, Plain> = {
+  oauth_providers: { scopes: [], allowed_emails: [], allowed_domains: [], authorization_url: null, token_url: null, userinfo_url: null, enabled: true },
+  rbac_roles: { description: '', priority: 0, is_default: false },
+  rate_limits: { description: '', status: 'active', priority: 0, scope: 'edge', fail_mode: 'open', conditions: [], tags: [] },
+  routing_rules: { priority: 0, enabled: true, target_agent_id: null, target_agent_tags: [], target_origin_url: null, tags: [] },
+  alerts: { window_seconds: 300, tags: [] },
+};
+export const PERMISSION_DEFAULTS: Plain = { allowed_methods: [], denied_methods: [], allowed_paths: [], denied_paths: [], rate_limit_rps: 0, headers: {}, metadata: {} };
+
+export const desiredProvider = (p: ProviderDoc): Plain => ({ ...RULE_DEFAULTS.oauth_providers, ...p });
+
+export const desiredRole = (r: RoleDoc): Plain => ({
+  ...RULE_DEFAULTS.rbac_roles,
+  ...r,
+  permissions: { ...PERMISSION_DEFAULTS, ...(r.permissions ?? {}), headers: lowerKeys(r.permissions?.headers) },
+});
+
+export const desiredRateLimit = (r: RateLimitDoc): Plain => ({
+  ...RULE_DEFAULTS.rate_limits,
+  ...r,
+  conditions: (r.conditions ?? []).map((c) => ({
+    ...canonicalRateLimitCondition(String(c.type), String(c.operator), c.value === undefined || c.value === null ? undefined : String(c.value)),
+    logical_operator: String(c.logical_operator ?? 'AND').toUpperCase(),
+  })),
+  tags: sortedUnique(r.tags),
+});
+
+export const desiredRoutingRule = (r: RoutingRuleDoc): Plain => ({
+  ...RULE_DEFAULTS.routing_rules,
+  ...r,
+  target_agent_id: r.target_agent_id || null,
+  target_agent_tags: sortedUnique((r.target_agent_tags ?? []).map((t) => t.toLowerCase())),
+  target_origin_url: r.target_origin_url || null,
+  conditions: r.conditions.map((c) => {
+    const k = canonicalCondition(c.condition_type, c.condition_key ?? '', c.pattern);
+    return { condition_type: k.condition_type, condition_key: k.condition_key, pattern: k.pattern };
+  }),
+  tags: sortedUnique(r.tags),
+});
+
+export const desiredAlert = (r: AlertDoc): Plain => ({
+  metric: r.metric,
+  comparison: r.comparison,
+  threshold: r.threshold,
+  window_seconds: minutes(r.window_seconds ?? 300),
+  channels: r.channels.map((c) => (c.type === 'webhook' ? { type: 'webhook', url: c.url ?? '', secret: c.secret ?? null } : { type: 'email', to: c.to ?? '' })),
+  tags: sortedUnique(r.tags),
+});
+
+// ---------------------------------------------------------------------------------------------------------------
+// The API's side (views as the /v1 API answers them)
+// ---------------------------------------------------------------------------------------------------------------
+
+export function actualSettings(view: EndpointView): Pick<Canonical, 'tags' | 'origin_url' | 'capture' | 'ports'> {
+  return {
+    tags: sortedUnique(view.tags ?? []),
+    origin_url: view.origin_url ?? null,
+    capture: { enabled: view.capture_enabled, level: view.capture_level === 'off' || !view.capture_level ? null : view.capture_level },
+    ports: { tcp: view.dedicated_tcp_port ?? null, udp: view.dedicated_udp_port ?? null },
+  };
+}
+
+export const actualMtls = (v: MtlsView): Plain => ({ mode: v.mode, ca_sha256: sortedUnique((v.ca_certificates ?? []).map((c) => c.fingerprint_sha256)) });
+
+export const actualHealth = (v: HealthCheckView): Plain => ({ enabled: v.enabled, path: v.path, interval_seconds: v.interval_seconds });
+
+/**
+ * The settings view in the file's terms. `token` (and its header / cookie forms) cannot be written by a file: the
+ * mode is kept as the API names it, so a file's mode always differs from it and export leaves the group out.
+ */
+export function actualAuth(v: SettingsView, providers: Record<string, Plain & { id?: number }>, providerIds: Map<number, string>): Plain {
+  const config = v.config ?? {};
+  let mode: string = v.mode === 'jwt' ? 'none' : v.mode;
+  const enabledMap: Record<string, boolean> = v.enabled_auth_methods ?? {};
+  if (mode === 'sso') {
+    // Both oauth and oidc read as sso; oidc offers only providers of kind oidc, so an enabled oauth2 provider left
+    // out of an oidc endpoint tells them apart (and when every provider is oidc the two behave the same).
+    const hidden = Object.entries(enabledMap).some(([id, on]) => !on && providers[providerIds.get(Number(id)) ?? '']?.kind === 'oauth2' && providers[providerIds.get(Number(id)) ?? '']?.enabled);
+    mode = hidden ? 'oidc' : 'oauth';
+  }
+  const sso = mode === 'oauth' || mode === 'oidc';
+  const offered = Object.entries(enabledMap)
+    .filter(([, on]) => on)
+    .map(([id]) => providerIds.get(Number(id)))
+    .filter((n): n is string => n !== undefined);
+  const enabledNames = Object.entries(providers)
+    .filter(([, p]) => p.enabled && (mode !== 'oidc' || p.kind === 'oidc'))
+    .map(([n]) => n);
+  // A list naming every provider that could be offered reads the same as an empty one.
+  const everyOne = offered.length === enabledNames.length;
+  const jwtOn = typeof config.jwks_url === 'string';
+  let claims: Record<string, string> = {};
+  try {
+    claims = config.claim_headers ? JSON.parse(config.claim_headers) : {};
+  } catch {
+    /* an unreadable stored value compares unequal to any file */
+  }
+  const webhook = config.webhook;
+  return {
+    mode,
+    enforce_https: v.enforce_https ?? false,
+    session_ttl_seconds: v.session_ttl_seconds ?? null,
+    realm: mode === 'basic' ? (config.realm ?? null) : null,
+    allowed_redirects: sso ? (config.allowed_redirects ?? []) : [],
+    scopes: sso ? (config.scopes ?? []) : [],
+    enabled_providers: sso && !everyOne ? sortedUnique(offered) : [],
+    basic_users: mode === 'basic' ? [...(v.basic_users ?? [])].sort((x, y) => x.username.localeCompare(y.username)).map((u) => ({ username: u.username, password_hash: u.password_hash ?? null })) : [],
+    jwt: jwtOn ? { jwks_url: config.jwks_url, issuer: config.issuer ?? '', audience: config.audience ?? '', claim_headers: claims } : null,
+    webhook: webhook ? { header: webhook.header, algo: webhook.algo, prefix: webhook.prefix ?? '', secret: storedSecret(webhook.secret_fingerprint) } : null,
+  };
+}
+
+export const actualProvider = (p: ProviderView): Plain => ({
+  kind: p.kind,
+  issuer: p.issuer,
+  client_id: p.client_id,
+  client_secret: storedSecret(p.client_secret_fingerprint),
+  scopes: p.scopes ?? [],
+  allowed_emails: p.allowed_emails ?? [],
+  allowed_domains: p.allowed_domains ?? [],
+  authorization_url: p.authorization_url ?? null,
+  token_url: p.token_url ?? null,
+  userinfo_url: p.userinfo_url ?? null,
+  enabled: p.enabled,
+});
+
+export const actualRole = (r: RoleView): Plain => ({
+  description: r.description ?? '',
+  priority: r.priority,
+  is_default: r.is_default,
+  permissions: { ...PERMISSION_DEFAULTS, ...r.permissions },
+});
+
+export const actualRateLimit = (r: RateLimitView): Plain => ({
+  description: r.description ?? '',
+  requests_per_window: r.requests_per_window,
+  window_size_seconds: r.window_size_seconds,
+  action: r.action,
+  status: r.status,
+  priority: r.priority,
+  scope: r.scope,
+  fail_mode: r.fail_mode,
+  conditions: (r.conditions ?? []).map((c) => ({ type: c.condition_type, operator: c.operator, value: c.condition_value, logical_operator: c.logical_operator })),
+  tags: sortedUnique(r.tags ?? []),
+});
+
+export const actualRoutingRule = (r: RoutingRuleView): Plain => ({
+  priority: r.priority,
+  enabled: r.enabled,
+  target_agent_id: r.target_agent_id || null,
+  target_agent_tags: sortedUnique(String(r.target_agent_tags ?? '').split(',').filter(Boolean)),
+  target_origin_url: r.target_origin_url || null,
+  conditions: (r.conditions ?? []).map((c) => ({ condition_type: c.condition_type, condition_key: c.condition_key, pattern: c.pattern })),
+  tags: sortedUnique(r.tags ?? []),
+});
+
+export const actualAlert = (r: AlertView): Plain => ({
+  metric: r.metric,
+  comparison: r.comparison,
+  threshold: r.threshold,
+  window_seconds: r.window_seconds,
+  channels: (r.channels ?? []).map((c) =>
+    c.type === 'webhook' ? { type: 'webhook', url: c.url, secret: c.has_secret ? storedSecret(c.secret_fingerprint) : null } : { type: 'email', to: c.to },
+  ),
+  tags: sortedUnique(r.tags ?? []),
+});
+
+// ---------------------------------------------------------------------------------------------------------------
+// Secrets: a file's secret equal to the stored one takes the stored marker, so equal values compare equal
+// ---------------------------------------------------------------------------------------------------------------
+
+/**
+ * Walks `desired` beside `actual` and replaces each plain secret that matches the stored one (bcrypt of the
+ * password for basic users; the fingerprint, bcrypt of its SHA-256, for the others) with the stored marker.
+ */
+export async function settleSecrets(desired: unknown, actual: unknown): Promise<void> {
+  if (Array.isArray(desired) && Array.isArray(actual)) {
+    await Promise.all(desired.map((d, i) => settleSecrets(d, actual[i])));
+    return;
+  }
+  if (!desired || typeof desired !== 'object' || !actual || typeof actual !== 'object') return;
+  const d = desired as Plain;
+  const a = actual as Plain;
+  // A basic user: the API shows the bcrypt hash itself.
+  if (typeof d.password === 'string' && typeof a.password_hash === 'string' && d.username === a.username) {
+    // $2y$ is $2b$ under another name, which node's bcrypt does not take.
+    if (await bcrypt.compare(d.password, a.password_hash.replace(/^\$2y\$/, '$2b$'))) {
+      delete d.password;
+      d.password_hash = a.password_hash;
+    }
+    return;
+  }
+  await Promise.all(
+    Object.keys(d).map(async (k) => {
+      const dv = d[k];
+      const av = a[k];
+      if (SECRET_FIELDS.has(k) && typeof dv === 'string' && !isStoredSecret(dv) && isStoredSecret(av)) {
+        const hash = storedHash(av);
+        if (hash !== null && (await bcrypt.compare(sha256hex(dv), hash))) d[k] = av;
+        return;
+      }
+      await settleSecrets(dv, av);
+    }),
+  );
+}
+
+/** A value as the plan prints it (`field` its name): secrets never shown. */
+export function display(value: unknown, field = ''): string {
+  if (value === undefined) return '(none)';
+  if (typeof value === 'string' && isStoredSecret(value)) return '(secret)';
+  if (typeof value === 'string' && SECRET_FIELDS.has(field.split('.').pop()!)) return '(changed)';
+  return JSON.stringify(value, (k, v) => {
+    if (SECRET_FIELDS.has(k) && typeof v === 'string') return isStoredSecret(v) ? '(secret)' : '(changed)';
+    if (k === 'password_hash' && typeof v === 'string') return '(bcrypt hash)';
+    if (k === 'ca_bundle_pem') return undefined;
+    return v;
+  });
+}

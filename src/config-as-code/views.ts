@@ -1,0 +1,147 @@
+// The parts of the /v1 API's answers that diff, apply and export read, as the API documents them (docs/api.md);
+// typed by hand for the fields used, so a renamed field fails the type check here rather than at run time.
+
+export interface EndpointView {
+  uuid: string;
+  hostname: string;
+  subdomain: string;
+  ephemeral: boolean;
+  tags?: string[];
+  origin_url: string | null;
+  capture_enabled: boolean;
+  capture_level: string | null;
+  dedicated_tcp_port: number | null;
+  dedicated_udp_port: number | null;
+}
+
+export interface Page<T> {
+  items: T[];
+  total: number;
+}
+
+export interface DomainView {
+  id: number;
+  name: string;
+  verified: boolean;
+}
+
+export interface MtlsView {
+  mode: string;
+  ca_certificates: { fingerprint_sha256: string }[];
+}
+
+export interface HealthCheckView {
+  enabled: boolean;
+  path: string;
+  interval_seconds: number;
+}
+
+/** config holds the mode's fields, the JWT layer's while on, and {webhook} while verification is on. */
+export interface SettingsConfig {
+  realm?: string;
+  allowed_redirects?: string[];
+  scopes?: string[];
+  jwks_url?: string;
+  issuer?: string | null;
+  audience?: string | null;
+  claim_headers?: string;
+  webhook?: { header: string; algo: string; prefix?: string; secret_fingerprint?: string | null };
+}
+
+export interface SettingsView {
+  mode: string;
+  config?: SettingsConfig;
+  session_ttl_seconds?: number;
+  enforce_https?: boolean;
+  enabled_auth_methods?: Record<string, boolean>;
+  basic_users?: { username: string; password_hash?: string }[];
+}
+
+export interface ProviderView {
+  id: number;
+  name: string;
+  kind: string;
+  issuer: string;
+  client_id: string;
+  client_secret_fingerprint?: string | null;
+  scopes?: string[];
+  allowed_emails?: string[];
+  allowed_domains?: string[];
+  authorization_url: string | null;
+  token_url: string | null;
+  userinfo_url: string | null;
+  enabled: boolean;
+}
+
+export interface RoleView {
+  id: number;
+  name: string;
+  description?: string;
+  priority: number;
+  is_default: boolean;
+  permissions: Record<string, unknown>;
+}
+
+export interface RateLimitView {
+  uuid: string;
+  id: number;
+  name: string;
+  endpoint_uuid: string;
+  description?: string;
+  requests_per_window: number;
+  window_size_seconds: number;
+  action: string;
+  status: string;
+  priority: number;
+  scope: string;
+  fail_mode: string;
+  conditions?: { condition_type: string; operator: string; condition_value: string; logical_operator: string }[];
+  tags?: string[];
+}
+
+export interface RateLimitPage {
+  rules: RateLimitView[];
+  pagination: { total: number; totalPages: number };
+  defaultDomain: string;
+}
+
+export interface RoutingRuleView {
+  id: number;
+  name: string;
+  priority: number;
+  enabled: boolean;
+  target_agent_id: string | null;
+  target_agent_tags: string;
+  target_origin_url: string | null;
+  conditions?: { condition_type: string; condition_key: string; pattern: string }[];
+  tags?: string[];
+}
+
+export interface AlertChannelView {
+  type: string;
+  url?: string;
+  to?: string;
+  has_secret?: boolean;
+  secret_fingerprint?: string | null;
+}
+
+export interface AlertView {
+  uuid: string;
+  id: number;
+  name: string;
+  endpoint_uuid: string | null;
+  metric: string;
+  comparison: string;
+  threshold: number;
+  window_seconds: number;
+  channels?: AlertChannelView[];
+  tags?: string[];
+}
+
+/** What any create answers that the apply keeps: the new resource's ids. */
+export interface Created {
+  id: number;
+  uuid?: string;
+  name?: string;
+  verified?: boolean;
+}
