@@ -37,9 +37,9 @@ export class ApiClient {
   }
 
   /**
-   * One retry after a 5xx: on PostgreSQL, concurrent writes of one user can deadlock in the API (the database rolls
-   * one back and the API answers 500), which parallel applies provoke; a second 5xx is reported. A rule a retried
-   * create made twice is caught by the apply's twin check, an endpoint by its hostname's 409.
+   * One retry after a 5xx (a 503 store_unavailable while the database fails over, a node restarting behind a balancer);
+   * a second 5xx is reported. A rule a retried create made twice is caught by the apply's twin check, an endpoint by
+   * its hostname's 409.
    */
   async request<T = unknown>(method: string, path: string, body?: unknown): Promise<T> {
     try {

@@ -103,9 +103,9 @@ export async function listAlertRules(q: Queryable, accountId: number): Promise<A
   return rows.map(normalizeRule);
 }
 
-/** Locks the account row first, so concurrent creates cannot both pass the bound. */
+/** Locks the account row first (NO KEY UPDATE: see the quota locks in endpoints.ts), so concurrent creates cannot both pass the bound. */
 export async function countAlertRulesLocked(tx: Queryable, accountId: number): Promise<number> {
-  await tx.query('SELECT id FROM accounts WHERE id = $1 FOR UPDATE', [accountId]);
+  await tx.query('SELECT id FROM accounts WHERE id = $1 FOR NO KEY UPDATE', [accountId]);
   const { rows } = await tx.query<{ n: number }>('SELECT count(*)::int AS n FROM alert_rules WHERE account_id = $1', [accountId]);
   return rows[0].n;
 }

@@ -59,17 +59,20 @@ export async function findEndpointByUuid(db: Queryable, uuid: string, opts: { fo
 // the owner's users row (per-user permanent quota, dedicated-port count) and, for organizations, the accounts row
 // (organization endpoint limit). Writers take them in that order, user then account then endpoint, so they never
 // deadlock one another. Under READ COMMITTED each later statement sees what the previous lock holder committed.
+// The locks are FOR NO KEY UPDATE, not FOR UPDATE: they serialise the quota writers among themselves but leave the
+// KEY SHARE locks of foreign-key inserts alone. With FOR UPDATE, an endpoint create (user, then the account's key
+// share for its row) and an alert-rule create (account, then the user's key share) deadlocked on PostgreSQL.
 // ---------------------------------------------------------------------------------------------------------------
 
 /** Locks the user row that serialises one user's quota-checked writes; false when the user does not exist. */
 export async function lockUserForQuota(tx: Queryable, userId: number): Promise<boolean> {
-  const { rows } = await tx.query('SELECT id FROM users WHERE id = $1 FOR UPDATE', [userId]);
+  const { rows } = await tx.query('SELECT id FROM users WHERE id = $1 FOR NO KEY UPDATE', [userId]);
   return rows.length > 0;
 }
 
 /** Locks an organization's account row, so members creating at once cannot overrun the organization limit. */
 export async function lockAccountForQuota(tx: Queryable, accountId: number): Promise<void> {
-  await tx.query('SELECT id FROM accounts WHERE id = $1 FOR UPDATE', [accountId]);
+  await tx.query('SELECT id FROM accounts WHERE id = $1 FOR NO KEY UPDATE', [accountId]);
 }
 
 /** Permanent endpoints a user owns, in every account: what the per-user permanent quota counts. */

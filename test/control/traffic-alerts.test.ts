@@ -345,6 +345,18 @@ describe('traffic alert rules API', () => {
     assert.equal((await t.api('GET', `${BASE}/${r.uuid}`, { key: owner.api_key })).status, 404);
   });
 
+  it('creates endpoints and alert rules of one user at once without a failure (PostgreSQL once deadlocked on them)', async () => {
+    // An endpoint create locks the user, then key-shares the account; an alert-rule create locks the account, then
+    // key-shares the user. Both quota locks are FOR NO KEY UPDATE, so neither waits on the other's foreign keys.
+    const user = await t.createUser('business');
+    const answers = await Promise.all(
+      Array.from({ length: 24 }, (_, i) =>
+        i % 2 === 0 ? t.api('POST', '/v1/endpoints', { key: user.api_key, body: {} }) : create(rule({ name: `together ${i}` }), user),
+      ),
+    );
+    assert.deepEqual(answers.map((a) => a.status), answers.map(() => 201), answers.filter((a) => a.status !== 201).map((a) => a.text).join('\n'));
+  });
+
   it('describes every alert operation in the OpenAPI document', async () => {
     const doc = (await t.api('GET', '/v1/openapi.json', { key: null })).body;
     for (const [path, method] of [
