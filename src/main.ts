@@ -8,6 +8,7 @@ import { Redis } from 'ioredis';
 import { SecretBox } from './shared/secrets.ts';
 import type { AgentEventsAnswer, AgentEventsBody } from './shared/deploy.ts';
 import { REGISTRATION_PATH, type RegistrationRequest } from './shared/registration.ts';
+import { apiCall } from './shared/api/client.ts';
 import { MemoryPresence, RedisPresence, type PresenceStore } from './shared/presence.ts';
 import type { Clock } from './shared/clock.ts';
 import type { Config } from './shared/config.ts';
@@ -87,15 +88,11 @@ function secretKey(config: Config, logger: Logger): string {
 /** The one-shot flow's call from an edge to the control API, made with the agent's own key. */
 async function createEphemeralEndpoint(controlUrl: string, apiKey: string): Promise<string> {
   if (!controlUrl) throw Object.assign(new Error('EDGE_CONTROL_URL is not set on this edge'), { code: 'unavailable' });
-  const res = await fetch(`${controlUrl}/v1/endpoints/ephemeral`, {
-    method: 'POST',
-    headers: { 'x-api-key': apiKey, 'content-type': 'application/json' },
-    body: '{}',
-    signal: AbortSignal.timeout(10_000),
-  });
-  const body = (await res.json().catch(() => ({}))) as { uuid?: string; code?: string; error?: string };
-  if (res.status !== 201 || !body.uuid) throw Object.assign(new Error(body.error ?? `control API answered ${res.status}`), { code: body.code });
-  return body.uuid;
+  const answer = await apiCall({ baseUrl: controlUrl, apiKey }, 'post', '/v1/endpoints/ephemeral', { body: {}, signal: AbortSignal.timeout(10_000) });
+  if (answer.status === 201 && typeof answer.body?.uuid === 'string') return answer.body.uuid;
+  const error = answer.status === 201 ? undefined : (answer.body as { code?: unknown; error?: unknown } | undefined);
+  const message = typeof error?.error === 'string' ? error.error : `control API answered ${answer.status}`;
+  throw Object.assign(new Error(message), { code: typeof error?.code === 'string' ? error.code : undefined });
 }
 
 /**
@@ -103,14 +100,13 @@ async function createEphemeralEndpoint(controlUrl: string, apiKey: string): Prom
  * (src/edge/deploy-channel.ts). Any answer is handed back; only an unreachable control plane rejects.
  */
 async function reportDeployEvents(controlUrl: string, apiKey: string, application: string, body: AgentEventsBody): Promise<{ status: number; answer?: AgentEventsAnswer }> {
-  const res = await fetch(`${controlUrl}/v1/applications/${encodeURIComponent(application)}/agent-events`, {
-    method: 'POST',
-    headers: { 'x-api-key': apiKey, 'content-type': 'application/json' },
-    body: JSON.stringify(body),
+  const answer = await apiCall({ baseUrl: controlUrl, apiKey }, 'post', '/v1/applications/{uuid}/agent-events', {
+    params: { uuid: application },
+    body,
     signal: AbortSignal.timeout(10_000),
   });
-  const answer = (await res.json().catch(() => undefined)) as AgentEventsAnswer | undefined;
-  return res.status === 200 && answer && Array.isArray(answer.results) ? { status: 200, answer } : { status: res.status };
+  // The answer is checked before it is handed on: the types trust the server, the edge's agent should not have to.
+  return answer.status === 200 && Array.isArray(answer.body?.results) ? { status: 200, answer: answer.body } : { status: answer.status };
 }
 
 /**
@@ -120,20 +116,8 @@ async function reportDeployEvents(controlUrl: string, apiKey: string, applicatio
  */
 async function registerVisitor(controlUrl: string, request: RegistrationRequest): Promise<{ status: number; body: unknown }> {
   if (!controlUrl) throw Object.assign(new Error('EDGE_CONTROL_URL is not set on this edge'), { code: 'unavailable' });
-  const res = await fetch(`${controlUrl}${REGISTRATION_PATH}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', accept: 'application/json' },
-    body: JSON.stringify(request),
-    signal: AbortSignal.timeout(10_000),
-  });
-  const text = await res.text();
-  let body: unknown = text;
-  try {
-    body = text ? JSON.parse(text) : undefined;
-  } catch {
-    // not JSON: handed back as text
-  }
-  return { status: res.status, body };
+  const answer = await apiCall({ baseUrl: controlUrl }, 'post', REGISTRATION_PATH, { body: request, signal: AbortSignal.timeout(10_000) });
+  return { status: answer.status, body: answer.body };
 }
 
 function runs(config: Config, role: 'control' | 'edge' | 'worker'): boolean {

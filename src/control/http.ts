@@ -310,7 +310,16 @@ export function createControlApp(deps: ControlDeps): ControlApp {
         title: 'Edge platform control API',
         version: '1',
         description: 'Management API for endpoints, visitor auth, RBAC, routing and more. Errors use the body {error, code, detail?}.',
+        // package.json's licence: proprietary, no SPDX identifier applies (docs/api.md "The OpenAPI document").
+        license: { name: 'UNLICENSED' },
       },
+      // The node's public control URL when EDGE_PUBLIC_CONTROL_URL names one; otherwise `/`, the server that served
+      // the document, which is right for any listener address or proxy in front of it (docs/api.md "The OpenAPI document").
+      servers: [
+        deps.config.publicControlUrl
+          ? { url: deps.config.publicControlUrl.replace(/\/+$/, ''), description: 'This node’s public control API (EDGE_PUBLIC_CONTROL_URL)' }
+          : { url: '/', description: 'The server this document was fetched from' },
+      ],
       components: { securitySchemes: { apiKey: { type: 'apiKey', in: 'header', name: 'X-API-KEY' } } },
       security: [{ apiKey: [] }],
     },

@@ -47,6 +47,7 @@ export function accountRoutes(app: ControlApp, deps: ControlDeps): void {
     '/v1/me',
     {
       schema: {
+        operationId: 'getMe',
         summary: 'The calling user, the active account and every account the user belongs to',
         tags: ['accounts'],
         response: {
@@ -96,7 +97,7 @@ export function accountRoutes(app: ControlApp, deps: ControlDeps): void {
 
   app.get(
     '/v1/api-keys',
-    { schema: { summary: "List the caller's API keys (secrets are never returned)", tags: ['api-keys'], response: { 200: Type.Object({ items: Type.Array(ApiKeyView) }), ...ErrorResponses } } },
+    { schema: { operationId: 'listApiKeys', summary: "List the caller's API keys (secrets are never returned)", tags: ['api-keys'], response: { 200: Type.Object({ items: Type.Array(ApiKeyView) }), ...ErrorResponses } } },
     async (req) => ({ items: (await accounts.apiKeys(req.caller)).map(apiKeyView) }),
   );
 
@@ -104,6 +105,7 @@ export function accountRoutes(app: ControlApp, deps: ControlDeps): void {
     '/v1/api-keys',
     {
       schema: {
+        operationId: 'createApiKey',
         summary: 'Create an API key; the secret is in the response once only',
         description: 'account_id binds the key to one of your accounts (default: the active account); that account is the active account of every call made with the key.',
         tags: ['api-keys'],
@@ -120,7 +122,7 @@ export function accountRoutes(app: ControlApp, deps: ControlDeps): void {
   app.delete(
     '/v1/api-keys/:id',
     {
-      schema: { summary: 'Revoke an API key: it stops working at once', tags: ['api-keys'], params: Type.Object({ id: Type.String() }), response: { 204: Type.Null(), ...ErrorResponses } },
+      schema: { operationId: 'revokeApiKey', summary: 'Revoke an API key: it stops working at once', tags: ['api-keys'], params: Type.Object({ id: Type.String() }), response: { 204: Type.Null(), ...ErrorResponses } },
     },
     async (req, reply) => {
       await accounts.revokeApiKey(req.caller, req.params.id);
@@ -132,6 +134,7 @@ export function accountRoutes(app: ControlApp, deps: ControlDeps): void {
     '/v1/organizations',
     {
       schema: {
+        operationId: 'createOrganization',
         summary: 'Create an organization account; the caller becomes its owner and it starts on the caller’s plan',
         tags: ['organizations'],
         body: Strict({ name: Type.String({ minLength: 1, maxLength: 100 }) }),
@@ -146,7 +149,7 @@ export function accountRoutes(app: ControlApp, deps: ControlDeps): void {
 
   app.get(
     '/v1/organizations/:id/members',
-    { schema: { summary: 'List an organization’s members', tags: ['organizations'], params: Type.Object({ id: Type.String() }), response: { 200: Type.Object({ items: Type.Array(MemberView) }), ...ErrorResponses } } },
+    { schema: { operationId: 'listOrganizationMembers', summary: 'List an organization’s members', tags: ['organizations'], params: Type.Object({ id: Type.String() }), response: { 200: Type.Object({ items: Type.Array(MemberView) }), ...ErrorResponses } } },
     async (req) => ({ items: (await accounts.members(req.caller, req.params.id)).map(memberView) }),
   );
 
@@ -154,6 +157,7 @@ export function accountRoutes(app: ControlApp, deps: ControlDeps): void {
     '/v1/organizations/:id/members',
     {
       schema: {
+        operationId: 'addOrganizationMember',
         summary: 'Add an existing user to an organization with a set of permissions',
         tags: ['organizations'],
         params: Type.Object({ id: Type.String() }),
@@ -171,6 +175,7 @@ export function accountRoutes(app: ControlApp, deps: ControlDeps): void {
     '/v1/organizations/:id/members/:user_id',
     {
       schema: {
+        operationId: 'replaceOrganizationMember',
         summary: 'Replace a member’s permissions',
         description: 'The member’s API keys bound to the organization are published to edges again with the new permissions: removing tunnels:connect ends the tunnels their agents hold.',
         tags: ['organizations'],
@@ -186,6 +191,7 @@ export function accountRoutes(app: ControlApp, deps: ControlDeps): void {
     '/v1/organizations/:id/members/:user_id',
     {
       schema: {
+        operationId: 'removeOrganizationMember',
         summary: 'Remove a member (not the owner); their keys bound to the organization are revoked',
         tags: ['organizations'],
         params: Type.Object({ id: Type.String(), user_id: Type.String() }),

@@ -48,6 +48,7 @@ export function adminRoutes(app: ControlApp, deps: ControlDeps): void {
     '/v1/admin/users',
     {
       schema: {
+        operationId: 'createUser',
         summary: 'Create a user with a plan; the response carries their first API key, once',
         tags: ['admin'],
         body: Strict({ email: Type.String({ format: 'email' }), plan: PlanName, is_admin: Type.Optional(Type.Boolean()) }),
@@ -64,6 +65,7 @@ export function adminRoutes(app: ControlApp, deps: ControlDeps): void {
     '/v1/admin/users',
     {
       schema: {
+        operationId: 'listUsers',
         summary: 'List users',
         description: `page × page_size beyond EDGE_LIST_MAX_OFFSET is 400 pagination_too_deep, as in every listing. Default page_size ${USERS_PAGE_SIZE_DEFAULT}.`,
         tags: ['admin'],
@@ -79,7 +81,7 @@ export function adminRoutes(app: ControlApp, deps: ControlDeps): void {
 
   app.get(
     '/v1/admin/users/:id',
-    { schema: { summary: 'Get a user', tags: ['admin'], params: IdParams, response: { 200: UserView, ...ErrorResponses } } },
+    { schema: { operationId: 'getUser', summary: 'Get a user', tags: ['admin'], params: IdParams, response: { 200: UserView, ...ErrorResponses } } },
     async (req) => userView(await admin.user(int64Param(req.params.id))),
   );
 
@@ -87,6 +89,7 @@ export function adminRoutes(app: ControlApp, deps: ControlDeps): void {
     '/v1/admin/users/:id/plan',
     {
       schema: {
+        operationId: 'setUserPlan',
         summary: 'Change a user’s plan (their personal account’s plan)',
         tags: ['admin'],
         params: IdParams,
@@ -101,6 +104,7 @@ export function adminRoutes(app: ControlApp, deps: ControlDeps): void {
     '/v1/admin/users/:id/verification',
     {
       schema: {
+        operationId: 'setUserVerification',
         summary: 'Set a user’s verification flags (omitted flags keep their value)',
         tags: ['admin'],
         params: IdParams,
@@ -118,6 +122,7 @@ export function adminRoutes(app: ControlApp, deps: ControlDeps): void {
     '/v1/admin/accounts/:id/plan',
     {
       schema: {
+        operationId: 'setAccountPlan',
         summary: 'Change any account’s plan (organizations included)',
         tags: ['admin'],
         params: IdParams,
@@ -133,6 +138,7 @@ export function adminRoutes(app: ControlApp, deps: ControlDeps): void {
       `/v1/admin/accounts/:id/${action}`,
       {
         schema: {
+          operationId: suspended ? 'suspendAccount' : 'unsuspendAccount',
           summary: suspended ? 'Suspend an account: its calls get 403 account_suspended' : 'Lift an account’s suspension',
           tags: ['admin'],
           params: IdParams,

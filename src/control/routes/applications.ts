@@ -39,6 +39,7 @@ export function applicationRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'endpoints:write' },
       schema: {
+        operationId: 'createApplication',
         summary: 'Create an application',
         description:
           'An application built and run by the deploying agent of one endpoint of the active account (another account’s endpoint is 404; one application per endpoint, ' +
@@ -58,7 +59,7 @@ export function applicationRoutes(app: ControlApp, deps: ControlDeps): void {
     '/v1/applications',
     {
       config: { permission: 'endpoints:read' },
-      schema: { summary: 'List applications', description: 'The active account’s, newest first, paged like endpoints.', tags: TAGS, querystring: PageQuery, response: { 200: ApplicationList, ...ErrorResponses } },
+      schema: { operationId: 'listApplications', summary: 'List applications', description: 'The active account’s, newest first, paged like endpoints.', tags: TAGS, querystring: PageQuery, response: { 200: ApplicationList, ...ErrorResponses } },
     },
     async (req) => {
       const { rows, total, page, pageSize } = await apps.list(req.caller, req.query);
@@ -70,7 +71,7 @@ export function applicationRoutes(app: ControlApp, deps: ControlDeps): void {
     '/v1/applications/:uuid',
     {
       config: { permission: 'endpoints:read' },
-      schema: { summary: 'Get an application', description: 'With the live deployment and the runtime state its agent last reported.', tags: TAGS, params: AppParams, response: { 200: ApplicationView, ...ErrorResponses } },
+      schema: { operationId: 'getApplication', summary: 'Get an application', description: 'With the live deployment and the runtime state its agent last reported.', tags: TAGS, params: AppParams, response: { 200: ApplicationView, ...ErrorResponses } },
     },
     async (req) => applicationView(await apps.get(req.caller, req.params.uuid)),
   );
@@ -80,6 +81,7 @@ export function applicationRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'endpoints:update' },
       schema: {
+        operationId: 'updateApplication',
         summary: 'Update an application',
         description: 'Omitted fields keep their values. Switching to manual drops the repository, provider and webhook secret; switching to git needs repository_url and provider.',
         tags: TAGS,
@@ -95,7 +97,7 @@ export function applicationRoutes(app: ControlApp, deps: ControlDeps): void {
     '/v1/applications/:uuid',
     {
       config: { permission: 'endpoints:delete' },
-      schema: { summary: 'Delete an application', description: 'With its deployments, logs and deliveries; its agents stop being given orders.', tags: TAGS, params: AppParams, response: { 204: Deleted, ...ErrorResponses } },
+      schema: { operationId: 'deleteApplication', summary: 'Delete an application', description: 'With its deployments, logs and deliveries; its agents stop being given orders.', tags: TAGS, params: AppParams, response: { 204: Deleted, ...ErrorResponses } },
     },
     async (req, reply) => {
       await apps.remove(req.caller, req.params.uuid);
@@ -110,6 +112,7 @@ export function applicationRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'endpoints:update' },
       schema: {
+        operationId: 'getApplicationWebhook',
         summary: 'The application’s git webhook',
         description: 'SPEC contract: 200 {url, secret, provider, branch, auto_deploy}. 404 for an application that is not git-sourced. Needs endpoints:update (it shows the secret).',
         tags: TAGS,
@@ -125,6 +128,7 @@ export function applicationRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'endpoints:update' },
       schema: {
+        operationId: 'regenerateApplicationWebhook',
         summary: 'Regenerate the webhook secret',
         description: 'SPEC contract: no body; 200 {url, secret}. The url is unchanged; the old secret stops verifying at once. 404 for an application that is not git-sourced.',
         tags: TAGS,
@@ -141,7 +145,7 @@ export function applicationRoutes(app: ControlApp, deps: ControlDeps): void {
     '/v1/applications/:uuid/deployments',
     {
       config: { permission: 'endpoints:read' },
-      schema: { summary: 'List deployments', description: 'Newest first, paged.', tags: TAGS, params: AppParams, querystring: PageQuery, response: { 200: DeploymentList, ...ErrorResponses } },
+      schema: { operationId: 'listDeployments', summary: 'List deployments', description: 'Newest first, paged.', tags: TAGS, params: AppParams, querystring: PageQuery, response: { 200: DeploymentList, ...ErrorResponses } },
     },
     async (req) => {
       const { rows, total, page, pageSize, app: row } = await apps.listDeployments(req.caller, req.params.uuid, req.query);
@@ -153,7 +157,7 @@ export function applicationRoutes(app: ControlApp, deps: ControlDeps): void {
     '/v1/applications/:uuid/deployments/:id',
     {
       config: { permission: 'endpoints:read' },
-      schema: { summary: 'Get a deployment with its log', description: 'The log keeps the newest 2000 lines.', tags: TAGS, params: DeploymentParams, response: { 200: DeploymentDetail, ...ErrorResponses } },
+      schema: { operationId: 'getDeployment', summary: 'Get a deployment with its log', description: 'The log keeps the newest 2000 lines.', tags: TAGS, params: DeploymentParams, response: { 200: DeploymentDetail, ...ErrorResponses } },
     },
     async (req) => {
       const { app: row, deployment, log } = await apps.getDeployment(req.caller, req.params.uuid, req.params.id);
@@ -166,6 +170,7 @@ export function applicationRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'endpoints:update' },
       schema: {
+        operationId: 'createDeployment',
         summary: 'Deploy',
         description: '202 with the queued deployment (trigger manual). It supersedes every deployment still queued; one that runs finishes first.',
         tags: TAGS,
@@ -185,6 +190,7 @@ export function applicationRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'endpoints:update' },
       schema: {
+        operationId: 'rollbackDeployment',
         summary: 'Roll back to a deployment',
         description: '202 with a new deployment (trigger rollback) of that deployment’s commit. Only a deployment that was live with a known commit: else 409 not_rollbackable.',
         tags: TAGS,
@@ -203,6 +209,7 @@ export function applicationRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'endpoints:update' },
       schema: {
+        operationId: 'cancelDeployment',
         summary: 'Cancel a deployment',
         description: '200 with the deployment, now cancelled (from queued, building or deploying; a running one’s agent stops it). 409 deployment_finished once it has finished.',
         tags: TAGS,
@@ -223,6 +230,7 @@ export function applicationRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'tunnels:connect' },
       schema: {
+        operationId: 'reportDeployAgentEvents',
         summary: 'Report a deploying agent’s events',
         description:
           'Called by an edge on behalf of the agent agent_id, with the agent’s own key (tunnels:connect in the application’s account). Events are judged in order; ' +

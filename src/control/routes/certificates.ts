@@ -54,6 +54,7 @@ export function certificateRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'certificates:manage' },
       schema: {
+        operationId: 'createCertificate',
         summary: 'Upload a certificate (leaf first, then its chain) and its private key to the account library',
         description:
           'Requires certificates:manage and the custom_ssl entitlement. The chain must parse, each certificate must be signed by the next, ' +
@@ -75,6 +76,7 @@ export function certificateRoutes(app: ControlApp, deps: ControlDeps): void {
     '/v1/certificates',
     {
       schema: {
+        operationId: 'listCertificates',
         summary: "List the active account's certificate library (keys are never returned)",
         tags: ['certificates'],
         response: { 200: Type.Object({ items: Type.Array(CertificateView) }), ...ErrorResponses },
@@ -90,6 +92,7 @@ export function certificateRoutes(app: ControlApp, deps: ControlDeps): void {
     '/v1/certificates/:id',
     {
       schema: {
+        operationId: 'getCertificate',
         summary: 'Get a certificate of the library',
         description: "Another account's certificate answers 404, the same as a missing one.",
         tags: ['certificates'],
@@ -105,6 +108,7 @@ export function certificateRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'certificates:manage' },
       schema: {
+        operationId: 'deleteCertificate',
         summary: 'Delete a certificate; refused (409) while an endpoint serves it',
         description: 'Requires certificates:manage. detail.endpoints lists the uuids of the endpoints still using it.',
         tags: ['certificates'],
@@ -123,6 +127,7 @@ export function certificateRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'endpoints:update' },
       schema: {
+        operationId: 'setEndpointCertificate',
         summary: 'Serve a custom certificate from the library on an endpoint, or revert to the platform certificate',
         description:
           'Only for endpoints on a verified custom domain of the account (else 400); requires endpoints:update and the custom_ssl entitlement. ' +
@@ -154,6 +159,7 @@ export function certificateRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'endpoints:read' },
       schema: {
+        operationId: 'getEndpointMtls',
         summary: "An endpoint's client-certificate (mTLS) policy and the CA certificates it trusts",
         description: 'Requires endpoints:read.',
         tags: ['endpoints', 'mtls'],
@@ -169,6 +175,7 @@ export function certificateRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'endpoints:update' },
       schema: {
+        operationId: 'setEndpointMtls',
         summary: "Set an endpoint's client-certificate (mTLS) policy",
         description:
           'Requires endpoints:update. mode `optional` asks visitors for a client certificate and verifies one if sent; `required` refuses ' +

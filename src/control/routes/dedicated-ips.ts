@@ -38,19 +38,19 @@ export function dedicatedIpRoutes(app: ControlApp, deps: ControlDeps): void {
 
   app.post(
     '/v1/admin/dedicated-ips',
-    { schema: { summary: 'Register a dedicated IP', description: 'One address, the region whose edges announce it, and the owning account. 409 dedicated_ip_in_use when the address is registered already.', tags: ADMIN_TAGS, body: IpCreateBody, response: { 201: DedicatedIpView, ...AdminErrors } } },
+    { schema: { operationId: 'createDedicatedIp', summary: 'Register a dedicated IP', description: 'One address, the region whose edges announce it, and the owning account. 409 dedicated_ip_in_use when the address is registered already.', tags: ADMIN_TAGS, body: IpCreateBody, response: { 201: DedicatedIpView, ...AdminErrors } } },
     async (req, reply) => reply.status(201).send(dedicatedIpView(await ips.createIp(req.body))),
   );
 
   app.get(
     '/v1/admin/dedicated-ips',
-    { schema: { summary: 'List dedicated IPs', tags: ADMIN_TAGS, querystring: IpListQuery, response: { 200: Type.Object({ items: Type.Array(DedicatedIpView) }), ...ErrorResponses } } },
+    { schema: { operationId: 'listDedicatedIps', summary: 'List dedicated IPs', tags: ADMIN_TAGS, querystring: IpListQuery, response: { 200: Type.Object({ items: Type.Array(DedicatedIpView) }), ...ErrorResponses } } },
     async (req) => ({ items: (await ips.listIps(req.query)).map(dedicatedIpView) }),
   );
 
   app.get(
     '/v1/admin/dedicated-ips/:id',
-    { schema: { summary: 'Get a dedicated IP', tags: ADMIN_TAGS, params: IdParams, response: { 200: DedicatedIpView, ...ErrorResponses } } },
+    { schema: { operationId: 'getDedicatedIp', summary: 'Get a dedicated IP', tags: ADMIN_TAGS, params: IdParams, response: { 200: DedicatedIpView, ...ErrorResponses } } },
     async (req) => dedicatedIpView(await ips.getIp(req.params.id)),
   );
 
@@ -58,6 +58,7 @@ export function dedicatedIpRoutes(app: ControlApp, deps: ControlDeps): void {
     '/v1/admin/dedicated-ips/:id',
     {
       schema: {
+        operationId: 'updateDedicatedIp',
         summary: 'Move a dedicated IP to another region or account',
         description: 'An address in a group or bound to an endpoint keeps its account (409 dedicated_ip_in_use); a new region moves it between the group’s regions at once.',
         tags: ADMIN_TAGS,
@@ -73,6 +74,7 @@ export function dedicatedIpRoutes(app: ControlApp, deps: ControlDeps): void {
     '/v1/admin/dedicated-ips/:id',
     {
       schema: {
+        operationId: 'deleteDedicatedIp',
         summary: 'Retire a dedicated IP',
         description: 'It leaves its group and stops being answered; the address may be registered again. 409 while it serves an endpoint alone.',
         tags: ADMIN_TAGS,
@@ -87,6 +89,7 @@ export function dedicatedIpRoutes(app: ControlApp, deps: ControlDeps): void {
     '/v1/admin/dedicated-ip-groups',
     {
       schema: {
+        operationId: 'createDedicatedIpGroup',
         summary: 'Create a dedicated IP group',
         description: 'status defaults to pending (not bindable); addresses are registered dedicated IPs of the same account, in no other group and bound to no endpoint.',
         tags: ADMIN_TAGS,
@@ -99,13 +102,13 @@ export function dedicatedIpRoutes(app: ControlApp, deps: ControlDeps): void {
 
   app.get(
     '/v1/admin/dedicated-ip-groups',
-    { schema: { summary: 'List dedicated IP groups', tags: ADMIN_TAGS, querystring: GroupListQuery, response: { 200: Type.Object({ items: Type.Array(GroupView) }), ...ErrorResponses } } },
+    { schema: { operationId: 'listDedicatedIpGroups', summary: 'List dedicated IP groups', tags: ADMIN_TAGS, querystring: GroupListQuery, response: { 200: Type.Object({ items: Type.Array(GroupView) }), ...ErrorResponses } } },
     async (req) => ({ items: (await ips.listGroups(req.query)).map(group) }),
   );
 
   app.get(
     '/v1/admin/dedicated-ip-groups/:id',
-    { schema: { summary: 'Get a dedicated IP group', tags: ADMIN_TAGS, params: IdParams, response: { 200: GroupView, ...ErrorResponses } } },
+    { schema: { operationId: 'getDedicatedIpGroup', summary: 'Get a dedicated IP group', tags: ADMIN_TAGS, params: IdParams, response: { 200: GroupView, ...ErrorResponses } } },
     async (req) => group(await ips.getGroup(req.params.id)),
   );
 
@@ -113,6 +116,7 @@ export function dedicatedIpRoutes(app: ControlApp, deps: ControlDeps): void {
     '/v1/admin/dedicated-ip-groups/:id',
     {
       schema: {
+        operationId: 'updateDedicatedIpGroup',
         summary: 'Rename a group, activate it, or replace its addresses',
         description: 'addresses replaces the member list exactly. A group that serves endpoints cannot go back to pending (409).',
         tags: ADMIN_TAGS,
@@ -128,6 +132,7 @@ export function dedicatedIpRoutes(app: ControlApp, deps: ControlDeps): void {
     '/v1/admin/dedicated-ip-groups/:id',
     {
       schema: {
+        operationId: 'deleteDedicatedIpGroup',
         summary: 'Retire a dedicated IP group',
         description: 'Its addresses are released and grp-<id> stops answering. 409 while endpoints are bound to it.',
         tags: ADMIN_TAGS,
@@ -144,7 +149,7 @@ export function dedicatedIpRoutes(app: ControlApp, deps: ControlDeps): void {
     '/v1/dedicated-ips/groups',
     {
       config: { permission: 'endpoints:read' },
-      schema: { summary: 'List the account’s dedicated IP groups', tags: TAGS, response: { 200: Type.Object({ items: Type.Array(GroupView) }), ...ErrorResponses } },
+      schema: { operationId: 'listAccountDedicatedIpGroups', summary: 'List the account’s dedicated IP groups', tags: TAGS, response: { 200: Type.Object({ items: Type.Array(GroupView) }), ...ErrorResponses } },
     },
     async (req) => ({ items: (await ips.ownGroups(req.caller)).map(group) }),
   );
@@ -153,7 +158,7 @@ export function dedicatedIpRoutes(app: ControlApp, deps: ControlDeps): void {
     '/v1/dedicated-ips',
     {
       config: { permission: 'endpoints:read' },
-      schema: { summary: 'List the account’s dedicated IPs', tags: TAGS, response: { 200: Type.Object({ items: Type.Array(DedicatedIpView) }), ...ErrorResponses } },
+      schema: { operationId: 'listAccountDedicatedIps', summary: 'List the account’s dedicated IPs', tags: TAGS, response: { 200: Type.Object({ items: Type.Array(DedicatedIpView) }), ...ErrorResponses } },
     },
     async (req) => ({ items: (await ips.ownIps(req.caller)).map(dedicatedIpView) }),
   );
@@ -165,6 +170,7 @@ export function dedicatedIpRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'endpoints:update' },
       schema: {
+        operationId: 'bindEndpointDedicatedIpGroup',
         summary: 'Bind a per-region dedicated IP group',
         description:
           'SPEC contract. Clears a single-IP binding. 200 {endpoint_id, group_id, geo_fqdn}. 400 missing or non-positive group_id, invalid JSON, unknown field; ' +
@@ -186,7 +192,7 @@ export function dedicatedIpRoutes(app: ControlApp, deps: ControlDeps): void {
     '/v1/endpoints/:id/dedicated-ip-group',
     {
       config: { permission: 'endpoints:read' },
-      schema: { summary: 'The bound dedicated IP group', description: '404 when none is bound.', tags: TAGS, params: EndpointParams, response: { 200: GroupBindingDetail, ...ErrorResponses } },
+      schema: { operationId: 'getEndpointDedicatedIpGroup', summary: 'The bound dedicated IP group', description: '404 when none is bound.', tags: TAGS, params: EndpointParams, response: { 200: GroupBindingDetail, ...ErrorResponses } },
     },
     async (req) => {
       const { endpoint, group: row } = await ips.groupBinding(req.caller, req.params.id);
@@ -200,6 +206,7 @@ export function dedicatedIpRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'endpoints:update' },
       schema: {
+        operationId: 'unbindEndpointDedicatedIpGroup',
         summary: 'Detach the dedicated IP group',
         description: 'The endpoint is answered with the shared edge addresses again. 404 when no group is bound; 502 dns_repoint_failed as for binding.',
         tags: TAGS,
@@ -218,6 +225,7 @@ export function dedicatedIpRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'endpoints:update' },
       schema: {
+        operationId: 'bindEndpointDedicatedIp',
         summary: 'Bind a single dedicated IP',
         description: 'The address serves this endpoint alone; clears a group binding. 409 dedicated_ip_in_use when it is in a group or serves another endpoint.',
         tags: TAGS,
@@ -236,7 +244,7 @@ export function dedicatedIpRoutes(app: ControlApp, deps: ControlDeps): void {
     '/v1/endpoints/:id/dedicated-ip',
     {
       config: { permission: 'endpoints:read' },
-      schema: { summary: 'The bound single dedicated IP', description: '404 when none is bound.', tags: TAGS, params: EndpointParams, response: { 200: IpBindingView, ...ErrorResponses } },
+      schema: { operationId: 'getEndpointDedicatedIp', summary: 'The bound single dedicated IP', description: '404 when none is bound.', tags: TAGS, params: EndpointParams, response: { 200: IpBindingView, ...ErrorResponses } },
     },
     async (req) => {
       const { endpoint, ip } = await ips.ipBinding(req.caller, req.params.id);
@@ -248,7 +256,7 @@ export function dedicatedIpRoutes(app: ControlApp, deps: ControlDeps): void {
     '/v1/endpoints/:id/dedicated-ip',
     {
       config: { permission: 'endpoints:update' },
-      schema: { summary: 'Detach the single dedicated IP', description: '404 when none is bound.', tags: TAGS, params: EndpointParams, response: { 204: Deleted, ...BindErrors } },
+      schema: { operationId: 'unbindEndpointDedicatedIp', summary: 'Detach the single dedicated IP', description: '404 when none is bound.', tags: TAGS, params: EndpointParams, response: { 204: Deleted, ...BindErrors } },
     },
     async (req, reply) => {
       await ips.unbindIp(req.caller, req.params.id);

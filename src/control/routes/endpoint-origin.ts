@@ -7,6 +7,7 @@ import { endpointOriginService } from '../services/endpoint-origin.ts';
 import { ErrorResponses } from '../views.ts';
 
 const SetOrigin = {
+  operationId: 'setEndpointOrigin',
   summary: 'Forward the endpoint to an origin URL instead of agents (null clears it)',
   description:
     'http or https, no credentials, query or fragment; its path prefixes forwarded paths. Addresses that are not public unicast (loopback, private, link-local, CGNAT, documentation, multicast, and IPv6 forms embedding such an IPv4: docs/address-policy.md) are refused ' +

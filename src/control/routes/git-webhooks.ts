@@ -44,6 +44,7 @@ export function gitWebhookRoutes(app: ControlApp, deps: ControlDeps): void {
         bodyLimit: limit,
         config: { public: true, ownBody: true },
         schema: {
+          operationId: 'receiveGitWebhook',
           summary: 'Receive a git push (GitHub or GitLab webhook)',
           description:
             'No API key. GitHub: X-Hub-Signature-256 = sha256=<hex HMAC-SHA256 of the raw body with the secret>, X-GitHub-Event, X-GitHub-Delivery. GitLab: X-Gitlab-Token = the secret, ' +

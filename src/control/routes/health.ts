@@ -73,6 +73,7 @@ export function healthRoutes(app: ControlApp, deps: ControlDeps): void {
       errorHandler: healthCheckErrors,
       config: { permission: 'endpoints:read' },
       schema: {
+        operationId: 'getEndpointHealthCheck',
         summary: 'The endpoint’s health-check configuration, with defaults for unset values',
         tags: ['health'],
         params: Type.Object({ id: Type.String() }),
@@ -88,6 +89,7 @@ export function healthRoutes(app: ControlApp, deps: ControlDeps): void {
       errorHandler: healthCheckErrors,
       config: { permission: 'endpoints:update' },
       schema: {
+        operationId: 'updateEndpointHealthCheck',
         summary: 'Configure the endpoint’s health check (a partial update of the fields sent)',
         description:
           `All fields optional, at least one required. enabled: probe the endpoint through the edge, as a visitor, every interval (refused for endpoints serving only TCP/UDP). ` +
@@ -111,6 +113,7 @@ export function healthRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'endpoints:read' },
       schema: {
+        operationId: 'getEndpointHealth',
         summary: 'What the health checks found: live agents, uptime over 24 h / 7 d / 30 d, latency, the last and recent probes',
         description:
           'With checks disabled it still answers: uptimes and latency 0, last_check null (recent_checks keeps the probes stored, up to 30 days). ' +

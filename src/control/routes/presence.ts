@@ -45,6 +45,7 @@ export function presenceRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'endpoints:read' },
       schema: {
+        operationId: 'listEndpointTunnels',
         summary: 'The agents serving an endpoint right now, on every edge',
         tags: ['endpoints'],
         params: Type.Object({ id: Type.String() }),
@@ -63,6 +64,7 @@ export function presenceRoutes(app: ControlApp, deps: ControlDeps): void {
     '/v1/edges',
     {
       schema: {
+        operationId: 'listEdges',
         summary: 'Every live edge: node id, region, applied config version, last heartbeat and endpoint configs it could not compile (admin)',
         tags: ['admin'],
         response: { 200: Type.Object({ version: Type.Integer({ description: 'The latest committed config version' }), items: Type.Array(EdgeView) }), ...ErrorResponses },

@@ -42,6 +42,7 @@ export function rateLimitRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'endpoints:read' },
       schema: {
+        operationId: 'listRateLimits',
         summary: 'List rate-limit rules',
         description:
           'The active account’s rules, by endpoint then evaluation order (priority, id). page and limit (alias page_size) that are ' +
@@ -61,6 +62,7 @@ export function rateLimitRoutes(app: ControlApp, deps: ControlDeps): void {
       preValidation: requireJsonContentType,
       config: { permission: 'rate_limits:update' },
       schema: {
+        operationId: 'createRateLimit',
         summary: 'Create a rate-limit rule',
         description:
           'A rule for one endpoint (endpoint_id: uuid or numeric id). Defaults: status active, priority 0, scope edge, fail_mode ' +
@@ -84,6 +86,7 @@ export function rateLimitRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'endpoints:read' },
       schema: {
+        operationId: 'getRateLimit',
         summary: 'Get a rate-limit rule',
         description: `404 when missing or in another account. Needs endpoints:read. ${LEGACY_NOTE}`,
         tags: TAGS,
@@ -103,6 +106,7 @@ export function rateLimitRoutes(app: ControlApp, deps: ControlDeps): void {
       preValidation: requireJsonContentType,
       config: { permission: 'rate_limits:update' },
       schema: {
+        operationId: 'replaceRateLimit',
         summary: 'Replace a rate-limit rule',
         description:
           'Full update with the fields of create: omitted optional fields take their defaults, and the conditions are replaced ' +
@@ -125,6 +129,7 @@ export function rateLimitRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'rate_limits:update' },
       schema: {
+        operationId: 'deleteRateLimit',
         summary: 'Delete a rate-limit rule',
         description: `${WRITE_NOTE} ${LEGACY_NOTE}`,
         tags: TAGS,
@@ -144,6 +149,7 @@ export function rateLimitRoutes(app: ControlApp, deps: ControlDeps): void {
       preValidation: requireJsonContentType,
       config: { permission: 'rate_limits:update' },
       schema: {
+        operationId: 'createRateLimitCondition',
         summary: 'Add a condition to a rate-limit rule',
         description:
           'Appended last in the evaluation order. Body as for the condition PUT; validation failures are 400 with error "Bad request" ' +
@@ -169,6 +175,7 @@ export function rateLimitRoutes(app: ControlApp, deps: ControlDeps): void {
       preValidation: requireJsonContentType,
       config: { permission: 'rate_limits:update' },
       schema: {
+        operationId: 'replaceRateLimitCondition',
         summary: 'Replace a rate-limit condition',
         description:
           'Full write of one condition: type and operator required, value required except for exists / not_exists (which take the ' +
@@ -193,6 +200,7 @@ export function rateLimitRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'rate_limits:update' },
       schema: {
+        operationId: 'deleteRateLimitCondition',
         summary: 'Delete a rate-limit condition',
         description: `The others keep their order. 404 when the condition is missing or belongs to another rule. ${WRITE_NOTE} ${LEGACY_NOTE}`,
         tags: TAGS,

@@ -29,6 +29,7 @@ export function rbacClientRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'endpoints:write' },
       schema: {
+        operationId: 'createRbacClient',
         summary: 'Create an RBAC client',
         description:
           'Strict. identifier is required and lower-cased, as is email. Credentials must match the endpoint’s visitor-auth mode: ' +
@@ -51,6 +52,7 @@ export function rbacClientRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'endpoints:read' },
       schema: {
+        operationId: 'listRbacClients',
         summary: 'List the endpoint’s RBAC clients',
         description: 'By id. Never a password hash or token: has_password, has_token and has_oauth say which credentials a client has. Needs endpoints:read.',
         tags: TAGS,
@@ -66,6 +68,7 @@ export function rbacClientRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'endpoints:read' },
       schema: {
+        operationId: 'getRbacClient',
         summary: 'Get one RBAC client',
         description: 'Needs endpoints:read. 404 when the client is not on this endpoint.',
         tags: TAGS,
@@ -81,6 +84,7 @@ export function rbacClientRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'endpoints:write' },
       schema: {
+        operationId: 'updateRbacClient',
         summary: 'Update an RBAC client',
         description:
           'Strict, partial: omitted fields are kept. status active, disabled or revoked (invited is where a client starts, never where it ' +
@@ -102,6 +106,7 @@ export function rbacClientRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'endpoints:delete' },
       schema: {
+        operationId: 'deleteRbacClient',
         summary: 'Delete an RBAC client',
         description:
           'Its memberships, linked identities and invite go with it; every edge refuses its credentials from the next request. Needs ' +
@@ -122,6 +127,7 @@ export function rbacClientRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'endpoints:write' },
       schema: {
+        operationId: 'inviteRbacClient',
         summary: 'Invite a client',
         description:
           'Creates a placeholder client in status invited (identifier: the e-mail, else invite-<random>; the endpoint’s default roles ' +
@@ -142,6 +148,7 @@ export function rbacClientRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'endpoints:read' },
       schema: {
+        operationId: 'getRbacSettings',
         summary: 'Read the endpoint’s RBAC settings',
         description: 'Self-registration: off unless turned on. Needs endpoints:read.',
         tags: TAGS,
@@ -157,6 +164,7 @@ export function rbacClientRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'endpoints:write' },
       schema: {
+        operationId: 'setRbacSettings',
         summary: 'Configure the endpoint’s RBAC settings',
         description:
           'Self-registration lets a visitor who logged in through one of the endpoint’s providers become an active client with the ' +

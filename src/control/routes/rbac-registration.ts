@@ -31,6 +31,7 @@ export function rbacRegistrationRoutes(app: ControlApp, deps: ControlDeps): void
     {
       config: { public: true },
       schema: {
+        operationId: 'registerRbacClient',
         summary: 'Register a visitor as an RBAC client (called by edges)',
         description:
           'No API key: the invite token or the edge’s identity assertion is the credential. Exactly one way: invite_token with ' +

@@ -29,6 +29,7 @@ export function rbacRoleRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'endpoints:read' },
       schema: {
+        operationId: 'getRbacOverview',
         summary: 'RBAC overview: clients, roles and memberships',
         description: 'Read from one snapshot of the store. Needs endpoints:read; no plan entitlement.',
         tags: TAGS,
@@ -47,6 +48,7 @@ export function rbacRoleRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'endpoints:read' },
       schema: {
+        operationId: 'listRbacRoles',
         summary: 'List RBAC roles',
         description: 'By id. Member counts are not embedded (see …/rbac/memberships). Needs endpoints:read; no plan entitlement.',
         tags: TAGS,
@@ -62,6 +64,7 @@ export function rbacRoleRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'endpoints:write' },
       schema: {
+        operationId: 'createRbacRole',
         summary: 'Create an RBAC role',
         description:
           'name is required and unique per endpoint (409 already_exists). Omitted fields: description "", priority 0, is_default false, ' +
@@ -84,6 +87,7 @@ export function rbacRoleRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'endpoints:update' },
       schema: {
+        operationId: 'updateRbacRole',
         summary: 'Update an RBAC role',
         description:
           'The fields of create; name is required. Omitted description, priority or is_default keep their values; permissions omitted, ' +
@@ -103,6 +107,7 @@ export function rbacRoleRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'endpoints:delete' },
       schema: {
+        operationId: 'deleteRbacRole',
         summary: 'Delete an RBAC role',
         description:
           'Its memberships go with it. Deleting the last role turns RBAC off for the endpoint (docs/rbac.md). Effective from the next ' +
@@ -123,6 +128,7 @@ export function rbacRoleRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'endpoints:read' },
       schema: {
+        operationId: 'listRbacMemberships',
         summary: 'List RBAC memberships',
         description: 'Every (client, role) pair of the endpoint, by id. Needs endpoints:read; no plan entitlement.',
         tags: TAGS,
@@ -138,6 +144,7 @@ export function rbacRoleRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'endpoints:write' },
       schema: {
+        operationId: 'createRbacMembership',
         summary: 'Give a client a role',
         description:
           'Strict. 200 with the endpoint’s full memberships array. 404 when the client or the role is not on this endpoint; 409 ' +
@@ -156,6 +163,7 @@ export function rbacRoleRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'endpoints:delete' },
       schema: {
+        operationId: 'deleteRbacMembership',
         summary: 'Take a role from a client',
         description:
           'The pair is in the body, not the path. 200 with the endpoint’s full memberships array (not 204); a pair that does not exist ' +

@@ -17,6 +17,7 @@ export function routingRuleRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'endpoints:update' },
       schema: {
+        operationId: 'createRoutingRule',
         summary: 'Create a routing rule',
         description:
           'Rules choose what serves a request: the first enabled rule (ascending priority, then id) whose conditions all match ' +
@@ -41,6 +42,7 @@ export function routingRuleRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'endpoints:read' },
       schema: {
+        operationId: 'listRoutingRules',
         summary: 'List routing rules in evaluation order',
         description: `Ascending priority, ties by ascending id; disabled rules included. Needs endpoints:read. ${ENTITLEMENT_NOTE}`,
         tags: TAGS,
@@ -56,6 +58,7 @@ export function routingRuleRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'endpoints:read' },
       schema: {
+        operationId: 'getRoutingRule',
         summary: 'Get a routing rule',
         description: `404 when the endpoint or the rule is missing, not the caller’s, or the rule belongs to another endpoint. Needs endpoints:read. ${ENTITLEMENT_NOTE}`,
         tags: TAGS,
@@ -71,6 +74,7 @@ export function routingRuleRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'endpoints:update' },
       schema: {
+        operationId: 'replaceRoutingRule',
         summary: 'Replace a routing rule',
         description:
           'Full replacement with the fields of create: omitted fields are zeroed (name "", priority 0, enabled false, no target ' +
@@ -91,6 +95,7 @@ export function routingRuleRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'endpoints:update' },
       schema: {
+        operationId: 'deleteRoutingRule',
         summary: 'Delete a routing rule',
         description: `Effective from the next request. Needs endpoints:update. ${ENTITLEMENT_NOTE}`,
         tags: TAGS,

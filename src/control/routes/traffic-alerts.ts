@@ -19,6 +19,7 @@ export function trafficAlertRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'endpoints:write' },
       schema: {
+        operationId: 'createTrafficAlert',
         summary: 'Create an alert rule',
         description:
           'A rule on one endpoint of the active account (endpoint_id: uuid or numeric id) or, without one, on all of them. ' +
@@ -42,6 +43,7 @@ export function trafficAlertRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'traffic:read' },
       schema: {
+        operationId: 'listTrafficAlerts',
         summary: 'List alert rules',
         description: `The active account’s rules, oldest first. ${READ_NOTE}`,
         tags: TAGS,
@@ -55,7 +57,7 @@ export function trafficAlertRoutes(app: ControlApp, deps: ControlDeps): void {
     `${BASE}/:uuid`,
     {
       config: { permission: 'traffic:read' },
-      schema: { summary: 'Get an alert rule', description: READ_NOTE, tags: TAGS, params: RuleParams, response: { 200: RuleView, ...ErrorResponses } },
+      schema: { operationId: 'getTrafficAlert', summary: 'Get an alert rule', description: READ_NOTE, tags: TAGS, params: RuleParams, response: { 200: RuleView, ...ErrorResponses } },
     },
     async (req) => ruleView(await alerts.get(req.caller, req.params.uuid)),
   );
@@ -65,6 +67,7 @@ export function trafficAlertRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'endpoints:write' },
       schema: {
+        operationId: 'replaceTrafficAlert',
         summary: 'Replace an alert rule',
         description:
           'Full write with the fields of create (window_seconds defaults again when omitted; channels replaced, except that a webhook ' +
@@ -84,6 +87,7 @@ export function trafficAlertRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'endpoints:write' },
       schema: {
+        operationId: 'deleteTrafficAlert',
         summary: 'Delete an alert rule',
         description: `Its events go with it. ${WRITE_NOTE}`,
         tags: TAGS,
@@ -102,6 +106,7 @@ export function trafficAlertRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'endpoints:write' },
       schema: {
+        operationId: 'testTrafficAlert',
         summary: 'Send a test notification',
         description:
           'Records a test event (value: the rule’s last value, 0 before any) and sends it once to every channel, now; the rule’s ' +
@@ -120,6 +125,7 @@ export function trafficAlertRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'traffic:read' },
       schema: {
+        operationId: 'listTrafficAlertEvents',
         summary: 'List an alert rule’s events',
         description:
           `Most recent first. limit: 0 or omitted means the server's cap (${ALERT_EVENTS_CAP}); larger values are capped; anything ` +

@@ -28,6 +28,7 @@ export function trafficRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'traffic:read' },
       schema: {
+        operationId: 'listRecentTrafficErrors',
         summary: 'Recent error responses of the active account, newest first',
         description:
           'Responses with status >= 400 within the last `hours`. Every parameter falls back to its default when out of range ' +
@@ -49,6 +50,7 @@ export function trafficRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'traffic:read' },
       schema: {
+        operationId: 'listTrafficLogs',
         summary: 'Captured exchanges of the active account, newest first',
         description:
           'Rows without headers or bodies. Filters combine with AND. Cursor pagination: pass `next_cursor` as `cursor` for ' +
@@ -70,6 +72,7 @@ export function trafficRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'traffic:read' },
       schema: {
+        operationId: 'getTrafficLog',
         summary: 'One captured exchange',
         description:
           'With request and response headers and bodies when the endpoint captured at level `full` (bodies up to the capture ' +
@@ -88,6 +91,7 @@ export function trafficRoutes(app: ControlApp, deps: ControlDeps): void {
       // A replay also acts on the endpoint, so it needs endpoints:write beyond traffic:read.
       config: { permission: ['traffic:read', 'endpoints:write'] },
       schema: {
+        operationId: 'replayTrafficLog',
         summary: 'Replay a captured request through the edge',
         description:
           'Sends the captured request again to an edge’s public listener with the endpoint’s hostname, as a visitor would, so ' +
@@ -109,6 +113,7 @@ export function trafficRoutes(app: ControlApp, deps: ControlDeps): void {
     {
       config: { permission: 'traffic:read' },
       schema: {
+        operationId: 'getTrafficMetrics',
         summary: 'Traffic per endpoint and time bucket',
         description:
           'From the per-minute rollup, which counts every exchange whether capture is on or off. Buckets are UTC-aligned and ' +

@@ -40,6 +40,7 @@ export function domainView(d: DomainRow) {
 // ---------------------------------------------------------------------------------------------------------------
 
 export const ClaimDomain = {
+  operationId: 'createDomain',
   summary: 'Claim a custom domain; the response names the TXT record that proves control of it',
   description:
     'Requires domains:manage. The name is canonicalised (lower-case, IDNA ASCII, no trailing dot). Several accounts may claim a name; ' +
@@ -50,12 +51,14 @@ export const ClaimDomain = {
 };
 
 export const ListDomains = {
+  operationId: 'listDomains',
   summary: "List the active account's domains, verified or not",
   tags: ['domains'],
   response: { 200: Type.Object({ items: Type.Array(DomainView) }), ...ErrorResponses },
 };
 
 export const GetDomain = {
+  operationId: 'getDomain',
   summary: 'Get a domain',
   description: "Another account's domain answers 404, the same as a missing one.",
   tags: ['domains'],
@@ -64,6 +67,7 @@ export const GetDomain = {
 };
 
 export const DeleteDomain = {
+  operationId: 'deleteDomain',
   summary: 'Delete a domain; refused (409) while endpoints use it',
   description: 'Requires domains:manage. Deleting a verified domain releases the name for other accounts.',
   tags: ['domains'],
@@ -72,6 +76,7 @@ export const DeleteDomain = {
 };
 
 export const VerifyDomain = {
+  operationId: 'verifyDomain',
   summary: 'Verify a domain by looking up its TXT challenge record',
   description:
     'Requires domains:manage. Looks up TXT at _edge-challenge.<domain> through the configured resolvers; a record equal to ' +
@@ -84,6 +89,7 @@ export const VerifyDomain = {
 };
 
 export const AdminVerifyDomain = {
+  operationId: 'markDomainVerified',
   summary: 'Mark any account’s domain verified without a DNS check (admin)',
   description: '409 `already_exists` when another account holds the name verified.',
   tags: ['admin', 'domains'],

@@ -53,6 +53,7 @@ export function createdApiKeyView(k: VisitorTokenRow, token: string) {
 // ---------------------------------------------------------------------------------------------------------------
 
 export const CreateApiKey = {
+  operationId: 'createEndpointApiKey',
   summary: 'Create an endpoint API key (a token-mode visitor token)',
   description:
     'Generates a token that visitors present as in token mode (Authorization: Bearer, or the configured header or cookie). ' +
@@ -65,6 +66,7 @@ export const CreateApiKey = {
 };
 
 export const ListApiKeys = {
+  operationId: 'listEndpointApiKeys',
   summary: 'List the endpoint’s API keys',
   description: 'Oldest first, revoked ones included (with revoked_at). Never the secret. Needs endpoints:read.',
   tags: TAGS,
@@ -73,6 +75,7 @@ export const ListApiKeys = {
 };
 
 export const GetApiKey = {
+  operationId: 'getEndpointApiKey',
   summary: 'Get one endpoint API key',
   description: 'Never the secret. Needs endpoints:read.',
   tags: TAGS,
@@ -81,6 +84,7 @@ export const GetApiKey = {
 };
 
 export const RevokeApiKey = {
+  operationId: 'revokeEndpointApiKey',
   summary: 'Revoke an endpoint API key',
   description:
     'Every edge refuses the key from its next request once the change reaches it through the feed. The key stays listed with ' +

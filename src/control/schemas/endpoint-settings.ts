@@ -242,6 +242,7 @@ const Errors409 = { ...ErrorResponses, 409: ErrorBody };
 // ---------------------------------------------------------------------------------------------------------------
 
 export const GetSettings = {
+  operationId: 'getEndpointSettings',
   summary: 'Read the endpoint’s visitor authentication settings',
   description:
     'The resolved view of PUT …/settings, …/settings/jwt and …/settings/webhook, and of the endpoint’s API keys (listed under tokens). ' +
@@ -253,6 +254,7 @@ export const GetSettings = {
 };
 
 export const PutSettings = {
+  operationId: 'setEndpointSettings',
   summary: 'Configure visitor authentication',
   description:
     'Strict; merges with what is stored: omitted fields are kept, null clears a field. mode is required. basic_users (mode basic) ' +
@@ -269,6 +271,7 @@ export const PutSettings = {
 };
 
 export const PutJwtSettings = {
+  operationId: 'setEndpointJwtSettings',
   summary: 'Configure the JWT layer',
   description:
     'Strict; omitted fields keep their stored value. enabled true needs a jwks_url (sent now or stored) and makes every request carry ' +
@@ -283,6 +286,7 @@ export const PutJwtSettings = {
 };
 
 export const PutWebhookSettings = {
+  operationId: 'setEndpointWebhookSettings',
   summary: 'Configure inbound webhook verification',
   description:
     'The edge computes the HMAC (algo) of the raw request body with the secret and compares it, in constant time, with the ' +

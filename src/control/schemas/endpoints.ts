@@ -117,6 +117,7 @@ export const portsView = (e: EndpointRow) => ({ ok: true as const, dedicated_tcp
 // ---------------------------------------------------------------------------------------------------------------
 
 export const CreateEndpoint = {
+  operationId: 'createEndpoint',
   summary: 'Create an endpoint',
   description:
     'subdomain is honoured only when is_custom is true, the plan includes custom_subdomains and the caller owns the domain ' +
@@ -136,6 +137,7 @@ export const CreateEndpoint = {
 };
 
 export const ListEndpoints = {
+  operationId: 'listEndpoints',
   summary: 'List endpoints, newest first',
   description:
     'Non-admins see the active account’s endpoints; admins see all and may filter by user_id. Ephemeral endpoints are ' +
@@ -161,6 +163,7 @@ export const ListEndpoints = {
 };
 
 export const GetEndpoint = {
+  operationId: 'getEndpoint',
   summary: 'Get an endpoint',
   description: 'Another account’s endpoint is 404, the same as a missing one; admins can fetch any.',
   tags: ['endpoints'],
@@ -169,6 +172,7 @@ export const GetEndpoint = {
 };
 
 export const DeleteEndpoint = {
+  operationId: 'deleteEndpoint',
   summary: 'Delete an endpoint',
   description: 'Removes the endpoint and everything attached to it and frees its hostname and dedicated ports. Edges drop it through the change feed.',
   tags: ['endpoints'],
@@ -177,6 +181,7 @@ export const DeleteEndpoint = {
 };
 
 export const PromoteEndpoint = {
+  operationId: 'promoteEndpoint',
   summary: 'Promote an ephemeral endpoint to permanent',
   description:
     'No body (or {}). Clears the ephemeral flag, the device fingerprint and idle tracking; the endpoint then counts against ' +
@@ -200,6 +205,7 @@ export const PromoteEndpoint = {
 };
 
 export const SetPorts = {
+  operationId: 'setEndpointPorts',
   summary: 'Assign or clear dedicated TCP/UDP ports',
   description:
     'A port (1024-65535) is stored exactly as requested, never reassigned; null clears it; an omitted field keeps its ' +
@@ -219,6 +225,7 @@ export const SetPorts = {
 };
 
 export const SetCapture = {
+  operationId: 'setEndpointCapture',
   summary: 'Set request capture',
   description:
     'A full write: capture_enabled is false when omitted; capture_level `full`, `metadata` or `off` (empty or omitted ' +
@@ -234,6 +241,7 @@ export const SetCapture = {
 };
 
 export const CreateEphemeral = {
+  operationId: 'createEphemeralEndpoint',
   summary: 'Create an ephemeral endpoint in the active account (the agent one-shot flow)',
   description:
     'What an edge calls, with the agent’s own API key, when an agent connects without naming an endpoint. The endpoint has a ' +
@@ -245,6 +253,7 @@ export const CreateEphemeral = {
 };
 
 export const SetTags = {
+  operationId: 'setEndpointTags',
   summary: 'Replace an endpoint’s tags',
   description:
     'The whole set: tags not sent are removed, [] removes all. Tags are labels for your own use (configuration as code ' +
@@ -257,6 +266,7 @@ export const SetTags = {
 };
 
 export const AdminCreateEphemeral = {
+  operationId: 'createEphemeralEndpointForUser',
   summary: 'Create an ephemeral endpoint for a user (as an agent’s one-shot flow does)',
   description: 'In the user’s personal account, on the platform domain, with a generated name. No quota applies until it is promoted.',
   tags: ['admin'],
@@ -265,6 +275,7 @@ export const AdminCreateEphemeral = {
 };
 
 export const SetPaused = (paused: boolean) => ({
+  operationId: paused ? 'pauseEndpoint' : 'unpauseEndpoint',
   summary: paused ? 'Pause an endpoint over plan limits: its settings become read-only (409 quota_paused)' : 'Lift an endpoint’s pause',
   tags: ['admin'],
   params: IdParams,

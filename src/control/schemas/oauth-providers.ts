@@ -110,6 +110,7 @@ const LOCKOUT_NOTE =
 // ---------------------------------------------------------------------------------------------------------------
 
 export const CreateProvider = {
+  operationId: 'createOauthProvider',
   summary: 'Add an OAuth/OIDC provider',
   description:
     'A provider visitors log in with in modes oauth and oidc (PUT …/settings). kind oidc discovers its endpoints from the ' +
@@ -123,6 +124,7 @@ export const CreateProvider = {
 };
 
 export const ListProviders = {
+  operationId: 'listOauthProviders',
   summary: 'List the endpoint’s OAuth/OIDC providers',
   description: 'Oldest first, enabled or not. Never a client secret. Needs endpoints:read.',
   tags: TAGS,
@@ -131,6 +133,7 @@ export const ListProviders = {
 };
 
 export const GetProvider = {
+  operationId: 'getOauthProvider',
   summary: 'Get one OAuth/OIDC provider',
   description: '404 when the endpoint or the provider is missing, not the caller’s, or the provider belongs to another endpoint. Needs endpoints:read.',
   tags: TAGS,
@@ -139,6 +142,7 @@ export const GetProvider = {
 };
 
 export const ReplaceProvider = {
+  operationId: 'replaceOauthProvider',
   summary: 'Replace an OAuth/OIDC provider',
   description:
     'A full update with the fields of create: omitted optional fields are emptied (scopes, allowed_emails, allowed_domains), ' +
@@ -152,6 +156,7 @@ export const ReplaceProvider = {
 };
 
 export const ToggleProvider = {
+  operationId: 'setOauthProviderEnabled',
   summary: 'Enable or disable an OAuth/OIDC provider',
   description:
     'An explicit set, not a flip: enabled true enables, enabled false or omitted disables (docs/api.md). The provider and its ' +
@@ -164,6 +169,7 @@ export const ToggleProvider = {
 };
 
 export const DeleteProvider = {
+  operationId: 'deleteOauthProvider',
   summary: 'Delete an OAuth/OIDC provider',
   description:
     `Sessions made with it are refused from the next request. ${LOCKOUT_NOTE} An id listed in enabled_auth_methods stays ` +
