@@ -1,6 +1,8 @@
 // The parts of the /v1 API's answers that diff, apply and export read, as the API documents them (docs/api.md);
 // typed by hand for the fields used, so a renamed field fails the type check here rather than at run time.
 
+import type { paths } from '../shared/api/openapi.ts';
+
 export interface EndpointView {
   uuid: string;
   hostname: string;
@@ -145,3 +147,26 @@ export interface Created {
   name?: string;
   verified?: boolean;
 }
+
+// ---------------------------------------------------------------------------------------------------------------
+// The views above are held to the API's published description: each GET answer, as src/shared/api/openapi.ts
+// (generated from the served OpenAPI document) types it, must be assignable to the view read from it. A field the
+// API drops or retypes, or a regenerated document that no longer matches these readers, fails the type-check.
+// ---------------------------------------------------------------------------------------------------------------
+
+type Answer<P extends keyof paths> = paths[P] extends { get: { responses: { 200: { content: { 'application/json': infer T } } } } } ? T : 'no 200 JSON answer documented';
+/** Compiles only when `Published` (what the API answers) fits `Read` (what this module reads from it). */
+type Conforms<Published extends Read, Read> = [Published, Read];
+
+export type PublishedViewChecks = [
+  Conforms<Answer<'/v1/endpoints'>, Page<EndpointView>>,
+  Conforms<Answer<'/v1/domains'>, { items: DomainView[] }>,
+  Conforms<Answer<'/v1/firewall/rate-limits'>, RateLimitPage>,
+  Conforms<Answer<'/v1/traffic/alerts'>, { items: AlertView[] }>,
+  Conforms<Answer<'/v1/endpoints/{id}/mtls'>, MtlsView>,
+  Conforms<Answer<'/v1/endpoints/{id}/health-check'>, HealthCheckView>,
+  Conforms<Answer<'/v1/endpoints/{id}/oauth/providers'>, { items: ProviderView[] }>,
+  Conforms<Answer<'/v1/endpoints/{id}/rbac/roles'>, RoleView[]>,
+  Conforms<Answer<'/v1/endpoints/{id}/settings'>, SettingsView>,
+  Conforms<Answer<'/v1/endpoints/{id}/routing-rules'>, { items: RoutingRuleView[] }>,
+];
