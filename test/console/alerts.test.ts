@@ -128,7 +128,8 @@ describe('console: alerts', { skip: skipConsoleSuite() }, () => {
         endpoint_uuid: null,
         channels: [
           { type: 'email', to: 'ops@example.test' },
-          { type: 'webhook', url: 'https://hooks.example.com/alerts', has_secret: true },
+          // The same secret, kept: its fingerprint is the one the rule was created with.
+          { type: 'webhook', url: 'https://hooks.example.com/alerts', has_secret: true, secret_fingerprint: rule.channels[1].secret_fingerprint },
         ],
         updated_at: undefined,
       },
