@@ -15,6 +15,8 @@ export interface ReceivedSpan {
   parentSpanId: string;
   name: string;
   kind: number;
+  /** OTLP status code: 0 unset, 1 ok, 2 error. */
+  status: number;
   attributes: Record<string, string | number | boolean>;
   resource: Record<string, string | number | boolean>;
   events: { name: string; attributes: Record<string, string | number | boolean> }[];
@@ -72,6 +74,7 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
               parentSpanId: s.parentSpanId ?? '',
               name: s.name,
               kind: s.kind,
+              status: s.status?.code ?? 0,
               attributes: attrs(s.attributes),
               resource,
               events: (s.events ?? []).map((e: { name: string; attributes?: KeyValue[] }) => ({ name: e.name, attributes: attrs(e.attributes) })),
