@@ -89,6 +89,8 @@ class Exchange implements Dispatcher.DispatchHandler {
   private retried = false;
   /** The request's span when tracing is on, until it ends. */
   private span: Span | undefined;
+  /** The span's trace id, for the agent's log lines about this request (absent: tracing off). */
+  private traceId: string | undefined;
 
   constructor(
     private readonly f: Forwarding,
@@ -107,6 +109,7 @@ class Exchange implements Dispatcher.DispatchHandler {
         parentFrom(h2headers),
       );
       injectSpan(this.span, (trace = {}));
+      this.traceId = this.span.spanContext().traceId;
     }
     this.headers = http1RequestFields(h2headers, f.hostHeader, trace);
     stream.once('close', () => {
@@ -217,7 +220,7 @@ class Exchange implements Dispatcher.DispatchHandler {
       if (stream.destroyed || stream.closed) return;
       // A truncated response must not look complete: reset the stream so the edge aborts the visitor's.
       failStream(stream, 'the local response ended before its body was complete');
-      f.logger.warn({ method: this.method, path: this.path, err: err.message }, 'local service ended its response before the body was complete');
+      f.logger.warn({ method: this.method, path: this.path, err: err.message, trace_id: this.traceId }, 'local service ended its response before the body was complete');
       return;
     }
     if (stream.destroyed || stream.closed) return;
@@ -232,7 +235,7 @@ class Exchange implements Dispatcher.DispatchHandler {
       return answerError(stream, 400, 'invalid_request', `The request cannot be sent to the local service over HTTP/1.1: ${err.message}\n`);
     }
     answerError(stream, 502, 'local_unreachable', `The agent could not reach ${f.target.display}: ${err.message}\n`);
-    f.logger.warn({ err: err.message, method: this.method, path: this.path }, 'local service unreachable');
+    f.logger.warn({ err: err.message, method: this.method, path: this.path, trace_id: this.traceId }, 'local service unreachable');
   }
 
   /** Ends the span (once), as failed when `error` says why. */

@@ -22,6 +22,7 @@ import type { RelayPeers } from '../relay/peers.ts';
 import type { RequestContext, Stage, Verdict } from './stage.ts';
 import { stageEvent, traceRequest } from './trace.ts';
 import type { Tracing } from '../../shared/tracing.ts';
+import type { AccessLog } from '../access-log.ts';
 
 export interface PipelineDeps {
   config: EndpointCache;
@@ -47,6 +48,8 @@ export interface PipelineDeps {
   dedicated?: DedicatedAddresses;
   /** OpenTelemetry (src/shared/tracing.ts): a span per request when set; null or absent, tracing is off. */
   tracing?: Tracing | null;
+  /** EDGE_ACCESS_LOG (src/edge/access-log.ts): a line per request when set; null or absent, off. */
+  accessLog?: AccessLog | null;
 }
 
 /**
@@ -233,7 +236,7 @@ export function handleRequest(deps: PipelineDeps, req: IncomingMessage, res: Ser
   if (resolved === null) return;
   const { ctx, endpoint } = resolved;
   // Armed first, so answers from stages (redirects, refusals) are counted and captured like forwarded ones.
-  captureExchange(deps.capture, ctx);
+  captureExchange(deps.accessLog ? deps.accessLog.around(ctx, deps.capture) : deps.capture, ctx);
   if (deps.tracing) traceRequest(deps.tracing, ctx);
   judge(deps, ctx, ctx.probe === true ? endpoint.probeStages : endpoint.stages, forward);
 }
