@@ -13,25 +13,21 @@ import type { RequestContext, Verdict } from './stage.ts';
  */
 export function traceRequest(tracing: Tracing, ctx: RequestContext): void {
   const { req, res } = ctx;
-  const span = tracing.tracer.startSpan(
-    `${ctx.method} edge`,
-    {
-      kind: SpanKind.SERVER,
-      attributes: {
-        'edge.endpoint': ctx.endpoint.uuid,
-        'server.address': ctx.host,
-        'http.request.method': ctx.method,
-        // The path only: a query string may carry tokens.
-        'url.path': ctx.path,
-        'url.scheme': ctx.secure ? 'https' : 'http',
-        'client.address': ctx.clientIp,
-      },
-    },
-    parentFrom(req.headers),
-  );
-  ctx.span = span;
-  // The visitor's tracestate is the trace's: the propagator carries the one it extracted with the parent.
+  const span = tracing.tracer.startSpan(`${ctx.method} edge`, { kind: SpanKind.SERVER }, parentFrom(req.headers));
+  // The visitor's tracestate is the trace's: the propagator carries the one it extracted with the parent. An unsampled
+  // span is passed on too (its flags say so, and the agent's parent-based sampler follows), then nothing more is done.
   injectSpan(span, ctx.upstreamHeaders);
+  if (!span.isRecording()) return;
+  ctx.span = span;
+  span.setAttributes({
+    'edge.endpoint': ctx.endpoint.uuid,
+    'server.address': ctx.host,
+    'http.request.method': ctx.method,
+    // The path only: a query string may carry tokens.
+    'url.path': ctx.path,
+    'url.scheme': ctx.secure ? 'https' : 'http',
+    'client.address': ctx.clientIp,
+  });
   const socket = req.socket;
   const writtenBefore = socket.bytesWritten;
   let ended = false;
