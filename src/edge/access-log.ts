@@ -16,7 +16,7 @@ export interface AccessLine {
   duration_ms: number;
   bytes_in: number;
   bytes_out: number;
-  /** The stage that answered the request itself (`auth`, `rate_limit`, …), else `forwarded`. */
+  /** The stage that answered the request itself (`auth`, `rate-limit`, …), else `forwarded`. */
   decided_by: string;
   /** The edge's error code when the edge answered (a stage's refusal, agent_error, no_agent…). */
   error?: string;
