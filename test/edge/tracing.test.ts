@@ -22,7 +22,8 @@ const SERVER = 2; // OTLP SpanKind SERVER
 
 /** A node, a user and an agent in front of `service`; `tracing`: the agent's (null: off). */
 async function stack(env: Record<string, string | undefined> | undefined, service: LocalService<Seen>, tracing: Tracing | null) {
-  const t = await startTestNode({}, env === undefined ? {} : { otelEnv: env });
+  // The origin test's service is on loopback.
+  const t = await startTestNode({ EDGE_ORIGIN_ALLOW_PRIVATE: 'true' }, env === undefined ? {} : { otelEnv: env });
   const user = await t.createUser('business');
   const api = (method: string, path: string, body?: unknown, expect = 200) => expectBody(expect, t.api(method, path, { key: user.api_key, body }), `${method} ${path}`);
   const e = await api('POST', '/v1/endpoints', {}, 201);
@@ -149,6 +150,21 @@ describe('tracing across visitor → edge → agent → service', () => {
     assert.ok(!receiver.bodies.some((b) => b.includes('alice-password-1')));
     await on.api('PUT', `/v1/endpoints/${on.uuid}/settings`, { mode: 'none' });
     await edgeCaughtUp(on.t);
+  });
+
+  it('an origin URL receives the edge span as its parent, tracestate carried on', async () => {
+    const e = await on.api('POST', '/v1/endpoints', {}, 201);
+    await on.api('PUT', `/v1/endpoints/${e.uuid}/origin`, { url: `http://127.0.0.1:${service.port}` });
+    await edgeCaughtUp(on.t);
+    const traceId = hex(16);
+    const visitorSpan = hex(8);
+    const before = service.seen.length;
+    const r = await visit(on.t.node.edge!.httpPort, e.hostname, '/from-origin', { headers: { traceparent: `00-${traceId}-${visitorSpan}-01`, tracestate: 'vendor=xyz' } });
+    assert.equal(r.status, 200, r.body);
+    await flush();
+    const edge = await edgeSpanOf(traceId);
+    assert.equal(edge.parentSpanId, visitorSpan);
+    assert.deepEqual(service.seen[before], { traceparent: `00-${traceId}-${edge.spanId}-01`, tracestate: 'vendor=xyz' });
   });
 
   it('tracing off (no endpoint set): nothing is created, and the visitor\'s traceparent reaches the service unchanged', async () => {
