@@ -66,16 +66,16 @@ export function keyValueList(name: string, value: string | undefined): Record<st
 export function tracesUrl(env: OtelEnv): string | null {
   const own = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim();
   const base = env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim();
-  const url = own ? own : base ? `${base.replace(/\/+$/, '')}/v1/traces` : null;
-  if (url === null) return null;
+  if (!own && !base) return null;
+  const [name, value] = own ? ['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', own] : ['OTEL_EXPORTER_OTLP_ENDPOINT', base!];
   let parsed: URL;
   try {
-    parsed = new URL(url);
+    parsed = new URL(value);
   } catch {
-    throw new TracingConfigError(`${own ? 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT' : 'OTEL_EXPORTER_OTLP_ENDPOINT'}: "${url}" is not a URL`);
+    throw new TracingConfigError(`${name}: "${value}" is not a URL`);
   }
-  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new TracingConfigError(`${own ? 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT' : 'OTEL_EXPORTER_OTLP_ENDPOINT'}: "${url}" is not http(s)`);
-  return url;
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new TracingConfigError(`${name}: "${value}" is not an http(s) URL`);
+  return own ? value : `${value.replace(/\/+$/, '')}/v1/traces`;
 }
 
 /**

@@ -25,8 +25,8 @@ describe('tracing setup', () => {
 
   it('refuses bad values with the variable named', () => {
     const bad: [Record<string, string>, RegExp][] = [
-      [{ OTEL_EXPORTER_OTLP_ENDPOINT: 'not a url' }, /^OTEL_EXPORTER_OTLP_ENDPOINT: /],
-      [{ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'ftp://x/v1/traces' }, /^OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: .*not http/],
+      [{ OTEL_EXPORTER_OTLP_ENDPOINT: "not a url" }, /^OTEL_EXPORTER_OTLP_ENDPOINT: "not a url" is not a URL$/],
+      [{ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'ftp://x/v1/traces' }, /^OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "ftp:\/\/x\/v1\/traces" is not an http\(s\) URL$/],
       [{ OTEL_TRACES_SAMPLER: 'sometimes' }, /^OTEL_TRACES_SAMPLER: /],
       [{ OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '1.5' }, /^OTEL_TRACES_SAMPLER_ARG: /],
       [{ OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: 'half' }, /^OTEL_TRACES_SAMPLER_ARG: /],
