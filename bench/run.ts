@@ -13,6 +13,7 @@ import { benchRbac, describeRbac } from './rbac.ts';
 import { accuracyRuns, benchRateLimit, describeRateLimit } from './rate-limit.ts';
 import { benchRecordShipping, describeRecordShipping } from './record-shipping.ts';
 import { benchStages, describeStages } from './stages.ts';
+import { benchTracing, describeTracing } from './tracing.ts';
 
 const rows: Row[] = [];
 
@@ -47,6 +48,9 @@ rows.push(...describeRateLimit(await benchRateLimit(), accuracyRuns()));
 
 // The capture path on the edge (target: capture on adds under 3 µs per request over capture off, batching included).
 rows.push(...describeCapture(await benchCapture()));
+
+// Tracing on the request path: CPU per request with it off (target: nothing measurable), on, and sampled at 1 %.
+rows.push(...describeTracing(await benchTracing()));
 
 // The edge's cost of shipping captured exchanges: to Redis (cluster mode) and to the in-process stream (edge serve),
 // metadata and full, CPU per exchange over capture off.

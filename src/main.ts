@@ -29,6 +29,7 @@ import { startEdge, type EdgeNode } from './edge/index.ts';
 import { credentialUseJob } from './worker/credential-use.ts';
 import { ephemeralJanitor } from './worker/janitor.ts';
 import type { PeriodicJob } from './worker/periodic.ts';
+import { startTracing, type OtelEnv, type Tracing } from './shared/tracing.ts';
 import { portActivator } from './worker/ports.ts';
 import { ruleHitPruner, writeRuleHits } from './worker/rate-limit-hits.ts';
 import { trafficRetention, writeTrafficExchanges, writeTrafficUsage } from './worker/traffic.ts';
@@ -48,6 +49,8 @@ export interface NodeHandle {
   control?: ControlServer;
   edge?: EdgeNode;
   janitor?: PeriodicJob;
+  /** The node's tracer provider when OTEL_EXPORTER_OTLP_ENDPOINT is set (tests flush it); absent: tracing is off. */
+  tracing?: Tracing;
   /** The worker's periodic jobs by label (`janitor_sweep`, `alert_evaluation`, …), for tests to run a pass now. */
   workerJobs?: Record<string, PeriodicJob>;
   /** The worker's health prober, when this node probes (docs/health-checks.md). */
@@ -127,6 +130,8 @@ function runs(config: Config, role: 'control' | 'edge' | 'worker'): boolean {
 export interface NodeOptions {
   /** Where the edge's stages read the time (StageDeps.clock); absent: the wall clock. Tests move it by hand. */
   clock?: Clock;
+  /** Where the OTEL_* variables are read (src/shared/tracing.ts); absent: process.env. */
+  otelEnv?: OtelEnv;
 }
 
 export async function startNode(config: Config, logger: Logger, options: NodeOptions = {}): Promise<NodeHandle> {
@@ -141,6 +146,13 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
   try {
     if (!config.redisUrl && config.role !== 'all') {
       throw new Error(`EDGE_ROLE=${config.role} needs REDIS_URL: separate roles meet only through Redis and the database`);
+    }
+    // One tracer provider for every role this process runs, closed last (closers run in reverse) so it flushes all.
+    const tracing = startTracing(config.role === 'all' ? 'node' : config.role, options.otelEnv ?? process.env, { 'edge.node_id': config.nodeId, 'edge.region': config.region });
+    if (tracing !== null) {
+      handle.tracing = tracing;
+      closers.push(() => tracing.shutdown());
+      logger.info({ url: tracing.url }, 'tracing on: exporting spans over OTLP/HTTP');
     }
     const secrets = new SecretBox(secretKey(config, logger));
     const needsDb = runs(config, 'control') || runs(config, 'worker');
@@ -289,6 +301,7 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
         register: (request) => registerVisitor(controlUrl, request),
         deployEvents: controlUrl ? { report: (apiKey, application, body) => reportDeployEvents(controlUrl, apiKey, application, body) } : undefined,
         clock: options.clock,
+        tracing,
       });
       handle.edge = edge;
       handle.edgeFeed = { subscriber: edge.subscriber, mirror: edge.config.mirror };
@@ -312,6 +325,7 @@ export async function startNode(config: Config, logger: Logger, options: NodeOpt
       const watched = <J extends PeriodicJob>(job: J): J => {
         metrics.jobWatched(job.label);
         jobs[job.label] = job;
+        if (tracing !== null) job.trace(tracing.tracer);
         return job.observe(metrics);
       };
       const janitor = ephemeralJanitor(handle.db!, presence, {

@@ -16,6 +16,7 @@ import { createHttpForwarder, type HttpForwarder } from './forward-http.ts';
 import { createStreamForwarder } from './forward-stream.ts';
 import { TunnelRefusedError, helloFor, readReply, type AttemptState, type DialContext, type Outcome } from './handshake.ts';
 import { agentSettings, type AgentOptions, type AgentSettings } from './options.ts';
+import { startTracing, type Tracing } from '../shared/tracing.ts';
 import type { Target } from './target.ts';
 
 // The agent's public surface, wherever its parts live.
@@ -73,6 +74,15 @@ export function firstWelcome(source: TunnelEvents): Promise<Welcome> {
   });
 }
 
+/**
+ * An agent's tracing (src/shared/tracing.ts): a span per request forwarded over the tunnel's HTTP/2 streams. Absent:
+ * started from the process's OTEL_* variables (off without an endpoint) and shut down, flushed, by stop(); null: off;
+ * a Tracing: used as given (its owner shuts it down).
+ */
+export interface AgentTracingOption {
+  tracing?: Tracing | null;
+}
+
 export class Agent extends EventEmitter<AgentEvents> {
   readonly agentId: string;
   /** Null for an agent whose `streams` handler picks the target per stream (`edge agent deploy`). */
@@ -99,7 +109,12 @@ export class Agent extends EventEmitter<AgentEvents> {
   private loop: Promise<void> | null = null;
 
   /** Validates and freezes every option; throws TypeError/RangeError naming the bad one. Use startAgent(). */
-  constructor(options: AgentOptions) {
+  /** The tracing this agent started itself (from OTEL_*), which stop() shuts down; null when given or off. */
+  private readonly ownTracing: Tracing | null;
+  /** Tracing is on: no data connections are offered (see the constructor). */
+  private readonly traced: boolean;
+
+  constructor(options: AgentOptions & AgentTracingOption) {
     super();
     const o = agentSettings(options);
     this.o = o;
@@ -109,7 +124,12 @@ export class Agent extends EventEmitter<AgentEvents> {
     this.backoff = new Backoff(o.backoff);
     this.endpointUuid = options.endpoint;
     const target = o.target;
-    this.http = target && o.protocol === 'http' ? createHttpForwarder({ target, logger: this.logger, hostHeader: o.hostHeader, verifyTls: o.verifyTargetTls }) : null;
+    this.ownTracing = options.tracing === undefined ? startTracing('agent', process.env, { 'edge.agent_id': o.agentId }) : null;
+    const tracer = (options.tracing ?? this.ownTracing)?.tracer ?? null;
+    // Data connections are bytes spliced to the local service, never parsed here: a traced agent takes every request
+    // on its HTTP/2 streams, where each gets its span (docs/operations.md "Traces").
+    this.traced = tracer !== null;
+    this.http = target && o.protocol === 'http' ? createHttpForwarder({ target, logger: this.logger, hostHeader: o.hostHeader, verifyTls: o.verifyTargetTls, tracer }) : null;
     this.connectStream = target ? createStreamForwarder({ target, logger: this.logger, verifyTls: o.verifyTargetTls, udpIdleMs: o.udpIdleMs }) : null;
     this.dial = {
       o,
@@ -178,6 +198,7 @@ export class Agent extends EventEmitter<AgentEvents> {
     }
     await this.loop;
     await data?.whenClosed();
+    await this.ownTracing?.shutdown();
   }
 
   private async run(): Promise<void> {
@@ -279,7 +300,7 @@ export class Agent extends EventEmitter<AgentEvents> {
     const grant = welcome.data_connections;
     const target = this.o.target;
     const dataConnections =
-      grant !== undefined && transport === 'raw' && this.o.dataSpares > 0 && target !== null
+      grant !== undefined && transport === 'raw' && this.o.dataSpares > 0 && target !== null && !this.traced
         ? new AgentDataConnections({
             url: this.o.url,
             edgeTls: this.o.edgeTls,
@@ -332,7 +353,7 @@ function sendGoAway(session: ServerHttp2Session, reason: GoAwayReason): void {
 }
 
 /** Creates an agent and resolves once its first tunnel is up; see Agent.start() for what rejects. */
-export async function startAgent(options: AgentOptions): Promise<Agent> {
+export async function startAgent(options: AgentOptions & AgentTracingOption): Promise<Agent> {
   const agent = new Agent(options);
   await agent.start();
   return agent;

@@ -3,7 +3,9 @@
 import { isIP } from 'node:net';
 import http2, { type IncomingHttpHeaders, type OutgoingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
 import { Pool, type Dispatcher } from 'undici';
+import { SpanStatusCode, type Tracer } from '@opentelemetry/api';
 import type { Logger } from '../shared/log.ts';
+import { injectSpan, parentFrom, SpanKind, type Span } from '../shared/tracing.ts';
 import { addEndToEndFields, isConnectionSpecific } from '../shared/tunnel/headers.ts';
 import { failStream } from '../shared/tunnel/reset.ts';
 import type { Target } from './target.ts';
@@ -18,6 +20,8 @@ export interface HttpForwarderOptions {
   hostHeader?: string;
   /** For an https:// target: verify its certificate (default true). */
   verifyTls?: boolean;
+  /** A span per forwarded request when set (the agent's tracing, src/shared/tracing.ts); absent: off. */
+  tracer?: Tracer | null;
 }
 
 export interface HttpForwarder {
@@ -40,6 +44,7 @@ interface Forwarding {
   pool: Pool;
   hostHeader: string | undefined;
   servername: string | undefined;
+  tracer: Tracer | null;
 }
 
 export function createHttpForwarder(options: HttpForwarderOptions): HttpForwarder {
@@ -64,6 +69,7 @@ export function createHttpForwarder(options: HttpForwarderOptions): HttpForwarde
     // A name target keeps its own SNI whatever Host the visitor sent; for an IP, undici derives it from Host,
     // as node:http did (and no SNI when Host is an IP too).
     servername: target.tls && isIP(target.host) === 0 ? target.host : undefined,
+    tracer: options.tracer ?? null,
   };
   return {
     handle: (stream, headers) => new Exchange(f, stream, headers).send(),
@@ -81,6 +87,10 @@ class Exchange implements Dispatcher.DispatchHandler {
   private completed = false;
   private trailers = false;
   private retried = false;
+  /** The request's span when tracing is on, until it ends. */
+  private span: Span | undefined;
+  /** The span's trace id, for the agent's log lines about this request (absent: tracing off). */
+  private traceId: string | undefined;
 
   constructor(
     private readonly f: Forwarding,
@@ -89,10 +99,25 @@ class Exchange implements Dispatcher.DispatchHandler {
   ) {
     this.method = h2headers[':method'] ?? 'GET';
     this.path = h2headers[':path'] ?? '/';
-    this.headers = http1RequestFields(h2headers, f.hostHeader);
+    let trace: Record<string, string> | undefined;
+    if (f.tracer !== null) {
+      // A child of the edge's span (its traceparent came in the request), and the parent the local service sees.
+      const q = this.path.indexOf('?');
+      this.span = f.tracer.startSpan(
+        `${this.method} agent`,
+        { kind: SpanKind.SERVER, attributes: { 'http.request.method': this.method, 'url.path': q === -1 ? this.path : this.path.slice(0, q), 'server.address': h2headers[':authority'] ?? '' } },
+        parentFrom(h2headers),
+      );
+      injectSpan(this.span, (trace = {}));
+      this.traceId = this.span.spanContext().traceId;
+    }
+    this.headers = http1RequestFields(h2headers, f.hostHeader, trace);
     stream.once('close', () => {
       // The edge reset the stream (visitor gone) or the tunnel dropped: stop the local request too.
-      if (!this.completed) this.controller?.abort(new Error('the request stream closed'));
+      if (!this.completed) {
+        this.controller?.abort(new Error('the request stream closed'));
+        this.endSpan('the request stream closed');
+      }
     });
   }
 
@@ -134,6 +159,7 @@ class Exchange implements Dispatcher.DispatchHandler {
       return;
     }
     this.responded = true;
+    this.span?.setAttribute('http.response.status_code', status);
     if (stream.destroyed || stream.closed) return controller.abort(new Error('the request stream closed'));
     // RFC 9110 §6.4.1: no content after HEAD, 204 or 304; END_STREAM goes with the headers.
     const noBody = this.method === 'HEAD' || status === 204 || status === 304;
@@ -166,6 +192,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     const { stream } = this;
     if (this.completed) return;
     this.completed = true;
+    this.endSpan();
     if (stream.destroyed) return;
     if (this.trailers) {
       stream.once('wantTrailers', () => {
@@ -187,12 +214,13 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (this.completed) return;
     if (this.responded) {
       this.completed = true;
+      this.endSpan(err.message);
       // Closed first: the edge reset the stream (visitor gone) or the tunnel dropped, and the abort above
       // ended this request. Otherwise the local service cut its response short.
       if (stream.destroyed || stream.closed) return;
       // A truncated response must not look complete: reset the stream so the edge aborts the visitor's.
       failStream(stream, 'the local response ended before its body was complete');
-      f.logger.warn({ method: this.method, path: this.path, err: err.message }, 'local service ended its response before the body was complete');
+      f.logger.warn({ method: this.method, path: this.path, err: err.message, trace_id: this.traceId }, 'local service ended its response before the body was complete');
       return;
     }
     if (stream.destroyed || stream.closed) return;
@@ -201,12 +229,22 @@ class Exchange implements Dispatcher.DispatchHandler {
       return this.send();
     }
     this.completed = true;
+    this.endSpan(err.message);
     if (err.code === 'UND_ERR_INVALID_ARG' || err.code === 'UND_ERR_NOT_SUPPORTED') {
       // HTTP/2 allows a few field bytes HTTP/1.1 does not (undici refuses them): refuse this request.
       return answerError(stream, 400, 'invalid_request', `The request cannot be sent to the local service over HTTP/1.1: ${err.message}\n`);
     }
     answerError(stream, 502, 'local_unreachable', `The agent could not reach ${f.target.display}: ${err.message}\n`);
-    f.logger.warn({ err: err.message, method: this.method, path: this.path }, 'local service unreachable');
+    f.logger.warn({ err: err.message, method: this.method, path: this.path, trace_id: this.traceId }, 'local service unreachable');
+  }
+
+  /** Ends the span (once), as failed when `error` says why. */
+  private endSpan(error?: string): void {
+    const span = this.span;
+    if (span === undefined) return;
+    this.span = undefined;
+    if (error !== undefined) span.setStatus({ code: SpanStatusCode.ERROR, message: error });
+    span.end();
   }
 
   /**
@@ -223,17 +261,20 @@ class Exchange implements Dispatcher.DispatchHandler {
  * §8.3.1), then the end-to-end fields. Expect goes: 100-continue is a per-hop exchange the edge already had with
  * the visitor, and undici refuses the field.
  */
-function http1RequestFields(h2headers: IncomingHttpHeaders, hostHeader: string | undefined): string[] {
+function http1RequestFields(h2headers: IncomingHttpHeaders, hostHeader: string | undefined, trace: Record<string, string> | undefined): string[] {
   const out: string[] = [];
   const host = hostHeader ?? h2headers[':authority'] ?? h2headers.host;
   if (host) out.push('host', host);
   for (const name in h2headers) {
     if (name.charCodeAt(0) === 58 /* ':' */ || isConnectionSpecific(name) || name === 'expect') continue;
+    if (trace !== undefined && (name === 'traceparent' || name === 'tracestate')) continue;
     const value = h2headers[name];
     if (value === undefined) continue;
     if (typeof value === 'string') out.push(name, value);
     else for (const v of value) out.push(name, v);
   }
+  // The agent's span as the service's parent; without tracing the edge's traceparent went through above unchanged.
+  if (trace !== undefined) for (const name in trace) out.push(name, trace[name]);
   return out;
 }
 

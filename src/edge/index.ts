@@ -24,6 +24,8 @@ import { createListeners } from './http/listeners.ts';
 import { listen } from './http/listen.ts';
 import { DedicatedListeners } from './http/dedicated-listeners.ts';
 import { DedicatedAddresses } from './dedicated-addresses.ts';
+import type { Tracing } from '../shared/tracing.ts';
+import { AccessLog } from './access-log.ts';
 import { handleRequest, handleUpgrade } from './pipeline/pipeline.ts';
 import type { StageDeps } from './pipeline/stage.ts';
 import { StageMemory } from './pipeline/stage-memory.ts';
@@ -65,6 +67,8 @@ export interface EdgeDeps {
   clock?: StageDeps['clock'];
   /** Carries deploying agents' events to the control API; absent (no EDGE_CONTROL_URL): they are logged and dropped. */
   deployEvents?: DeployEventsClient;
+  /** OpenTelemetry (src/shared/tracing.ts): a span per visitor request when set; null or absent, tracing is off. */
+  tracing?: Tracing | null;
 }
 
 export interface EdgeNode {
@@ -241,7 +245,9 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
   const probeKey = deps.secrets.derive(PROBE_KEY_PURPOSE);
   // Dedicated IPs serve only the endpoints bound to them (docs/dedicated-ips.md "At the edge"): 421 otherwise.
   const dedicated = new DedicatedAddresses(config);
-  const pipeline = { config, registry, relay, origins, capture, logger: log, trustedProxies: compileTrustedProxies(settings.edge.trustedProxies), probeKey, dedicated };
+  // EDGE_ACCESS_LOG: a line per visitor request (src/edge/access-log.ts); off when empty.
+  const accessLog = settings.edge.accessLog.trim() === '' ? null : AccessLog.open(settings.edge.accessLog.trim());
+  const pipeline = { config, registry, relay, origins, capture, logger: log, trustedProxies: compileTrustedProxies(settings.edge.trustedProxies), probeKey, dedicated, tracing: deps.tracing ?? null, accessLog };
   const metrics = new EdgeMetrics({
     traffic,
     tunnels: () => registry.size,
@@ -383,6 +389,7 @@ export async function startEdge(deps: EdgeDeps): Promise<EdgeNode> {
       ruleHits?.close();
       shipper?.close();
       await deps.records?.flush();
+      await accessLog?.close();
       rateLimitStore?.close();
       await config.flush();
       await deps.presence.remove(settings.nodeId).catch(() => {});

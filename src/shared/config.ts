@@ -196,6 +196,9 @@ export const ConfigSchema = Type.Object(
         // Addresses and CIDRs (comma-separated) of proxies in front of the edge: only a request from one of them names
         // its visitor in X-Forwarded-For (src/edge/rate-limit/visitor-address.ts); empty = the socket's peer always.
         trustedProxies: Type.String(),
+        // The access log (src/edge/access-log.ts): one JSON line per visitor request to a known endpoint. Empty = off,
+        // `stdout`, or a file path (appended to, created with its directory).
+        accessLog: Type.String(),
         // MaxMind-format databases for rate-limit country and ASN conditions; empty = the ones shipped by npm packages.
         geoipCountryDb: Type.String(),
         geoipAsnDb: Type.String(),
@@ -295,6 +298,7 @@ export const ENV_SETTINGS = {
   EDGE_SESSION_KEYS: 'edge.sessionKeys',
   EDGE_SESSION_TTL_SECONDS: 'edge.sessionTtlSeconds',
   EDGE_TRUSTED_PROXIES: 'edge.trustedProxies',
+  EDGE_ACCESS_LOG: 'edge.accessLog',
   EDGE_GEOIP_COUNTRY_DB: 'edge.geoipCountryDb',
   EDGE_GEOIP_ASN_DB: 'edge.geoipAsnDb',
   EDGE_RATE_LIMIT_REDIS_TIMEOUT_MS: 'edge.rateLimitRedisTimeoutMs',

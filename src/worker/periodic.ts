@@ -1,5 +1,6 @@
 // A worker job run on a timer: one pass at a time (a slow pass delays the next instead of overlapping it), and a
 // failed pass is logged and skipped, because the next one judges the state afresh.
+import { SpanStatusCode, type Tracer } from '@opentelemetry/api';
 import type { Logger } from '../shared/log.ts';
 
 /** What watches a job's passes (src/worker/metrics.ts): its stable label, how long each took, whether it went through. */
@@ -31,6 +32,7 @@ export class PeriodicJob {
   private observer: JobObserver | null = null;
   private startedAt: number | null = null;
   private lastOkAt: number | null = null;
+  private tracer: Tracer | null = null;
 
   /** `pass` does one round of work; it returns what to log at info (or null when there is nothing to say). */
   constructor(
@@ -46,6 +48,12 @@ export class PeriodicJob {
   /** Reports every pass from now on to `observer` (the worker's metrics). */
   observe(observer: JobObserver): this {
     this.observer = observer;
+    return this;
+  }
+
+  /** Wraps every pass from now on in a span named after the job's label (when the worker's tracing is on). */
+  trace(tracer: Tracer): this {
+    this.tracer = tracer;
     return this;
   }
 
@@ -68,15 +76,19 @@ export class PeriodicJob {
   sweep(): Promise<void> {
     this.running = this.running.then(async () => {
       const started = performance.now();
+      // A root span per pass: a job is not part of any request's trace.
+      const span = this.tracer?.startSpan(this.label, { attributes: { 'edge.job': this.label } });
       let ok = false;
       try {
         const report = await this.pass();
         ok = true;
         this.lastOkAt = this.now();
-        if (report) this.logger.info(report.fields, report.msg);
+        if (report) this.logger.info(span === undefined ? report.fields : { ...report.fields, trace_id: span.spanContext().traceId }, report.msg);
       } catch (err) {
-        this.logger.warn({ err }, `${this.name} skipped`);
+        span?.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });
+        this.logger.warn(span === undefined ? { err } : { err, trace_id: span.spanContext().traceId }, `${this.name} skipped`);
       }
+      span?.end();
       this.observer?.jobPassed(this.label, (performance.now() - started) / 1000, ok);
     });
     return this.running;

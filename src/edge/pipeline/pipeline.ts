@@ -20,6 +20,9 @@ import { clientAddress, type TrustedProxies } from '../rate-limit/visitor-addres
 import type { TunnelRegistry } from '../tunnels/registry.ts';
 import type { RelayPeers } from '../relay/peers.ts';
 import type { RequestContext, Stage, Verdict } from './stage.ts';
+import { stageEvent, traceRequest } from './trace.ts';
+import type { Tracing } from '../../shared/tracing.ts';
+import type { AccessLog } from '../access-log.ts';
 
 export interface PipelineDeps {
   config: EndpointCache;
@@ -43,6 +46,10 @@ export interface PipelineDeps {
   probeKey?: Buffer;
   /** Which endpoints each dedicated address serves (src/edge/dedicated-addresses.ts); absent: every address serves all. */
   dedicated?: DedicatedAddresses;
+  /** OpenTelemetry (src/shared/tracing.ts): a span per request when set; null or absent, tracing is off. */
+  tracing?: Tracing | null;
+  /** EDGE_ACCESS_LOG (src/edge/access-log.ts): a line per request when set; null or absent, off. */
+  accessLog?: AccessLog | null;
 }
 
 /**
@@ -67,14 +74,23 @@ export function soleHost(req: IncomingMessage): string | null | undefined {
  */
 export function runStages(stages: readonly Stage[], ctx: RequestContext, i = 0): Verdict | Promise<Verdict> {
   for (; i < stages.length; i++) {
-    const verdict = stages[i].run(ctx);
+    const stage = stages[i];
+    const verdict = stage.run(ctx);
     if (typeof verdict !== 'string') {
       const next = i + 1;
-      return verdict.then((v) => (v === 'done' ? 'done' : runStages(stages, ctx, next)));
+      return verdict.then((v) => (ranStage(ctx, stage, v) === 'done' ? 'done' : runStages(stages, ctx, next)));
     }
-    if (verdict === 'done') return 'done';
+    if (ranStage(ctx, stage, verdict) === 'done') return 'done';
   }
   return 'next';
+}
+
+/** Notes a stage's verdict: the stage that answered (access log, span), and its event when the request is traced. */
+function ranStage(ctx: RequestContext, stage: Stage, verdict: Verdict): Verdict {
+  // One field test when tracing is off (docs/performance.md: tracing off costs nothing measurable).
+  if (ctx.span !== undefined) stageEvent(ctx.span, ctx, stage.name, verdict);
+  if (verdict === 'done') ctx.decidedBy = stage.name;
+  return verdict;
 }
 
 type Resolved = { ctx: RequestContext; endpoint: CompiledEndpoint } | null;
@@ -181,7 +197,7 @@ function refuseNoAgent(ctx: RequestContext): void {
  * logged; the process goes on serving. Uncaught, the exception would end the process and every visitor's request.
  */
 function stageFailed(deps: PipelineDeps, ctx: RequestContext, err: unknown): void {
-  deps.logger?.error({ err, endpoint: ctx.endpoint.uuid, method: ctx.method, path: ctx.path }, 'the pipeline failed on a request; answering 500');
+  deps.logger?.error({ err, endpoint: ctx.endpoint.uuid, method: ctx.method, path: ctx.path, trace_id: ctx.span?.spanContext().traceId }, 'the pipeline failed on a request; answering 500');
   if (ctx.res.socket === null && !ctx.res.headersSent) ctx.req.socket.destroy();
   else sendEdgeError(ctx.res, 'internal', ctx.req.headers.accept);
 }
@@ -220,7 +236,8 @@ export function handleRequest(deps: PipelineDeps, req: IncomingMessage, res: Ser
   if (resolved === null) return;
   const { ctx, endpoint } = resolved;
   // Armed first, so answers from stages (redirects, refusals) are counted and captured like forwarded ones.
-  captureExchange(deps.capture, ctx);
+  captureExchange(deps.accessLog ? deps.accessLog.around(ctx, deps.capture) : deps.capture, ctx);
+  if (deps.tracing) traceRequest(deps.tracing, ctx);
   judge(deps, ctx, ctx.probe === true ? endpoint.probeStages : endpoint.stages, forward);
 }
 

@@ -11,6 +11,7 @@ import type { CredentialUse } from '../credential-use.ts';
 import type { AuthOutcome } from '../metrics.ts';
 import type { RateLimitDeps } from '../rate-limit/deps.ts';
 import type { StageMemory } from './stage-memory.ts';
+import type { Span } from '../../shared/tracing.ts';
 
 /**
  * What may serve a request, as a routing rule chose it: some of the endpoint's agents, or an origin URL. No
@@ -78,6 +79,10 @@ export interface RequestContext {
    * auth and is not captured as visitor traffic (docs/health-checks.md).
    */
   readonly probe?: boolean;
+  /** The stage that answered the request itself (refused it, redirected it), by name; absent: none did. */
+  decidedBy?: string;
+  /** The request's span (src/edge/pipeline/trace.ts) when tracing is on; absent otherwise. */
+  span?: Span;
 }
 
 /** Who the auth stage admitted a visitor as (docs/rbac.md maps each kind to an RBAC client). */

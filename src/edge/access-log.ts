@@ -1,0 +1,87 @@
+// The edge's access log (EDGE_ACCESS_LOG, docs/operations.md "Access log"): one JSON line per visitor request to a
+// known endpoint, with the fields operators grep for, written through an asynchronous buffered destination.
+import { pino } from 'pino';
+import type { CapturedExchange, CaptureSink } from './capture.ts';
+import type { RequestContext } from './pipeline/stage.ts';
+import { traceIdOf } from '../shared/tracing.ts';
+
+/** What one line holds (keys as written). `path` never has the query string: it may carry tokens. */
+export interface AccessLine {
+  time: string;
+  endpoint: string;
+  host: string;
+  method: string;
+  path: string;
+  status: number;
+  duration_ms: number;
+  bytes_in: number;
+  bytes_out: number;
+  /** The stage that answered the request itself (`auth`, `rate-limit`, …), else `forwarded`. */
+  decided_by: string;
+  /** The edge's error code when the edge answered (a stage's refusal, agent_error, no_agent…). */
+  error?: string;
+  client: string;
+  /** The request's trace: the edge span's when tracing is on, else the visitor's traceparent's; absent: neither. */
+  trace_id?: string;
+}
+
+type Destination = ReturnType<typeof pino.destination>;
+
+export class AccessLog {
+  private constructor(private readonly out: Destination) {}
+
+  /**
+   * Opens `target`: `stdout`, or a file path (appended to, its directory created). Writes are asynchronous
+   * (sonic-boom, pino's destination): lines written while one write is in flight are joined into the next, so a slow
+   * disk never holds a request, and a quiet edge's line is out at once (no minimum batch that could sit unwritten).
+   */
+  static open(target: string): AccessLog {
+    return new AccessLog(pino.destination({ dest: target === 'stdout' ? 1 : target, sync: false, mkdir: true }));
+  }
+
+  /**
+   * A capture sink for one request: writes its line when the exchange is recorded (the response closed), then hands
+   * the exchange on to `next`. Health probes are not captured, so they have no line either.
+   */
+  around(ctx: RequestContext, next: CaptureSink): CaptureSink {
+    return {
+      record: (exchange, detailed) => {
+        this.write(ctx, exchange);
+        next.record(exchange, detailed);
+      },
+    };
+  }
+
+  private write(ctx: RequestContext, x: CapturedExchange): void {
+    const line: AccessLine = {
+      time: x.at,
+      endpoint: x.endpoint,
+      host: x.host,
+      method: x.method,
+      path: x.path,
+      status: x.status,
+      duration_ms: x.duration_ms,
+      bytes_in: x.bytes_in,
+      bytes_out: x.bytes_out,
+      decided_by: ctx.decidedBy ?? 'forwarded',
+      client: x.client_ip,
+    };
+    if (x.edge_error !== null) line.error = x.edge_error;
+    const traceId = ctx.span?.spanContext().traceId ?? traceIdOf(ctx.req.headers.traceparent);
+    if (traceId !== undefined) line.trace_id = traceId;
+    this.out.write(`${JSON.stringify(line)}\n`);
+  }
+
+  /** Writes out what is buffered and closes the file (stdout is flushed, not closed). */
+  close(): Promise<void> {
+    return new Promise((resolve) => {
+      const out = this.out;
+      if ((out as unknown as { fd: number }).fd === 1) {
+        out.flush(() => resolve());
+        return;
+      }
+      out.once('close', () => resolve());
+      out.end();
+    });
+  }
+}

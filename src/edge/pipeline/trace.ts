@@ -1,0 +1,56 @@
+// The edge's span per visitor request (docs/operations.md "Traces"): a SERVER span continuing the visitor's
+// traceparent, an event per policy stage that ran, and the span's own traceparent on what is forwarded.
+import { SpanStatusCode } from '@opentelemetry/api';
+import { injectSpan, parentFrom, SpanKind, type Span, type Tracing } from '../../shared/tracing.ts';
+import { edgeErrorOf } from '../http/pages.ts';
+import type { RequestContext, Verdict } from './stage.ts';
+
+/**
+ * Starts the request's span (child of the visitor's valid traceparent, else a new trace), names it as the parent on
+ * the forwarded request (replacing the visitor's traceparent through upstreamHeaders, whose names the forwarders strip
+ * from the visitor's fields; tracestate is carried on) and ends it when the response closes. Called only with
+ * tracing on: with it off, the visitor's own traceparent passes through untouched, as any end-to-end field does.
+ */
+export function traceRequest(tracing: Tracing, ctx: RequestContext): void {
+  const { req, res } = ctx;
+  const span = tracing.tracer.startSpan(`${ctx.method} edge`, { kind: SpanKind.SERVER }, parentFrom(req.headers));
+  // The visitor's tracestate is the trace's: the propagator carries the one it extracted with the parent. An unsampled
+  // span is passed on too (its flags say so, and the agent's parent-based sampler follows), then nothing more is done.
+  injectSpan(span, ctx.upstreamHeaders);
+  if (!span.isRecording()) return;
+  ctx.span = span;
+  span.setAttributes({
+    'edge.endpoint': ctx.endpoint.uuid,
+    'server.address': ctx.host,
+    'http.request.method': ctx.method,
+    // The path only: a query string may carry tokens.
+    'url.path': ctx.path,
+    'url.scheme': ctx.secure ? 'https' : 'http',
+    'client.address': ctx.clientIp,
+  });
+  const socket = req.socket;
+  const writtenBefore = socket.bytesWritten;
+  let ended = false;
+  res.on('close', () => {
+    if (ended) return;
+    ended = true;
+    const status = res.headersSent ? res.statusCode : 0;
+    span.setAttribute('http.response.status_code', status);
+    span.setAttribute('edge.bytes_out', Math.max(0, socket.bytesWritten - writtenBefore));
+    const code = edgeErrorOf(res);
+    if (code !== undefined) span.setAttribute('edge.error', code);
+    span.setAttribute('edge.decided_by', ctx.decidedBy ?? (code === undefined ? 'forwarded' : 'edge'));
+    if (status >= 500 || status === 0) span.setStatus({ code: SpanStatusCode.ERROR });
+    span.end();
+  });
+}
+
+/**
+ * One event per stage that ran: `stage <name>` with its outcome, `passed`, `refused` with the edge's error code, or
+ * `answered` (a redirect, a login page). Only names and codes: never a header, credential or claim.
+ */
+export function stageEvent(span: Span, ctx: RequestContext, stage: string, verdict: Verdict): void {
+  if (verdict === 'next') return void span.addEvent(`stage ${stage}`, { 'edge.stage': stage, 'edge.outcome': 'passed' });
+  const code = edgeErrorOf(ctx.res);
+  span.addEvent(`stage ${stage}`, code === undefined ? { 'edge.stage': stage, 'edge.outcome': 'answered' } : { 'edge.stage': stage, 'edge.outcome': 'refused', 'edge.error': code });
+}
