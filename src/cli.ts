@@ -427,6 +427,11 @@ main(process.argv.slice(2)).catch((err) => {
     process.stderr.write(`edge: ${(err as Error).message}\n`);
     process.exit(2);
   }
+  // Settings read after start-up (the OTEL_* variables) fail as a ConfigError too: one line, like loadConfig's.
+  if (err instanceof ConfigError) {
+    process.stderr.write(`edge: configuration error: ${err.message}\n`);
+    process.exit(2);
+  }
   if ((err as { code?: string }).code === '23505') {
     process.stderr.write('edge: already exists\n');
     process.exit(1);

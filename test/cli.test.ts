@@ -140,6 +140,11 @@ describe('edge CLI', () => {
     const role = await run(['serve', '--role', 'edge'], cleanEnv({ EDGE_CONTROL_PORT: '0' }));
     assert.notEqual(role.code, 0);
     assert.match(role.stderr, /needs (REDIS_URL|EDGE_SECRET_KEY)/);
+    // The OTEL_* variables are read as tracing starts, after the node's own settings: refused the same way, one line.
+    const otel = await run(['serve'], cleanEnv({ EDGE_CONTROL_PORT: '0', EDGE_HTTP_PORT: '0', EDGE_HTTPS_PORT: '0', EDGE_OPS_PORT: '0', OTEL_EXPORTER_OTLP_ENDPOINT: 'notaurl' }));
+    assert.equal(otel.code, 2);
+    assert.match(otel.stderr, /^edge: configuration error: OTEL_EXPORTER_OTLP_ENDPOINT: "notaurl" is not a URL$/m);
+    assert.doesNotMatch(otel.stderr, /\n\s+at /, 'no stack trace');
   });
 
   it('refuses a bad `edge agent deploy` command line with exit status 2, naming what is wrong', async () => {

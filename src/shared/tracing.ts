@@ -5,6 +5,7 @@ import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { AlwaysOffSampler, AlwaysOnSampler, BasicTracerProvider, BatchSpanProcessor, ParentBasedSampler, TraceIdRatioBasedSampler, type Sampler } from '@opentelemetry/sdk-trace-base';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import { ConfigError } from './config.ts';
 
 export { SpanKind, type Span };
 
@@ -26,7 +27,8 @@ export interface Tracing {
 export type OtelEnv = Readonly<Record<string, string | undefined>>;
 
 /** A bad OTEL_* value: the variable and why, so startup fails with a located message instead of tracing silently off. */
-export class TracingConfigError extends Error {}
+/** A ConfigError, so `edge serve` reports a bad OTEL_* value as it reports any other setting: one line, exit 2. */
+export class TracingConfigError extends ConfigError {}
 
 const SAMPLERS = ['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'];
 
