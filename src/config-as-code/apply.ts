@@ -4,7 +4,7 @@ import { ApiError, pool, type ApiClient } from './client.ts';
 import type { Document } from './document.ts';
 import { isStoredSecret, RULE_GROUPS, type AuthState, type Plain, type RuleGroup, type SettingGroup } from './model.ts';
 import type { AlertView, Created as CreatedView, DomainView, RateLimitPage, RoutingRuleView } from './views.ts';
-import { desiredEndpoints, needsOf, planEndpoint, type Entry, type PlanOptions } from './plan.ts';
+import { certificateId, desiredEndpoints, needsOf, planEndpoint, type Entry, type PlanOptions } from './plan.ts';
 import { readEndpoint, type ActualState } from './state.ts';
 
 export const APPLY_CONCURRENCY = 16;
@@ -321,6 +321,9 @@ async function writeGroup(ctx: Context, group: SettingGroup, desired: Plain, act
     }
     case 'auth':
       return writeAuth(ctx, v as AuthState, actual?.auth as AuthState | undefined);
+    case 'certificate':
+      // The name was checked against the library when the plan was made.
+      return void (await client.put(`${base}/certificate`, v === null ? { use_default: true } : { certificate_id: certificateId(ctx.state, ctx.uuid!, v as string) }));
   }
 }
 

@@ -8,7 +8,7 @@ import { TAG_PATTERN, type Document } from './document.ts';
 import { documentText, exportDocument } from './export.ts';
 import { DocumentError, loadDocumentFile } from './loader.ts';
 import { RULE_GROUPS, SETTING_GROUPS } from './model.ts';
-import { formatPlan, makePlan, needsAlerts, needsOf, type PlanOptions } from './plan.ts';
+import { formatPlan, makePlan, needsAlerts, needsCertificates, needsOf, PlanError, type PlanOptions } from './plan.ts';
 import { readState } from './state.ts';
 
 /** The control API of a node on this machine (config/default.json controlPort). */
@@ -39,6 +39,7 @@ export async function configCommand(command: 'diff' | 'apply' | 'export', args: 
     return await run(command, args, io);
   } catch (err) {
     if (err instanceof DocumentError) io.stderr(`edge ${command}: the file is not valid; nothing was sent\n${err.message}\n`);
+    else if (err instanceof PlanError) io.stderr(`edge ${command}: ${err.message}; nothing was applied\n`);
     else if (err instanceof ApiError) io.stderr(`edge ${command}: ${err.method} ${err.path}: ${err.describe()}\n`);
     else if (err instanceof Usage || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) io.stderr(`edge ${command}: ${(err as Error).message}\n\n${CONFIG_HELP}\n`);
     else throw err;
@@ -86,7 +87,7 @@ async function run(command: 'diff' | 'apply' | 'export', args: string[], io: Io)
 
   if (command === 'export') {
     const every = new Set([...SETTING_GROUPS, ...RULE_GROUPS]);
-    const state = await readState(client, () => every, selectTag, 'if-allowed');
+    const state = await readState(client, () => every, selectTag, 'if-allowed', true);
     const { document, references, warnings } = exportDocument(state);
     for (const w of warnings) io.stderr(`edge export: ${w}\n`);
     if (references.length > 0) io.stderr(`edge export: secrets are references; set ${references.join(', ')} before applying\n`);
@@ -97,7 +98,7 @@ async function run(command: 'diff' | 'apply' | 'export', args: string[], io: Io)
   }
 
   const options: PlanOptions = { prune: values.prune === true, selectTag };
-  const state = await readState(client, needsOf(doc as Document, options), selectTag, needsAlerts(doc as Document, options));
+  const state = await readState(client, needsOf(doc as Document, options), selectTag, needsAlerts(doc as Document, options), needsCertificates(doc as Document));
   const entries = await makePlan(doc as Document, state, options);
   io.stdout(formatPlan(entries));
   if (command === 'diff') return entries.length === 0 ? 0 : 2;

@@ -157,6 +157,12 @@ const Endpoint = Strict(
       }),
     ),
     auth: Type.Optional(Auth),
+    certificate: Type.Optional(
+      Type.Union([Type.String({ minLength: 1, maxLength: 100 }), Type.Null()], {
+        description:
+          'The library certificate served, by its name as GET /v1/certificates lists it (uploaded outside the file); null: the platform certificate; omitted: left as it is',
+      }),
+    ),
     oauth_providers: Type.Optional(Named(OAuthProvider, 'OAuth/OIDC providers by name')),
     rbac_roles: Type.Optional(Named(RbacRole, 'RBAC roles by name')),
     rate_limits: Type.Optional(Named(RateLimit, 'Rate-limit rules by name')),

@@ -78,6 +78,9 @@ function exportSetting(g: string, value: unknown): unknown {
       return v.tcp !== null || v.udp !== null ? drop(v, { tcp: null, udp: null }) : undefined;
     case 'mtls':
       return v.mode === 'disabled' ? undefined : v;
+    case 'certificate':
+      // The platform certificate is a new endpoint's; a name is written as read.
+      return v ?? undefined;
     case 'health_check':
       return v.enabled || v.path !== '/' || v.interval_seconds !== 60 ? drop(v, { path: '/', interval_seconds: 60 }) : undefined;
   }

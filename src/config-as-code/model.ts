@@ -12,7 +12,8 @@ import type { AlertView, EndpointView, HealthCheckView, MtlsView, ProviderView, 
 export const RULE_GROUPS = ['oauth_providers', 'rbac_roles', 'rate_limits', 'routing_rules', 'alerts'] as const;
 export type RuleGroup = (typeof RULE_GROUPS)[number];
 /** The settings of an endpoint itself, each compared and written as one. */
-export const SETTING_GROUPS = ['tags', 'origin_url', 'capture', 'ports', 'mtls', 'health_check', 'auth'] as const;
+// The certificate comes last: a new endpoint exists (on its verified domain) before one is assigned to it.
+export const SETTING_GROUPS = ['tags', 'origin_url', 'capture', 'ports', 'mtls', 'health_check', 'auth', 'certificate'] as const;
 export type SettingGroup = (typeof SETTING_GROUPS)[number];
 /** Groups whose resources carry tags, filtered by --select-tag. */
 export const TAGGED_GROUPS: readonly RuleGroup[] = ['rate_limits', 'routing_rules', 'alerts'];
@@ -76,6 +77,8 @@ export function desiredEndpoint(e: EndpointDoc): Canonical {
   }
   if (e.health_check) out.health_check = { enabled: e.health_check.enabled, path: e.health_check.path ?? '/', interval_seconds: e.health_check.interval_seconds ?? 60 };
   if (e.auth) out.auth = desiredAuth(e.auth, e.oauth_providers);
+  // By the library certificate's name; null: the platform certificate.
+  if (e.certificate !== undefined) out.certificate = e.certificate;
   const map = <T>(m: Record<string, T> | undefined, f: (v: T) => Plain) => (m === undefined ? undefined : Object.fromEntries(Object.entries(m).map(([k, v]) => [k, f(v)])));
   const groups: Partial<Record<RuleGroup, Record<string, Plain> | undefined>> = {
     oauth_providers: map(e.oauth_providers, desiredProvider),

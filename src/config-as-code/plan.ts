@@ -30,6 +30,20 @@ export interface Entry {
   actual?: Plain;
 }
 
+/** A file that names what the account does not have, found once the account is read: nothing is applied. */
+export class PlanError extends Error {}
+
+/** The id of the library certificate a file names; refused when none, or more than one, has that name. */
+export function certificateId(state: ActualState, host: string, name: string): number {
+  const found = state.certificates.filter((c) => c.name === name);
+  if (found.length === 0) throw new PlanError(`endpoint ${host}: no certificate in the library is named "${name}" (GET /v1/certificates lists them)`);
+  if (found.length > 1) throw new PlanError(`endpoint ${host}: ${found.length} certificates in the library are named "${name}" (ids ${found.map((c) => c.id).join(', ')}); rename all but one`);
+  return found[0].id;
+}
+
+/** Whether a run reads the certificate library: some endpoint of the file names a certificate. */
+export const needsCertificates = (doc: Document) => Object.values(doc.endpoints ?? {}).some((e) => e.certificate !== undefined);
+
 export interface PlanOptions {
   prune: boolean;
   selectTag?: string;
@@ -88,6 +102,12 @@ export async function makePlan(doc: Document, actual: ActualState, options: Plan
   for (const name of wantedDomains) if (!actual.domains.has(name)) entries.push({ kind: 'domain', action: 'create', key: name, changes: [] });
 
   const desired = desiredEndpoints(doc, actual.platformDomain);
+  // A certificate to assign must be one of the library's, by a name no other certificate has: checked for every
+  // endpoint before anything is applied.
+  for (const [host, want] of desired) {
+    const name = want.certificate;
+    if (typeof name === 'string' && actual.endpoints.get(host)?.state.certificate !== name) certificateId(actual, host, name);
+  }
   for (const [host, want] of desired) entries.push(...(await planEndpoint(host, want, actual.endpoints.get(host), options)));
 
   const accountAlerts = Object.fromEntries(Object.entries(doc.alerts ?? {}).map(([n, a]) => [n, desiredAlert(a)]));

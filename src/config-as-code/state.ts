@@ -1,7 +1,7 @@
 // Reads an account's current configuration through the /v1 API into the canonical form (model.ts), by endpoint
 // hostname and rule name, keeping the ids the apply needs; only the groups a run needs are read.
 import { ApiError, pool, type ApiClient } from './client.ts';
-import type { AlertView, DomainView, EndpointView, HealthCheckView, MtlsView, Page, ProviderView, RateLimitPage, RoleView, RoutingRuleView, SettingsView } from './views.ts';
+import type { AlertView, CertificateView, DomainView, EndpointView, HealthCheckView, MtlsView, Page, ProviderView, RateLimitPage, RoleView, RoutingRuleView, SettingsView } from './views.ts';
 import {
   actualAlert,
   actualAuth,
@@ -34,6 +34,8 @@ export interface ActualEndpoint {
 export interface ActualState {
   platformDomain: string;
   domains: Map<string, { id: number; verified: boolean }>;
+  /** The certificate library (read when a run names or exports certificates): the file refers to them by name. */
+  certificates: CertificateView[];
   endpoints: Map<string, ActualEndpoint>;
   alerts: Record<string, Plain>;
   alertIds: Record<string, string>;
@@ -77,7 +79,13 @@ function byName<T extends { name: string }>(rows: T[], id: (r: T) => string | nu
  * `alerts`: whether to read alert rules (they need traffic:read, which a key managing only endpoints may lack);
  * `if-allowed` (export) reads them unless the key is refused, and says so in `alertsUnread`.
  */
-export async function readState(client: ApiClient, needs: Needs, selectTag?: string, alerts: boolean | 'if-allowed' = true): Promise<ActualState> {
+export async function readState(
+  client: ApiClient,
+  needs: Needs,
+  selectTag?: string,
+  alerts: boolean | 'if-allowed' = true,
+  certificates = false,
+): Promise<ActualState> {
   let alertsUnread = false;
   const readAlerts = async () => {
     if (!alerts) return { items: [] as AlertView[] };
@@ -89,7 +97,7 @@ export async function readState(client: ApiClient, needs: Needs, selectTag?: str
       return { items: [] as AlertView[] };
     }
   };
-  const [endpointViews, domains, rateLimits, alertList] = await Promise.all([
+  const [endpointViews, domains, rateLimits, alertList, library] = await Promise.all([
     allPages((page) => client.get<Page<EndpointView>>(`/v1/endpoints?page=${page}&page_size=${PAGE}`)),
     client.get<{ items: DomainView[] }>('/v1/domains'),
     // The rate-limit list also names the platform domain (endpoints with domain_id null live under it).
@@ -98,7 +106,9 @@ export async function readState(client: ApiClient, needs: Needs, selectTag?: str
       return { items: [r], total: r.pagination.total };
     }),
     readAlerts(),
+    certificates ? client.get<{ items: CertificateView[] }>('/v1/certificates') : { items: [] as CertificateView[] },
   ]);
+  const certificateNames = new Map(library.items.map((c) => [c.id, c.name]));
   const platformDomain: string = rateLimits[0].defaultDomain;
   const rules = rateLimits.flatMap((p) => p.rules);
   const tagged = (r: { tags?: string[] }) => selectTag === undefined || (r.tags ?? []).includes(selectTag);
@@ -113,6 +123,8 @@ export async function readState(client: ApiClient, needs: Needs, selectTag?: str
     const e: ActualEndpoint = { hostname: view.hostname, uuid, view, state: {}, ids: {}, duplicates: [] };
     const settings = actualSettings(view);
     for (const g of ['tags', 'origin_url', 'capture', 'ports'] as const) if (need.has(g)) e.state[g] = settings[g];
+    // By name, as the file refers to it (an id the library does not list, which a racing delete can leave, by id).
+    if (need.has('certificate')) e.state.certificate = view.certificate_id === null ? null : (certificateNames.get(view.certificate_id) ?? `#${view.certificate_id}`);
     const [mtls, health, providers, roles, routing, auth] = await Promise.all([
       need.has('mtls') ? client.get<MtlsView>(`${base}/mtls`) : undefined,
       need.has('health_check') ? client.get<HealthCheckView>(`${base}/health-check`) : undefined,
@@ -151,6 +163,7 @@ export async function readState(client: ApiClient, needs: Needs, selectTag?: str
   return {
     platformDomain,
     domains: new Map(domains.items.map((d) => [d.name, { id: d.id, verified: d.verified }])),
+    certificates: library.items,
     endpoints,
     alerts: account.state,
     alertIds: account.ids as Record<string, string>,
@@ -171,6 +184,6 @@ async function readRouting(client: ApiClient, base: string): Promise<RoutingRule
 
 /** Re-reads one endpoint (after a 409 from a racing apply); null when it is gone. */
 export async function readEndpoint(client: ApiClient, hostname: string, need: ReadonlySet<SettingGroup | RuleGroup>, selectTag?: string): Promise<ActualEndpoint | null> {
-  const state = await readState(client, (h) => (h === hostname ? need : new Set()), selectTag, need.has('alerts'));
+  const state = await readState(client, (h) => (h === hostname ? need : new Set()), selectTag, need.has('alerts'), need.has('certificate'));
   return state.endpoints.get(hostname) ?? null;
 }

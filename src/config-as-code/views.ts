@@ -14,6 +14,14 @@ export interface EndpointView {
   capture_level: string | null;
   dedicated_tcp_port: number | null;
   dedicated_udp_port: number | null;
+  /** The library certificate served; null: the platform certificate. */
+  certificate_id: number | null;
+}
+
+/** A library certificate as GET /v1/certificates lists it: the file refers to it by name. */
+export interface CertificateView {
+  id: number;
+  name: string;
 }
 
 export interface Page<T> {
@@ -161,6 +169,7 @@ type Conforms<Published extends Read, Read> = [Published, Read];
 export type PublishedViewChecks = [
   Conforms<Answer<'/v1/endpoints'>, Page<EndpointView>>,
   Conforms<Answer<'/v1/domains'>, { items: DomainView[] }>,
+  Conforms<Answer<'/v1/certificates'>, { items: CertificateView[] }>,
   Conforms<Answer<'/v1/firewall/rate-limits'>, RateLimitPage>,
   Conforms<Answer<'/v1/traffic/alerts'>, { items: AlertView[] }>,
   Conforms<Answer<'/v1/endpoints/{id}/mtls'>, MtlsView>,

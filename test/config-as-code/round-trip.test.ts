@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { before, describe, it } from 'node:test';
 import { parse } from 'yaml';
+import { createCa, createLeaf } from '../helpers/certs.ts';
 import { configSuite, edge, exportedSecrets, fullDocument, referencesIn, SECRETS } from './support.ts';
 
 describe('edge apply, diff and export: the round trip over every resource kind', () => {
@@ -74,5 +75,72 @@ describe('edge apply, diff and export: the round trip over every resource kind',
     assert.equal((await edge(suite.t, suite.owner.api_key, 'apply', ['-f', file], changed)).code, 0);
     assert.equal((await edge(suite.t, suite.owner.api_key, 'diff', ['-f', file], changed)).code, 0);
     assert.equal((await edge(suite.t, suite.owner.api_key, 'diff', ['-f', file], SECRETS)).code, 2, 'the old secrets no longer match');
+  });
+
+  it('assigns library certificates by name, changes and reverts them, and exports the name', async () => {
+    // An account of its own, so the whole-account exports above stay as they are.
+    const user = await suite.t.createUser('business');
+    const key = user.api_key;
+    const domain = await suite.t.api('POST', '/v1/domains', { key, body: { name: 'cert.example.test' } });
+    assert.equal(domain.status, 201, domain.text);
+    assert.equal((await suite.t.api('POST', `/v1/admin/domains/${domain.body.id}/verify`)).status, 200);
+    const ca = await createCa('Config Root');
+    const library: Record<string, number> = {};
+    for (const name of ['shop-2025', 'shop-2026']) {
+      const leaf = await createLeaf(ca, { dns: ['*.cert.example.test'] });
+      const up = await suite.t.api('POST', '/v1/certificates', { key, body: { name, certificate_pem: leaf.chainPem, private_key_pem: leaf.keyPem } });
+      assert.equal(up.status, 201, up.text);
+      library[name] = up.body.id;
+    }
+    const host = 'www.cert.example.test';
+    const fileWith = (certificate: string | null | undefined) =>
+      suite.files.file(`cert-${certificate}.yaml`, { version: 1, domains: ['cert.example.test'], endpoints: { [host]: { tags: ['tls'], ...(certificate === undefined ? {} : { certificate }) } } });
+    const served = async () => {
+      const list = await suite.t.api('GET', '/v1/endpoints', { key });
+      return list.body.items.find((e: { hostname: string }) => e.hostname === host)?.certificate_id;
+    };
+
+    // A new endpoint gets its certificate once it exists; a second run finds nothing to do.
+    const first = await fileWith('shop-2025');
+    const created = await edge(suite.t, key, 'apply', ['-f', first]);
+    assert.equal(created.code, 0, created.stdout + created.stderr);
+    assert.match(created.stdout, / {4}certificate: "shop-2025"/);
+    assert.equal(await served(), library['shop-2025']);
+    assert.match((await edge(suite.t, key, 'diff', ['-f', first])).stdout, /No changes/);
+
+    // Export writes the name, and its file matches the account.
+    const exported = await edge(suite.t, key, 'export', []);
+    assert.equal(exported.code, 0, exported.stderr);
+    assert.equal(parse(exported.stdout).endpoints[host].certificate, 'shop-2025');
+    assert.equal((await edge(suite.t, key, 'diff', ['-f', await suite.files.file('cert-exported.yaml', exported.stdout)])).code, 0);
+
+    // Another certificate, then an omitted one (left alone), then null: the platform certificate.
+    const next = await edge(suite.t, key, 'apply', ['-f', await fileWith('shop-2026')]);
+    assert.equal(next.code, 0, next.stdout + next.stderr);
+    assert.match(next.stdout, / {4}certificate: "shop-2025" → "shop-2026"/);
+    assert.equal(await served(), library['shop-2026']);
+    assert.match((await edge(suite.t, key, 'diff', ['-f', await fileWith(undefined)])).stdout, /No changes/);
+    const reverted = await edge(suite.t, key, 'apply', ['-f', await fileWith(null)]);
+    assert.equal(reverted.code, 0, reverted.stdout + reverted.stderr);
+    assert.match(reverted.stdout, / {4}certificate: "shop-2026" → null/);
+    assert.equal(await served(), null);
+    assert.equal(parse((await edge(suite.t, key, 'export', [])).stdout).endpoints[host].certificate, undefined, 'the platform certificate is the default, left out');
+
+    // A name no certificate has (here with another change in the same file) is refused before anything is applied.
+    const unknown = await suite.files.file('cert-unknown.yaml', { version: 1, endpoints: { [host]: { tags: ['changed'], certificate: 'shop-1999' } } });
+    for (const command of ['diff', 'apply'] as const) {
+      const refused = await edge(suite.t, key, command, ['-f', unknown]);
+      assert.equal(refused.code, 1, refused.stdout);
+      assert.match(refused.stderr, /endpoint www\.cert\.example\.test: no certificate in the library is named "shop-1999".*nothing was applied/);
+    }
+    // So is a name two certificates share: which one is meant cannot be told.
+    const twin = await createLeaf(ca, { dns: ['*.cert.example.test'] });
+    assert.equal((await suite.t.api('POST', '/v1/certificates', { key, body: { name: 'shop-2025', certificate_pem: twin.chainPem, private_key_pem: twin.keyPem } })).status, 201);
+    const shared = await edge(suite.t, key, 'apply', ['-f', await fileWith('shop-2025')]);
+    assert.equal(shared.code, 1, shared.stdout);
+    assert.match(shared.stderr, /endpoint www\.cert\.example\.test: 2 certificates in the library are named "shop-2025" \(ids \d+, \d+\); rename all but one; nothing was applied/);
+    const after = await suite.t.api('GET', '/v1/endpoints', { key });
+    assert.deepEqual(after.body.items.find((e: { hostname: string }) => e.hostname === host).tags, ['tls']);
+    assert.equal(await served(), null);
   });
 });

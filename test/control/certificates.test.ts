@@ -302,6 +302,25 @@ describe('certificates', () => {
       assert.equal((await t.api('GET', `/v1/certificates/${c.id}`, { key: owner.api_key })).status, 200);
     });
 
+    it("shows the assignment in the endpoint's view (get and list): the id once assigned, null after revert", async () => {
+      const c = await upload(owner, good);
+      const ep = await insertEndpoint(owner, shop.id, 'viewed.shop.example.test');
+      const seen = async () => {
+        const one = await t.api('GET', `/v1/endpoints/${ep.uuid}`, { key: owner.api_key });
+        assert.equal(one.status, 200, one.text);
+        const list = await t.api('GET', '/v1/endpoints?page_size=100', { key: owner.api_key });
+        assert.equal(list.status, 200, list.text);
+        const listed = list.body.items.find((e: { uuid: string }) => e.uuid === ep.uuid);
+        assert.equal(listed.certificate_id, one.body.certificate_id, 'the list shows what get shows');
+        return one.body.certificate_id;
+      };
+      assert.equal(await seen(), null, 'a new endpoint serves the platform certificate');
+      assert.equal((await t.api('PUT', `/v1/endpoints/${ep.uuid}/certificate`, { key: owner.api_key, body: { certificate_id: c.id } })).status, 200);
+      assert.equal(await seen(), c.id);
+      assert.equal((await t.api('PUT', `/v1/endpoints/${ep.uuid}/certificate`, { key: owner.api_key, body: { use_default: true } })).status, 200);
+      assert.equal(await seen(), null);
+    });
+
     it('keeps a certificate published while another endpoint still serves it, and withdraws a replaced one', async () => {
       const a = await upload(owner, good, { name: 'a' });
       const b = await upload(owner, good, { name: 'b' });

@@ -102,9 +102,10 @@ describe('endpoint lifecycle', () => {
       assert.equal(res.status, 201, res.text);
       const e = res.body;
       assert.deepEqual(Object.keys(e).sort(), [
-        'created_at', 'domain_id', 'ephemeral', 'hostname', 'id', 'is_custom', 'mtls_mode', 'protocol', 'public_url', 'status', 'subdomain', 'tags', 'updated_at', 'uuid',
+        'certificate_id', 'created_at', 'domain_id', 'ephemeral', 'hostname', 'id', 'is_custom', 'mtls_mode', 'protocol', 'public_url', 'status', 'subdomain', 'tags', 'updated_at', 'uuid',
       ]);
       assert.deepEqual(e.tags, [], 'no tags: an empty list, never absent');
+      assert.equal(e.certificate_id, null, 'a new endpoint serves the platform certificate');
       assert.match(e.uuid, UUID);
       assert.match(e.subdomain, GENERATED);
       assert.equal(e.hostname, `${e.subdomain}.${base}`);

@@ -30,6 +30,7 @@ const EndpointView = Type.Object(
     capture_enabled: Type.Boolean(),
     capture_level: Nullable(literals(CAPTURE_LEVELS)),
     origin_url: Nullable(Type.String({ description: 'Requests go to this origin instead of agents (PUT /v1/endpoints/{id}/origin)' })),
+    certificate_id: Nullable(Type.Integer({ description: 'The library certificate served (PUT /v1/endpoints/{id}/certificate); null = the platform certificate' })),
     tags: TagsView,
     created_at: Timestamp(),
     updated_at: Timestamp(),
@@ -52,6 +53,7 @@ const CreatedView = Type.Pick(EndpointView, [
   'created_at',
   'ephemeral',
   'updated_at',
+  'certificate_id',
   'tags',
 ]);
 
@@ -82,6 +84,7 @@ export function endpointView(e: EndpointRow) {
     capture_enabled: e.capture_enabled,
     capture_level: e.capture_level,
     origin_url: e.origin_url,
+    certificate_id: e.certificate_id,
     tags: e.tags,
     created_at: iso(e.created_at),
     updated_at: iso(e.updated_at),
@@ -104,6 +107,7 @@ export function createdView(e: EndpointRow) {
     created_at: v.created_at,
     ephemeral: v.ephemeral,
     updated_at: v.updated_at,
+    certificate_id: v.certificate_id,
     tags: v.tags,
   };
 }

@@ -3900,6 +3900,8 @@ export interface operations {
                             capture_level: ("full" | "metadata" | "off") | (never | null);
                             /** @description Requests go to this origin instead of agents (PUT /v1/endpoints/{id}/origin) */
                             origin_url: string | null;
+                            /** @description The library certificate served (PUT /v1/endpoints/{id}/certificate); null = the platform certificate */
+                            certificate_id: number | null;
                             /** @description Labels (docs/api.md "Tags"); empty when none */
                             tags: string[];
                             /** Format: date-time */
@@ -4058,6 +4060,8 @@ export interface operations {
                         ephemeral: boolean;
                         /** Format: date-time */
                         updated_at: string;
+                        /** @description The library certificate served (PUT /v1/endpoints/{id}/certificate); null = the platform certificate */
+                        certificate_id: number | null;
                         /** @description Labels (docs/api.md "Tags"); empty when none */
                         tags: string[];
                     };
@@ -4214,6 +4218,8 @@ export interface operations {
                         capture_level: ("full" | "metadata" | "off") | (never | null);
                         /** @description Requests go to this origin instead of agents (PUT /v1/endpoints/{id}/origin) */
                         origin_url: string | null;
+                        /** @description The library certificate served (PUT /v1/endpoints/{id}/certificate); null = the platform certificate */
+                        certificate_id: number | null;
                         /** @description Labels (docs/api.md "Tags"); empty when none */
                         tags: string[];
                         /** Format: date-time */
@@ -4727,6 +4733,8 @@ export interface operations {
                         capture_level: ("full" | "metadata" | "off") | (never | null);
                         /** @description Requests go to this origin instead of agents (PUT /v1/endpoints/{id}/origin) */
                         origin_url: string | null;
+                        /** @description The library certificate served (PUT /v1/endpoints/{id}/certificate); null = the platform certificate */
+                        certificate_id: number | null;
                         /** @description Labels (docs/api.md "Tags"); empty when none */
                         tags: string[];
                         /** Format: date-time */
@@ -5033,6 +5041,8 @@ export interface operations {
                         capture_level: ("full" | "metadata" | "off") | (never | null);
                         /** @description Requests go to this origin instead of agents (PUT /v1/endpoints/{id}/origin) */
                         origin_url: string | null;
+                        /** @description The library certificate served (PUT /v1/endpoints/{id}/certificate); null = the platform certificate */
+                        certificate_id: number | null;
                         /** @description Labels (docs/api.md "Tags"); empty when none */
                         tags: string[];
                         /** Format: date-time */
@@ -5181,6 +5191,8 @@ export interface operations {
                         capture_level: ("full" | "metadata" | "off") | (never | null);
                         /** @description Requests go to this origin instead of agents (PUT /v1/endpoints/{id}/origin) */
                         origin_url: string | null;
+                        /** @description The library certificate served (PUT /v1/endpoints/{id}/certificate); null = the platform certificate */
+                        certificate_id: number | null;
                         /** @description Labels (docs/api.md "Tags"); empty when none */
                         tags: string[];
                         /** Format: date-time */
@@ -5325,6 +5337,8 @@ export interface operations {
                         capture_level: ("full" | "metadata" | "off") | (never | null);
                         /** @description Requests go to this origin instead of agents (PUT /v1/endpoints/{id}/origin) */
                         origin_url: string | null;
+                        /** @description The library certificate served (PUT /v1/endpoints/{id}/certificate); null = the platform certificate */
+                        certificate_id: number | null;
                         /** @description Labels (docs/api.md "Tags"); empty when none */
                         tags: string[];
                         /** Format: date-time */
@@ -5474,6 +5488,8 @@ export interface operations {
                         capture_level: ("full" | "metadata" | "off") | (never | null);
                         /** @description Requests go to this origin instead of agents (PUT /v1/endpoints/{id}/origin) */
                         origin_url: string | null;
+                        /** @description The library certificate served (PUT /v1/endpoints/{id}/certificate); null = the platform certificate */
+                        certificate_id: number | null;
                         /** @description Labels (docs/api.md "Tags"); empty when none */
                         tags: string[];
                         /** Format: date-time */
