@@ -1,5 +1,6 @@
 // Carries out a plan through the /v1 API: domains first, then each endpoint with its rules (endpoints in parallel,
 // bounded), then deletions; a 409 re-reads and re-plans that endpoint once. Every entry ends done, failed or not attempted.
+import type { JsonRequestBody as Body } from '../shared/api/client.ts';
 import { ApiError, pool, type ApiClient } from './client.ts';
 import type { Document } from './document.ts';
 import { isStoredSecret, RULE_GROUPS, type AuthState, type Plain, type RuleGroup, type SettingGroup } from './model.ts';
@@ -77,7 +78,7 @@ export async function applyPlan(
     APPLY_CONCURRENCY,
     async (entry) => {
       try {
-        const d = await client.post<DomainView>('/v1/domains', { name: entry.key });
+        const d = await client.post<DomainView>('/v1/domains', { name: entry.key } satisfies Body<'/v1/domains', 'post'>);
         state.domains.set(d.name, { id: d.id, verified: d.verified });
         record({ entry, status: 'done' });
       } catch (err) {
@@ -262,7 +263,7 @@ async function execute(entry: Entry, ctx: Context): Promise<void> {
     const p = entry.action === 'create' ? await client.post<CreatedView>(base, body) : await client.put<CreatedView>(`${base}/${entry.id}`, body);
     ctx.providerIds.set(entry.name!, p.id);
     const toggle = entry.action === 'create' ? !enabled : entry.changes.some((c) => c.field === 'enabled');
-    if (toggle) await client.put(`${base}/${p.id}/toggle`, { enabled });
+    if (toggle) await client.put(`${base}/${p.id}/toggle`, { enabled } satisfies Body<'/v1/endpoints/{id}/oauth/providers/{provider_id}/toggle', 'put'>);
     return;
   }
   if (entry.action === 'update') return void (await client.put(`${base}/${entry.id}`, body));
@@ -274,8 +275,8 @@ async function execute(entry: Entry, ctx: Context): Promise<void> {
 }
 
 /** POST /v1/endpoints for a hostname: its label on the platform domain, or on the account's domain holding it. */
-function createBody(host: string, state: ActualState, tags: string[]): Plain {
-  const withTags = (b: Plain) => (tags.length > 0 ? { ...b, tags } : b);
+function createBody(host: string, state: ActualState, tags: string[]): Body<'/v1/endpoints', 'post'> {
+  const withTags = (b: Body<'/v1/endpoints', 'post'>) => (tags.length > 0 ? { ...b, tags } : b);
   const platform = `.${state.platformDomain}`;
   if (host.endsWith(platform) && !host.slice(0, -platform.length).includes('.')) return withTags({ subdomain: host.slice(0, -platform.length), is_custom: true });
   const domain = [...state.domains.keys()].filter((d) => host === d || host.endsWith(`.${d}`)).sort((a, b) => b.length - a.length)[0];
@@ -301,29 +302,29 @@ async function writeGroup(ctx: Context, group: SettingGroup, desired: Plain, act
   const v = desired[group];
   switch (group) {
     case 'tags':
-      return void (await client.put(`${base}/tags`, { tags: v }));
+      return void (await client.put(`${base}/tags`, { tags: v as string[] } satisfies Body<'/v1/endpoints/{id}/tags', 'put'>));
     case 'origin_url':
-      return void (await client.put(`${base}/origin`, { url: v }));
+      return void (await client.put(`${base}/origin`, { url: v as string | null } satisfies Body<'/v1/endpoints/{id}/origin', 'put'>));
     case 'capture': {
       const c = v as { enabled: boolean; level: string | null };
-      return void (await client.put(`${base}/settings/capture`, { capture_enabled: c.enabled, capture_level: c.level ?? '' }));
+      return void (await client.put(`${base}/settings/capture`, { capture_enabled: c.enabled, capture_level: c.level ?? '' } satisfies Body<'/v1/endpoints/{id}/settings/capture', 'put'>));
     }
     case 'ports': {
       const p = v as { tcp: number | null; udp: number | null };
-      return void (await client.put(`${base}/ports`, { dedicated_tcp_port: p.tcp, dedicated_udp_port: p.udp }));
+      return void (await client.put(`${base}/ports`, { dedicated_tcp_port: p.tcp, dedicated_udp_port: p.udp } satisfies Body<'/v1/endpoints/{id}/ports', 'put'>));
     }
     case 'health_check':
       return void (await client.put(`${base}/health-check`, v));
     case 'mtls': {
-      const m = v as { mode: string; ca_bundle_pem?: string };
+      const m = v as { mode: 'disabled' | 'optional' | 'required'; ca_bundle_pem?: string };
       if (m.mode !== 'disabled' && !m.ca_bundle_pem) throw new LocalError(`mtls: the trusted CAs differ from ca_sha256; ca_bundle_pem is needed to change them`);
-      return void (await client.put(`${base}/mtls`, m.mode === 'disabled' ? { mode: 'disabled' } : { mode: m.mode, ca_bundle_pem: m.ca_bundle_pem }));
+      return void (await client.put(`${base}/mtls`, (m.mode === 'disabled' ? { mode: 'disabled' } : { mode: m.mode, ca_bundle_pem: m.ca_bundle_pem }) satisfies Body<'/v1/endpoints/{id}/mtls', 'put'>));
     }
     case 'auth':
       return writeAuth(ctx, v as AuthState, actual?.auth as AuthState | undefined);
     case 'certificate':
       // The name was checked against the library when the plan was made.
-      return void (await client.put(`${base}/certificate`, v === null ? { use_default: true } : { certificate_id: certificateId(ctx.state, ctx.uuid!, v as string) }));
+      return void (await client.put(`${base}/certificate`, (v === null ? { use_default: true } : { certificate_id: certificateId(ctx.state, ctx.uuid!, v as string) }) satisfies Body<'/v1/endpoints/{id}/certificate', 'put'>));
   }
 }
 
@@ -348,13 +349,13 @@ async function writeAuth(ctx: Context, want: AuthState, have: AuthState | undefi
   }
   if (differs('jwt')) {
     const j = want.jwt;
-    await ctx.client.put(`${base}/jwt`, j ? { enabled: true, jwks_url: j.jwks_url, issuer: j.issuer, audience: j.audience, claim_headers: JSON.stringify(j.claim_headers) } : { enabled: false });
+    await ctx.client.put(`${base}/jwt`, (j ? { enabled: true, jwks_url: j.jwks_url, issuer: j.issuer, audience: j.audience, claim_headers: JSON.stringify(j.claim_headers) } : { enabled: false }) satisfies Body<'/v1/endpoints/{id}/settings/jwt', 'put'>);
   }
   if (differs('webhook')) {
     const w = want.webhook;
     await ctx.client.put(
       `${base}/webhook`,
-      w ? { enabled: true, header: w.header, algo: w.algo, prefix: w.prefix, ...(isStoredSecret(w.secret) ? {} : { secret: w.secret }) } : { enabled: false },
+      (w ? { enabled: true, header: w.header, algo: w.algo, prefix: w.prefix, ...(isStoredSecret(w.secret) ? {} : { secret: w.secret }) } : { enabled: false }) satisfies Body<'/v1/endpoints/{id}/settings/webhook', 'put'>,
     );
   }
 }

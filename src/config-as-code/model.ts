@@ -31,7 +31,7 @@ export interface AuthState {
   enabled_providers: string[];
   basic_users: Plain[];
   jwt: { jwks_url: string; issuer: string; audience: string; claim_headers: Record<string, string> } | null;
-  webhook: { header: string; algo: string; prefix: string; secret: string } | null;
+  webhook: { header: string; algo: 'sha256' | 'sha1'; prefix: string; secret: string } | null;
 }
 /** An endpoint in canonical form: settings groups, then rule maps; a group the file omits is absent (not managed). */
 export type Canonical = Partial<Record<SettingGroup, unknown>> & Partial<Record<RuleGroup, Record<string, Plain>>>;

@@ -35,6 +35,9 @@ type QueryParams<Op> = Op extends { parameters: { query?: infer T } } ? Exclude<
 type RequestBody<Op> = Op extends { requestBody?: infer B } ? Exclude<B, undefined> : never;
 type JsonBody<Op> = [RequestBody<Op>] extends [never] ? never : RequestBody<Op> extends { content: { 'application/json': infer T } } ? T : never;
 
+/** The JSON body the operation `M` at `P` takes (never when it takes none): for callers that build bodies themselves. */
+export type JsonRequestBody<P extends keyof paths, M extends Method> = JsonBody<Operation<P, M>>;
+
 /** What one call sends: the operation's own parts, plus the caller's headers and cancellation. */
 export type ApiRequest<Op> = ([PathParams<Op>] extends [never] ? { params?: never } : { params: PathParams<Op> }) &
   ([QueryParams<Op>] extends [never] ? { query?: never } : { query?: QueryParams<Op> }) &
