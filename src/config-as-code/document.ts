@@ -2,6 +2,8 @@
 // control API validates its bodies with, so the file format and the API cannot drift; schemas/edge-config.schema.json is generated from it.
 import { Type, type Static, type TObject, type TProperties, type TSchema } from '@sinclair/typebox';
 import { Strict } from '../shared/schema.ts';
+import { BCRYPT_MAX_IMPORTED_COST, BCRYPT_MIN_COST, IMPORTABLE_BCRYPT_HASH_PATTERN } from '../shared/visitor-credentials.ts';
+import { MAX_RESOURCE_TAGS, TAG_PATTERN } from '../control/schemas/tags.ts';
 import { SetCapture, SetPorts } from '../control/schemas/endpoints.ts';
 import { PutJwtSettings, PutSettings, PutWebhookSettings } from '../control/schemas/endpoint-settings.ts';
 import { CreateProvider } from '../control/schemas/oauth-providers.ts';
@@ -11,10 +13,6 @@ import { RuleBodySchema as RoutingRuleBody } from '../control/schemas/routing-ru
 import { RuleBody as AlertRuleBody } from '../control/schemas/traffic-alerts.ts';
 
 export const DOCUMENT_VERSION = 1;
-export const TAG_PATTERN = '^[a-z0-9][a-z0-9._-]{0,31}$';
-export const MAX_TAGS = 16;
-/** bcrypt as the API accepts a stored hash: $2a$, $2b$ or $2y$, cost 10..15. */
-export const BCRYPT_HASH = /^\$2[aby]\$1[0-5]\$[./A-Za-z0-9]{53}$/;
 /** A `${NAME}` reference to an environment variable, resolved by the loader after validation. */
 export const ENV_REFERENCE = /^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$/;
 
@@ -28,7 +26,7 @@ const Named = <T extends TSchema>(value: T, description: string) =>
   Type.Record(Type.String({ minLength: 1, maxLength: 100 }), value, { description });
 
 const Tags = Type.Array(Type.String({ pattern: TAG_PATTERN }), {
-  maxItems: MAX_TAGS,
+  maxItems: MAX_RESOURCE_TAGS,
   uniqueItems: true,
   description: 'Labels for `--select-tag`: an apply with --select-tag T manages only resources carrying T',
 });
@@ -42,7 +40,7 @@ const BasicUser = Strict(
   {
     username: settings.basic_users.anyOf[0].items.properties.username,
     password: Type.Optional(Secret('The password, sent once and stored by the API as a bcrypt hash')),
-    password_hash: Type.Optional(Type.String({ pattern: BCRYPT_HASH.source, description: 'A bcrypt hash ($2a$/$2b$/$2y$, cost 10-15), as export writes it' })),
+    password_hash: Type.Optional(Type.String({ pattern: IMPORTABLE_BCRYPT_HASH_PATTERN, description: `A bcrypt hash ($2a$/$2b$/$2y$, cost ${BCRYPT_MIN_COST}-${BCRYPT_MAX_IMPORTED_COST}), as export writes it` })),
   },
   { description: 'Exactly one of password and password_hash' },
 );

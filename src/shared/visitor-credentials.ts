@@ -25,6 +25,30 @@ export function tokenDigest(key: Buffer, token: string): string {
 export const BCRYPT_MIN_COST = 10;
 /** bcrypt reads at most 72 bytes of a password; longer ones are refused rather than silently truncated. */
 export const BCRYPT_MAX_PASSWORD_BYTES = 72;
+/**
+ * The highest bcrypt cost a password_hash may carry. Every edge runs a visitor's first check of a credential at the
+ * hash's cost, so an imported cost-31 hash would hold a pool thread for hours; 15 is 32 times the API's own cost 10.
+ */
+export const BCRYPT_MAX_IMPORTED_COST = 15;
+
+/**
+ * A bcrypt hash in the modular crypt format: the variant ($2a$, $2b$; $2y$ is PHP's name for $2b$), a two-digit cost,
+ * then 22 characters of salt and 31 of hash in bcrypt's base64 alphabet. The API and configuration as code both test
+ * hashes with it (the cost range with bcryptHashRefusal).
+ */
+export const BCRYPT_HASH = /^\$2[aby]\$(\d\d)\$[./A-Za-z0-9]{53}$/;
+
+/** BCRYPT_HASH narrowed to the costs allowed (BCRYPT_MIN_COST..BCRYPT_MAX_IMPORTED_COST), as a JSON Schema pattern. */
+export const IMPORTABLE_BCRYPT_HASH_PATTERN = '^\\$2[aby]\\$1[0-5]\\$[./A-Za-z0-9]{53}$';
+
+/** Why a password_hash cannot be stored, or null when it is a bcrypt hash of an allowed cost. */
+export function bcryptHashRefusal(hash: string): string | null {
+  const match = BCRYPT_HASH.exec(hash);
+  if (!match) return 'not a bcrypt hash: $2a$, $2b$ or $2y$, a two-digit cost, then 53 characters of salt and hash (./A-Za-z0-9)';
+  const cost = Number(match[1]);
+  if (cost < BCRYPT_MIN_COST || cost > BCRYPT_MAX_IMPORTED_COST) return `cost ${cost}: bcrypt cost must be between ${BCRYPT_MIN_COST} and ${BCRYPT_MAX_IMPORTED_COST}`;
+  return null;
+}
 
 /** What GET …/settings reports as `mode` (docs/api.md "Endpoint auth settings"). */
 export type ReportedAuthMode = 'none' | 'jwt' | 'basic' | 'token' | 'header' | 'cookie' | 'sso';

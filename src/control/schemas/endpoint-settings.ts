@@ -3,10 +3,10 @@
 import { Type } from '@sinclair/typebox';
 import { Nullable, Strict, Timestamp } from '../../shared/schema.ts';
 import { VISITOR_AUTH_MODES, type VisitorAuthMode } from '../../shared/snapshot.ts';
-import { BCRYPT_MAX_PASSWORD_BYTES, BCRYPT_MIN_COST, reportedAuthMode, tokenSourceOf } from '../../shared/visitor-credentials.ts';
+import { BCRYPT_MAX_IMPORTED_COST, BCRYPT_MAX_PASSWORD_BYTES, BCRYPT_MIN_COST, reportedAuthMode, tokenSourceOf } from '../../shared/visitor-credentials.ts';
 import { MAX_OAUTH_PROVIDERS, offersProvider, type OAuthProviderRow } from '../../store/oauth-providers.ts';
 import { MAX_BASIC_USERS, MAX_SETTINGS_TOKENS, type AuthState } from '../../store/visitor-auth.ts';
-import { BCRYPT_MAX_IMPORTED_COST, WEBHOOK_ALGOS } from '../services/endpoint-settings.ts';
+import { WEBHOOK_ALGOS } from '../services/endpoint-settings.ts';
 import { MIN_TOKEN_LENGTH, NO_CONTROL_PATTERN, TOKEN_PATTERN } from '../validation.ts';
 import { ErrorBody, ErrorResponses, iso } from '../views.ts';
 

@@ -7,7 +7,7 @@ import bcrypt from 'bcrypt';
 import { fail, invalid } from '../../shared/errors.ts';
 import { parseInt64, Strict } from '../../shared/schema.ts';
 import { VISITOR_AUTH_MODES, type VisitorAuthMode } from '../../shared/snapshot.ts';
-import { BCRYPT_MAX_PASSWORD_BYTES, BCRYPT_MIN_COST, credentialHeaderRefusal, tokenDigest, visitorTokenKey } from '../../shared/visitor-credentials.ts';
+import { BCRYPT_MAX_PASSWORD_BYTES, BCRYPT_MIN_COST, bcryptHashRefusal, credentialHeaderRefusal, tokenDigest, visitorTokenKey } from '../../shared/visitor-credentials.ts';
 import { isUniqueViolation } from '../../store/db.ts';
 import { offersProvider, type OAuthProviderRow } from '../../store/oauth-providers.ts';
 import * as store from '../../store/visitor-auth.ts';
@@ -141,27 +141,6 @@ interface BasicUserBody {
   /** Exactly one of password and password_hash (checkBasicUsers). */
   password?: string;
   password_hash?: string;
-}
-
-/**
- * The highest bcrypt cost a password_hash may carry. Every edge runs a visitor's first check of a credential at the
- * hash's cost, so an imported cost-31 hash would hold a pool thread for hours; 15 is 32 times the API's own cost 10.
- */
-export const BCRYPT_MAX_IMPORTED_COST = 15;
-
-/**
- * A bcrypt hash in the modular crypt format: the variant ($2a$, $2b$; $2y$ is PHP's name for $2b$), a two-digit cost,
- * then 22 characters of salt and 31 of hash in bcrypt's base64 alphabet.
- */
-const BCRYPT_HASH = /^\$2[aby]\$(\d\d)\$[./A-Za-z0-9]{53}$/;
-
-/** Why a password_hash cannot be stored, or null when it is a bcrypt hash of an allowed cost. */
-function bcryptHashRefusal(hash: string): string | null {
-  const match = BCRYPT_HASH.exec(hash);
-  if (!match) return 'not a bcrypt hash: $2a$, $2b$ or $2y$, a two-digit cost, then 53 characters of salt and hash (./A-Za-z0-9)';
-  const cost = Number(match[1]);
-  if (cost < BCRYPT_MIN_COST || cost > BCRYPT_MAX_IMPORTED_COST) return `cost ${cost}: bcrypt cost must be between ${BCRYPT_MIN_COST} and ${BCRYPT_MAX_IMPORTED_COST}`;
-  return null;
 }
 
 interface TokenBody {
