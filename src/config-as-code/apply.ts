@@ -3,9 +3,8 @@
 import type { JsonRequestBody as Body } from '../shared/api/client.ts';
 import { ApiError, pool, type ApiClient } from './client.ts';
 import type { Document } from './document.ts';
-import { isStoredSecret, RULE_GROUPS, type AuthState, type Plain, type RuleGroup, type SettingGroup } from './model.ts';
-import type { AlertView, Created as CreatedView, DomainView, RateLimitPage, RoutingRuleView } from './views.ts';
-import { certificateId, desiredEndpoints, needsOf, planEndpoint, type Entry, type PlanOptions } from './plan.ts';
+import { isStoredSecret, RULE_GROUPS, type AuthState, type BasicUser, type Plain, type RuleForms, type RuleGroup, type SecretValue, type SettingForms, type SettingGroup } from './model.ts';
+import { certificateId, desiredEndpoints, needsOf, planEndpoint, type Entry, type Kind, type PlanOptions } from './plan.ts';
 import { readEndpoint, type ActualState } from './state.ts';
 
 export const APPLY_CONCURRENCY = 16;
@@ -78,7 +77,7 @@ export async function applyPlan(
     APPLY_CONCURRENCY,
     async (entry) => {
       try {
-        const d = await client.post<DomainView>('/v1/domains', { name: entry.key } satisfies Body<'/v1/domains', 'post'>);
+        const d = await client.call('post', '/v1/domains', { body: { name: entry.key } });
         state.domains.set(d.name, { id: d.id, verified: d.verified });
         record({ entry, status: 'done' });
       } catch (err) {
@@ -156,22 +155,22 @@ async function removeRacingTwins(client: ApiClient, created: Created[]): Promise
   const groups = new Set(created.map((c) => c.group));
   if (groups.has('rate_limits')) {
     for (let page = 1, pages = 1; page <= pages; page++) {
-      const r = await client.get<RateLimitPage>(`/v1/firewall/rate-limits?page=${page}&limit=100`);
+      const r = await client.call('get', '/v1/firewall/rate-limits', { query: { page: String(page), limit: '100' } });
       pages = r.pagination.totalPages;
       for (const rule of r.rules) add('rate_limits', rule.endpoint_uuid, rule);
     }
   }
-  if (groups.has('alerts')) for (const rule of (await client.get<{ items: AlertView[] }>('/v1/traffic/alerts')).items) add('alerts', rule.endpoint_uuid, rule);
+  if (groups.has('alerts')) for (const rule of (await client.call('get', '/v1/traffic/alerts', {})).items) add('alerts', rule.endpoint_uuid, rule);
   const routed = [...new Set(created.filter((c) => c.group === 'routing_rules').map((c) => c.endpointUuid!))];
   await pool(routed, APPLY_CONCURRENCY, async (uuid) => {
-    for (const rule of (await client.get<{ items: RoutingRuleView[] }>(`/v1/endpoints/${uuid}/routing-rules`)).items) add('routing_rules', uuid, rule);
+    for (const rule of (await client.call('get', '/v1/endpoints/{id}/routing-rules', { params: { id: uuid } })).items) add('routing_rules', uuid, rule);
   });
   await pool(created, APPLY_CONCURRENCY, async (c) => {
     const twins = rows.get(key(c.group, c.endpointUuid, c.name)) ?? [];
     const oldest = Math.min(...twins.map((r) => r.id));
     if (twins.length < 2 || c.id === oldest) return;
     try {
-      await client.delete(`${ruleBase(c.entry, { uuid: c.endpointUuid ?? undefined } as Context)}/${c.ref}`);
+      await deleteRule(client, c.entry.kind, c.endpointUuid ?? '', c.ref);
       notes.push(`${c.entry.kind.replace('_', ' ')} ${c.entry.key}: another apply created it at the same time; kept theirs, removed this one`);
     } catch (err) {
       notes.push(`${c.entry.kind.replace('_', ' ')} ${c.entry.key}: another apply created it at the same time, and removing this copy failed: ${describe(err)}`);
@@ -216,7 +215,7 @@ async function runEndpoint(list: Entry[], ctx: Context, run: (e: Entry, ctx: Con
 
 async function writeDeferredAuth(self: Entry, ctx: Context, record: (o: Outcome) => void): Promise<void> {
   try {
-    await writeSetting(ctx, 'auth', self.desired!, self.actual);
+    await writeSetting(ctx, 'auth', settingsOf(self), self.actual);
   } catch (err) {
     if (err instanceof ApiError && err.status === 409) throw err;
     record({ entry: { ...self, key: `${self.key} (auth)` }, status: 'failed', error: describe(err) });
@@ -240,37 +239,29 @@ function describe(err: unknown): string {
 
 async function execute(entry: Entry, ctx: Context): Promise<void> {
   const { client } = ctx;
-  if (entry.kind === 'domain') return void (await client.delete(`/v1/domains/${entry.id}`));
+  if (entry.kind === 'domain') return void (await client.call('delete', '/v1/domains/{id}', { params: { id: String(entry.id) } }));
   if (entry.kind === 'endpoint') {
-    if (entry.action === 'delete') return void (await client.delete(`/v1/endpoints/${entry.id}`));
+    if (entry.action === 'delete') return void (await client.call('delete', '/v1/endpoints/{id}', { params: { id: String(entry.id) } }));
+    const desired = settingsOf(entry);
     if (entry.action === 'create') {
-      const created = await client.post<CreatedView>('/v1/endpoints', createBody(entry.host!, ctx.state, (entry.desired!.tags as string[] | undefined) ?? []));
+      const created = await client.call('post', '/v1/endpoints', { body: createBody(entry.host!, ctx.state, desired.tags ?? []) });
       ctx.uuid = created.uuid;
-      const groups = Object.keys(entry.desired!).filter((g) => g !== 'tags' || (entry.desired!.tags as string[]).length === 0) as SettingGroup[];
+      const groups = (Object.keys(desired) as SettingGroup[]).filter((g) => g !== 'tags' || desired.tags?.length === 0);
       // A new endpoint holds the API's defaults; writing the groups the file names is cheaper than reading them first.
-      for (const g of groups) if (g !== 'tags' && !(g === 'auth' && ctx.deferAuth)) await writeSetting(ctx, g, entry.desired!, undefined);
+      for (const g of groups) if (g !== 'tags' && !(g === 'auth' && ctx.deferAuth)) await writeSetting(ctx, g, desired, undefined);
       return;
     }
     const changed = new Set(entry.changes.map((c) => c.field.split('.')[0] as SettingGroup));
-    for (const g of changed) if (!(g === 'auth' && ctx.deferAuth)) await writeSetting(ctx, g, entry.desired!, entry.actual);
+    for (const g of changed) if (!(g === 'auth' && ctx.deferAuth)) await writeSetting(ctx, g, desired, entry.actual);
     return;
   }
-  const base = ruleBase(entry, ctx);
-  if (entry.action === 'delete') return void (await client.delete(`${base}/${entry.id}`));
-  const body = ruleBody(entry, ctx);
-  if (entry.kind === 'oauth_provider') {
-    const enabled = entry.desired!.enabled as boolean;
-    const p = entry.action === 'create' ? await client.post<CreatedView>(base, body) : await client.put<CreatedView>(`${base}/${entry.id}`, body);
-    ctx.providerIds.set(entry.name!, p.id);
-    const toggle = entry.action === 'create' ? !enabled : entry.changes.some((c) => c.field === 'enabled');
-    if (toggle) await client.put(`${base}/${p.id}/toggle`, { enabled } satisfies Body<'/v1/endpoints/{id}/oauth/providers/{provider_id}/toggle', 'put'>);
-    return;
-  }
-  if (entry.action === 'update') return void (await client.put(`${base}/${entry.id}`, body));
-  const made = await client.post<CreatedView>(base, body);
-  if (entry.group !== 'rbac_roles') {
+  const endpoint = ctx.uuid ?? entry.host!;
+  if (entry.action === 'delete') return deleteRule(client, entry.kind, endpoint, entry.id!);
+  if (entry.kind === 'oauth_provider') return writeProvider(entry, ctx, endpoint);
+  const made = await writeRule(entry, ctx, endpoint);
+  if (made !== undefined && entry.group !== 'rbac_roles') {
     const endpointUuid = entry.host === undefined ? null : ctx.uuid!;
-    ctx.created.push({ group: entry.group!, endpointUuid, name: entry.name!, id: made.id, ref: made.uuid ?? made.id, entry });
+    ctx.created.push({ group: entry.group!, endpointUuid, name: entry.name!, id: made.id, ref: made.ref, entry });
   }
 }
 
@@ -286,7 +277,16 @@ function createBody(host: string, state: ActualState, tags: string[]): Body<'/v1
   return withTags({ subdomain: label, is_custom: true, domain_id: state.domains.get(domain)!.id });
 }
 
-async function writeSetting(ctx: Context, group: SettingGroup, desired: Plain, actual: Plain | undefined): Promise<void> {
+/** An endpoint entry's settings, as planEndpoint took them from the file's canonical endpoint. */
+const settingsOf = (entry: Entry) => (entry.desired ?? {}) as Partial<SettingForms>;
+
+/** A rule entry's canonical form, as planRules took it from its group's map. */
+function ruleOf<G extends RuleGroup>(entry: Entry, group: G): RuleForms[G] {
+  if (entry.group !== group || entry.desired === undefined) throw new Error(`${entry.key}: planned as ${entry.group}, written as ${group}`);
+  return entry.desired as RuleForms[G];
+}
+
+async function writeSetting(ctx: Context, group: SettingGroup, desired: Partial<SettingForms>, actual: Plain | undefined): Promise<void> {
   try {
     await writeGroup(ctx, group, desired, actual);
   } catch (err) {
@@ -296,48 +296,56 @@ async function writeSetting(ctx: Context, group: SettingGroup, desired: Plain, a
   }
 }
 
-async function writeGroup(ctx: Context, group: SettingGroup, desired: Plain, actual: Plain | undefined): Promise<void> {
+async function writeGroup(ctx: Context, group: SettingGroup, desired: Partial<SettingForms>, actual: Plain | undefined): Promise<void> {
   const { client } = ctx;
-  const base = `/v1/endpoints/${ctx.uuid}`;
-  const v = desired[group];
+  const params = { id: ctx.uuid! };
   switch (group) {
     case 'tags':
-      return void (await client.put(`${base}/tags`, { tags: v as string[] } satisfies Body<'/v1/endpoints/{id}/tags', 'put'>));
+      return void (await client.call('put', '/v1/endpoints/{id}/tags', { params, body: { tags: desired.tags! } }));
     case 'origin_url':
-      return void (await client.put(`${base}/origin`, { url: v as string | null } satisfies Body<'/v1/endpoints/{id}/origin', 'put'>));
+      return void (await client.call('put', '/v1/endpoints/{id}/origin', { params, body: { url: desired.origin_url! } }));
     case 'capture': {
-      const c = v as { enabled: boolean; level: string | null };
-      return void (await client.put(`${base}/settings/capture`, { capture_enabled: c.enabled, capture_level: c.level ?? '' } satisfies Body<'/v1/endpoints/{id}/settings/capture', 'put'>));
+      const c = desired.capture!;
+      return void (await client.call('put', '/v1/endpoints/{id}/settings/capture', { params, body: { capture_enabled: c.enabled, capture_level: c.level ?? '' } }));
     }
     case 'ports': {
-      const p = v as { tcp: number | null; udp: number | null };
-      return void (await client.put(`${base}/ports`, { dedicated_tcp_port: p.tcp, dedicated_udp_port: p.udp } satisfies Body<'/v1/endpoints/{id}/ports', 'put'>));
+      const p = desired.ports!;
+      return void (await client.call('put', '/v1/endpoints/{id}/ports', { params, body: { dedicated_tcp_port: p.tcp, dedicated_udp_port: p.udp } }));
     }
     case 'health_check':
-      return void (await client.put(`${base}/health-check`, v));
+      return void (await client.call('put', '/v1/endpoints/{id}/health-check', { params, body: desired.health_check! }));
     case 'mtls': {
-      const m = v as { mode: 'disabled' | 'optional' | 'required'; ca_bundle_pem?: string };
+      const m = desired.mtls!;
       if (m.mode !== 'disabled' && !m.ca_bundle_pem) throw new LocalError(`mtls: the trusted CAs differ from ca_sha256; ca_bundle_pem is needed to change them`);
-      return void (await client.put(`${base}/mtls`, (m.mode === 'disabled' ? { mode: 'disabled' } : { mode: m.mode, ca_bundle_pem: m.ca_bundle_pem }) satisfies Body<'/v1/endpoints/{id}/mtls', 'put'>));
+      return void (await client.call('put', '/v1/endpoints/{id}/mtls', { params, body: m.mode === 'disabled' ? { mode: 'disabled' } : { mode: m.mode, ca_bundle_pem: m.ca_bundle_pem } }));
     }
     case 'auth':
-      return writeAuth(ctx, v as AuthState, actual?.auth as AuthState | undefined);
-    case 'certificate':
+      return writeAuth(ctx, desired.auth!, actual?.auth as AuthState | undefined);
+    case 'certificate': {
+      const name = desired.certificate!;
       // The name was checked against the library when the plan was made.
-      return void (await client.put(`${base}/certificate`, (v === null ? { use_default: true } : { certificate_id: certificateId(ctx.state, ctx.uuid!, v as string) }) satisfies Body<'/v1/endpoints/{id}/certificate', 'put'>));
+      const body = name === null ? { use_default: true } : { certificate_id: certificateId(ctx.state, ctx.uuid!, name) };
+      return void (await client.call('put', '/v1/endpoints/{id}/certificate', { params, body }));
+    }
   }
 }
 
+/** The modes a file can write (token is not one: docs/config-as-code.md). */
+const WRITABLE_MODES = ['none', 'basic', 'oauth', 'oidc'] as const satisfies readonly Body<'/v1/endpoints/{id}/settings', 'put'>['mode'][];
+const isWritableMode = (mode: string): mode is (typeof WRITABLE_MODES)[number] => (WRITABLE_MODES as readonly string[]).includes(mode);
+
 /** PUT …/settings for the mode and its fields, then …/jwt and …/webhook when theirs differ. */
 async function writeAuth(ctx: Context, want: AuthState, have: AuthState | undefined): Promise<void> {
-  const base = `/v1/endpoints/${ctx.uuid}/settings`;
+  const params = { id: ctx.uuid! };
   const sso = want.mode === 'oauth' || want.mode === 'oidc';
   const main = ['mode', 'enforce_https', 'session_ttl_seconds', 'realm', 'allowed_redirects', 'scopes', 'enabled_providers', 'basic_users'] as const;
   const differs = (f: keyof AuthState) => !have || JSON.stringify(want[f]) !== JSON.stringify(have[f]);
   if (main.some(differs)) {
-    const config = want.mode === 'basic' ? (want.realm ? { realm: want.realm } : null) : sso ? ssoConfig(want) : null;
-    const body: Plain = { mode: want.mode, enforce_https: want.enforce_https, session_ttl_seconds: want.session_ttl_seconds, config };
-    if (want.mode === 'basic') body.basic_users = want.basic_users;
+    const mode = want.mode;
+    if (!isWritableMode(mode)) throw new LocalError(`auth.mode: ${mode} cannot be written from a file`);
+    const config = mode === 'basic' ? (want.realm ? { realm: want.realm } : null) : sso ? ssoConfig(want) : null;
+    const body: Body<'/v1/endpoints/{id}/settings', 'put'> = { mode, enforce_https: want.enforce_https, session_ttl_seconds: want.session_ttl_seconds, config };
+    if (mode === 'basic') body.basic_users = want.basic_users.map(basicUserBody);
     if (sso) {
       body.enabled_auth_methods = want.enabled_providers.map((n) => {
         const id = ctx.providerIds.get(n);
@@ -345,68 +353,114 @@ async function writeAuth(ctx: Context, want: AuthState, have: AuthState | undefi
         return String(id);
       });
     }
-    await ctx.client.put(base, body);
+    await ctx.client.call('put', '/v1/endpoints/{id}/settings', { params, body });
   }
   if (differs('jwt')) {
     const j = want.jwt;
-    await ctx.client.put(`${base}/jwt`, (j ? { enabled: true, jwks_url: j.jwks_url, issuer: j.issuer, audience: j.audience, claim_headers: JSON.stringify(j.claim_headers) } : { enabled: false }) satisfies Body<'/v1/endpoints/{id}/settings/jwt', 'put'>);
+    const body = j ? { enabled: true, jwks_url: j.jwks_url, issuer: j.issuer, audience: j.audience, claim_headers: JSON.stringify(j.claim_headers) } : { enabled: false };
+    await ctx.client.call('put', '/v1/endpoints/{id}/settings/jwt', { params, body });
   }
   if (differs('webhook')) {
     const w = want.webhook;
-    await ctx.client.put(
-      `${base}/webhook`,
-      (w ? { enabled: true, header: w.header, algo: w.algo, prefix: w.prefix, ...(isStoredSecret(w.secret) ? {} : { secret: w.secret }) } : { enabled: false }) satisfies Body<'/v1/endpoints/{id}/settings/webhook', 'put'>,
-    );
+    const body = w ? { enabled: true, header: w.header, algo: w.algo, prefix: w.prefix, ...(isStoredSecret(w.secret) ? {} : { secret: w.secret }) } : { enabled: false };
+    await ctx.client.call('put', '/v1/endpoints/{id}/settings/webhook', { params, body });
   }
 }
 
-function ssoConfig(want: AuthState): Plain | null {
-  const c: Plain = {};
+/** A user whose password matched the stored hash carries that hash (settleSecrets): sent as it is, kept unchanged. */
+function basicUserBody(u: BasicUser): { username: string; password?: string; password_hash?: string } {
+  if ('password' in u) return { username: u.username, password: u.password };
+  if (u.password_hash === null) throw new LocalError(`auth.basic_users: ${u.username} has neither a password nor a password_hash`);
+  return { username: u.username, password_hash: u.password_hash };
+}
+
+function ssoConfig(want: AuthState): { allowed_redirects?: string[]; scopes?: string[] } | null {
+  const c: { allowed_redirects?: string[]; scopes?: string[] } = {};
   if (want.allowed_redirects.length > 0) c.allowed_redirects = want.allowed_redirects;
   if (want.scopes.length > 0) c.scopes = want.scopes;
   return Object.keys(c).length > 0 ? c : null;
 }
 
-function ruleBase(entry: Entry, ctx: Context): string {
-  const ep = `/v1/endpoints/${ctx.uuid ?? entry.host}`;
+/** A secret the API must be sent: a stored marker here means the plan lost the file's value. */
+function plainSecret(value: SecretValue, where: string): string {
+  if (isStoredSecret(value)) throw new LocalError(`${where}: the secret is needed to create it`);
+  return value;
+}
+
+/** Creates or replaces a provider (PUT is a full write: the secret is kept when not sent), then sets its toggle. */
+async function writeProvider(entry: Entry, ctx: Context, endpoint: string): Promise<void> {
+  const { enabled, client_secret, authorization_url, token_url, userinfo_url, ...rest } = ruleOf(entry, 'oauth_providers');
+  const urls = { ...(authorization_url === null ? {} : { authorization_url }), ...(token_url === null ? {} : { token_url }), ...(userinfo_url === null ? {} : { userinfo_url }) };
+  const body = { name: entry.name!, ...rest, ...urls };
+  const p =
+    entry.action === 'create'
+      ? await ctx.client.call('post', '/v1/endpoints/{id}/oauth/providers', { params: { id: endpoint }, body: { ...body, client_secret: plainSecret(client_secret, 'client_secret') } })
+      : await ctx.client.call('put', '/v1/endpoints/{id}/oauth/providers/{provider_id}', {
+          params: { id: endpoint, provider_id: String(entry.id) },
+          body: { ...body, ...(isStoredSecret(client_secret) ? {} : { client_secret }) },
+        });
+  ctx.providerIds.set(entry.name!, p.id);
+  const toggle = entry.action === 'create' ? !enabled : entry.changes.some((c) => c.field === 'enabled');
+  if (toggle) await ctx.client.call('put', '/v1/endpoints/{id}/oauth/providers/{provider_id}/toggle', { params: { id: endpoint, provider_id: String(p.id) }, body: { enabled } });
+}
+
+/**
+ * Creates (POST) or replaces (PUT, a full write: tags go with every body, [] included) a role, rate-limit, routing or
+ * alert rule; answers a created rule's ids.
+ */
+async function writeRule(entry: Entry, ctx: Context, endpoint: string): Promise<{ id: number; ref: string | number } | undefined> {
+  const { client } = ctx;
+  const name = entry.name!;
+  const create = entry.action === 'create';
+  const ref = String(entry.id);
   switch (entry.kind) {
-    case 'oauth_provider':
-      return `${ep}/oauth/providers`;
-    case 'rbac_role':
-      return `${ep}/rbac/roles`;
-    case 'routing_rule':
-      return `${ep}/routing-rules`;
-    case 'rate_limit':
-      return '/v1/firewall/rate-limits';
-    default:
-      return '/v1/traffic/alerts';
+    case 'rbac_role': {
+      const body = { name, ...ruleOf(entry, 'rbac_roles') };
+      if (!create) return void (await client.call('put', '/v1/endpoints/{id}/rbac/roles/{role_id}', { params: { id: endpoint, role_id: ref }, body }));
+      const made = await client.call('post', '/v1/endpoints/{id}/rbac/roles', { params: { id: endpoint }, body });
+      return { id: made.id, ref: made.id };
+    }
+    case 'rate_limit': {
+      const body = { name, endpoint_id: endpoint, ...ruleOf(entry, 'rate_limits') };
+      if (!create) return void (await client.call('put', '/v1/firewall/rate-limits/{uuid}', { params: { uuid: ref }, body }));
+      const made = await client.call('post', '/v1/firewall/rate-limits', { body });
+      return { id: made.id, ref: made.uuid };
+    }
+    case 'routing_rule': {
+      const r = ruleOf(entry, 'routing_rules');
+      const body = { name, ...r, target_agent_tags: r.target_agent_tags.join(',') };
+      if (!create) return void (await client.call('put', '/v1/endpoints/{id}/routing-rules/{rule_id}', { params: { id: endpoint, rule_id: ref }, body }));
+      const made = await client.call('post', '/v1/endpoints/{id}/routing-rules', { params: { id: endpoint }, body });
+      return { id: made.id, ref: made.id };
+    }
+    default: {
+      const r = ruleOf(entry, 'alerts');
+      // A webhook's stored secret is kept by leaving it out; null removes it.
+      const channels = r.channels.map((c) => (c.type === 'webhook' ? { type: c.type, url: c.url, ...(isStoredSecret(c.secret) ? {} : { secret: c.secret }) } : c));
+      const body = { name, endpoint_id: entry.host === undefined ? null : endpoint, ...r, channels };
+      if (!create) return void (await client.call('put', '/v1/traffic/alerts/{uuid}', { params: { uuid: ref }, body }));
+      const made = await client.call('post', '/v1/traffic/alerts', { body });
+      return { id: made.id, ref: made.uuid };
+    }
   }
 }
 
-/** A rule's create / replace body from its canonical form; tags are sent when there are some or were some. */
-function ruleBody(entry: Entry, ctx: Context): Plain {
-  const { tags, ...d } = entry.desired! as Plain & { tags?: string[] };
-  // Every rule PUT is a full write: tags go with every body, [] included.
-  const withTags = (b: Plain) => ({ ...b, tags: tags ?? [] });
-  const name = entry.name!;
-  switch (entry.kind) {
-    case 'oauth_provider': {
-      const { enabled: _enabled, client_secret, authorization_url, token_url, userinfo_url, ...rest } = d;
-      const urls = Object.fromEntries(Object.entries({ authorization_url, token_url, userinfo_url }).filter(([, u]) => u !== null));
-      return { name, ...rest, ...urls, ...(isStoredSecret(client_secret) ? {} : { client_secret }) };
-    }
+/** Deletes a rule by the id the API addresses it by; `endpoint` is its endpoint's uuid (or hostname). */
+async function deleteRule(client: ApiClient, kind: Kind, endpoint: string, ref: string | number): Promise<void> {
+  const id = String(ref);
+  switch (kind) {
+    case 'oauth_provider':
+      return void (await client.call('delete', '/v1/endpoints/{id}/oauth/providers/{provider_id}', { params: { id: endpoint, provider_id: id } }));
     case 'rbac_role':
-      return { name, ...d };
-    case 'rate_limit':
-      return withTags({ name, endpoint_id: ctx.uuid, ...d });
+      return void (await client.call('delete', '/v1/endpoints/{id}/rbac/roles/{role_id}', { params: { id: endpoint, role_id: id } }));
     case 'routing_rule':
-      return withTags({ name, ...d, target_agent_tags: (d.target_agent_tags as string[]).join(',') });
-    default: {
-      const channels = (d.channels as { type: string; url?: string; secret?: string | null }[]).map((c) =>
-        c.type === 'webhook' ? { type: 'webhook', url: c.url, ...(c.secret === null ? { secret: null } : isStoredSecret(c.secret) ? {} : { secret: c.secret }) } : c,
-      );
-      return withTags({ name, endpoint_id: entry.host === undefined ? null : ctx.uuid, ...d, channels });
-    }
+      return void (await client.call('delete', '/v1/endpoints/{id}/routing-rules/{rule_id}', { params: { id: endpoint, rule_id: id } }));
+    case 'rate_limit':
+      return void (await client.call('delete', '/v1/firewall/rate-limits/{uuid}', { params: { uuid: id } }));
+    case 'alert':
+      return void (await client.call('delete', '/v1/traffic/alerts/{uuid}', { params: { uuid: id } }));
+    default:
+      throw new Error(`${kind} is not a rule`);
   }
 }
 

@@ -1,5 +1,6 @@
-// A small client of the public /v1 API for edge diff / apply / export: the API key in X-API-Key, JSON both ways,
-// and a bounded pool so an apply runs independent calls in parallel without flooding the node.
+// The client of the public /v1 API for edge diff / apply / export: every call is typed from the API's OpenAPI
+// description (src/shared/api/openapi.ts) and fails as an ApiError with the API's code; a bounded pool runs them.
+import { apiCall, fillPath, type ApiRequest, type ApiTarget, type Method, type Operation, type PathOf, type SuccessBody } from '../shared/api/client.ts';
 
 export class ApiError extends Error {
   constructor(
@@ -30,67 +31,50 @@ export interface ClientOptions {
 export class ApiClient {
   /** Calls made so far, by method: the summary and the bench read them. */
   readonly calls = { GET: 0, POST: 0, PUT: 0, DELETE: 0 } as Record<string, number>;
-  private readonly base: string;
+  private readonly target: ApiTarget;
 
   constructor(private readonly options: ClientOptions) {
-    this.base = options.controlUrl.replace(/\/+$/, '');
+    this.target = { baseUrl: options.controlUrl, apiKey: options.apiKey };
   }
 
   /**
+   * One operation of the API, typed from its OpenAPI description (src/shared/api/client.ts explains the arguments):
+   * resolves with the 2xx answer's body, rejects with an ApiError for any other status or an unreachable node.
+   *
    * One retry after a 5xx (a 503 store_unavailable while the database fails over, a node restarting behind a balancer);
    * a second 5xx is reported. A rule a retried create made twice is caught by the apply's twin check, an endpoint by
    * its hostname's 409.
    */
-  async request<T = unknown>(method: string, path: string, body?: unknown): Promise<T> {
+  async call<M extends Method, P extends PathOf<M>>(method: M, path: P, request: ApiRequest<Operation<P, M>>): Promise<SuccessBody<Operation<P, M>>> {
     try {
-      return await this.once<T>(method, path, body);
+      return await this.once(method, path, request);
     } catch (err) {
       if (!(err instanceof ApiError) || err.status < 500) throw err;
       await new Promise((resolve) => setTimeout(resolve, 50 + Math.random() * 200));
-      return this.once<T>(method, path, body);
+      return this.once(method, path, request);
     }
   }
 
-  private async once<T>(method: string, path: string, body?: unknown): Promise<T> {
-    this.calls[method] = (this.calls[method] ?? 0) + 1;
-    const headers: Record<string, string> = { 'x-api-key': this.options.apiKey, accept: 'application/json' };
-    if (this.options.accountId) headers['x-account-id'] = this.options.accountId;
-    if (body !== undefined) headers['content-type'] = 'application/json';
-    let res: Response;
+  private async once<M extends Method, P extends PathOf<M>>(method: M, path: P, request: ApiRequest<Operation<P, M>>): Promise<SuccessBody<Operation<P, M>>> {
+    const verb = method.toUpperCase();
+    this.calls[verb] = (this.calls[verb] ?? 0) + 1;
+    const where = fillPath(path, (request as { params?: Record<string, unknown> }).params);
+    const headers = { ...request.headers, ...(this.options.accountId ? { 'x-account-id': this.options.accountId } : {}) };
+    let answer: { status: number; body: unknown };
     try {
-      res = await fetch(this.base + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+      // The same request with the account header added: its type is the caller's, which TS cannot see through the spread.
+      answer = await apiCall(this.target, method, path, { ...request, headers } as ApiRequest<Operation<P, M>>);
     } catch (err) {
       const cause = (err as { cause?: { code?: string; message?: string } }).cause;
-      throw new ApiError(0, cause?.code ?? 'network_error', cause?.message ?? (err as Error).message, method, path);
+      throw new ApiError(0, cause?.code ?? 'network_error', cause?.message ?? (err as Error).message, verb, where);
     }
-    const text = await res.text();
-    let parsed: unknown = undefined;
-    try {
-      parsed = text ? JSON.parse(text) : undefined;
-    } catch {
-      parsed = text;
-    }
-    if (!res.ok) {
-      const error = (typeof parsed === 'object' && parsed !== null ? parsed : {}) as { code?: unknown; error?: unknown; message?: unknown; detail?: unknown };
-      const code = String(error.code ?? error.error ?? 'http_' + res.status);
-      const detail = error.detail ? ` (${JSON.stringify(error.detail)})` : '';
-      const message = String(error.message ?? (typeof error.error === 'string' ? error.error : text.slice(0, 300))) + detail;
-      throw new ApiError(res.status, code, message, method, path);
-    }
-    return parsed as T;
-  }
-
-  get<T = unknown>(path: string) {
-    return this.request<T>('GET', path);
-  }
-  post<T = unknown>(path: string, body: unknown) {
-    return this.request<T>('POST', path, body);
-  }
-  put<T = unknown>(path: string, body: unknown) {
-    return this.request<T>('PUT', path, body);
-  }
-  delete(path: string) {
-    return this.request('DELETE', path);
+    if (answer.status >= 200 && answer.status < 300) return answer.body as SuccessBody<Operation<P, M>>;
+    const body = answer.body;
+    const error = (typeof body === 'object' && body !== null ? body : {}) as { code?: unknown; error?: unknown; message?: unknown; detail?: unknown };
+    const code = String(error.code ?? error.error ?? 'http_' + answer.status);
+    const detail = error.detail ? ` (${JSON.stringify(error.detail)})` : '';
+    const message = String(error.message ?? (typeof error.error === 'string' ? error.error : String(body ?? '').slice(0, 300))) + detail;
+    throw new ApiError(answer.status, code, message, verb, where);
   }
 }
 

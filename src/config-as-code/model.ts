@@ -6,6 +6,7 @@ import { canonicalCondition } from '../shared/match/condition.ts';
 import { canonicalRateLimitCondition } from '../shared/rate-limit/conditions.ts';
 import { describeCaBundle } from '../shared/x509.ts';
 import type { AlertDoc, AuthDoc, EndpointDoc, ProviderDoc, RateLimitDoc, RoleDoc, RoutingRuleDoc } from './document.ts';
+import type { JsonRequestBody as Body } from '../shared/api/client.ts';
 import type { AlertView, EndpointView, HealthCheckView, MtlsView, ProviderView, RateLimitView, RoleView, RoutingRuleView, SettingsView } from './views.ts';
 
 /** The rule maps of an endpoint, each keyed by the resource's name. */
@@ -20,8 +21,87 @@ export const TAGGED_GROUPS: readonly RuleGroup[] = ['rate_limits', 'routing_rule
 
 export type Plain = Record<string, unknown>;
 
+// ---------------------------------------------------------------------------------------------------------------
+// The canonical forms, typed per group. Each is held to the API's request body by the key checks at the end of
+// this section: a field the API adds, renames or drops fails the type-check here until the form (and with it the
+// file, the plan and the apply) follows.
+// ---------------------------------------------------------------------------------------------------------------
+
+type ProviderBody = Body<'/v1/endpoints/{id}/oauth/providers', 'post'>;
+type RoleBody = Body<'/v1/endpoints/{id}/rbac/roles', 'post'>;
+type RateLimitBody = Body<'/v1/firewall/rate-limits', 'post'>;
+type RoutingRuleBody = Body<'/v1/endpoints/{id}/routing-rules', 'post'>;
+type AlertBody = Body<'/v1/traffic/alerts', 'post'>;
+type HealthCheckBody = Body<'/v1/endpoints/{id}/health-check', 'put'>;
+
+/** A secret field: the file's plain value, or the stored marker (storedSecret) once it matches what is stored. */
+export type SecretValue = string | StoredSecret;
+
+export type ProviderRule = {
+  kind: ProviderBody['kind'];
+  issuer: string;
+  client_id: string;
+  client_secret: SecretValue;
+  scopes: string[];
+  allowed_emails: string[];
+  allowed_domains: string[];
+  authorization_url: string | null;
+  token_url: string | null;
+  userinfo_url: string | null;
+  /** Written with …/toggle, not in the body. */
+  enabled: boolean;
+};
+export type Permissions = Required<NonNullable<RoleBody['permissions']>>;
+export type RoleRule = { description: string; priority: number; is_default: boolean; permissions: Permissions };
+export type RateLimitCondition = { type: string; operator: string; value?: string; logical_operator: string };
+export type RateLimitRule = {
+  description: string;
+  requests_per_window: number;
+  window_size_seconds: number;
+  action: RateLimitBody['action'];
+  status: NonNullable<RateLimitBody['status']>;
+  priority: number;
+  scope: NonNullable<RateLimitBody['scope']>;
+  fail_mode: NonNullable<RateLimitBody['fail_mode']>;
+  conditions: RateLimitCondition[];
+  tags: string[];
+};
+export type RoutingCondition = RoutingRuleBody['conditions'][number] & { condition_key: string };
+export type RoutingRule = {
+  priority: number;
+  enabled: boolean;
+  target_agent_id: string | null;
+  /** Sent as one comma-separated string. */
+  target_agent_tags: string[];
+  target_origin_url: string | null;
+  conditions: RoutingCondition[];
+  tags: string[];
+};
+export type AlertChannel = { type: 'webhook'; url: string; secret: SecretValue | null } | { type: 'email'; to: string };
+export type AlertRule = {
+  metric: AlertBody['metric'];
+  comparison: AlertBody['comparison'];
+  threshold: number;
+  window_seconds: number;
+  channels: AlertChannel[];
+  tags: string[];
+};
+
+/** Each rule group's canonical form. */
+export interface RuleForms {
+  oauth_providers: ProviderRule;
+  rbac_roles: RoleRule;
+  rate_limits: RateLimitRule;
+  routing_rules: RoutingRule;
+  alerts: AlertRule;
+}
+
+/** A basic user: the file's password, or a bcrypt hash (the file's, or the stored one a matching password became). */
+export type BasicUser = { username: string; password: SecretValue } | { username: string; password_hash: string | null };
+
 /** An endpoint's auth group in canonical form (desiredAuth, actualAuth). */
 export interface AuthState {
+  /** none, basic, oauth or oidc; token, header or cookie as read from an endpoint a file cannot describe. */
   mode: string;
   enforce_https: boolean;
   session_ttl_seconds: number | null;
@@ -29,17 +109,49 @@ export interface AuthState {
   allowed_redirects: string[];
   scopes: string[];
   enabled_providers: string[];
-  basic_users: Plain[];
+  basic_users: BasicUser[];
   jwt: { jwks_url: string; issuer: string; audience: string; claim_headers: Record<string, string> } | null;
-  webhook: { header: string; algo: 'sha256' | 'sha1'; prefix: string; secret: string } | null;
+  webhook: { header: string; algo: 'sha256' | 'sha1'; prefix: string; secret: SecretValue } | null;
 }
+export type HealthCheck = Required<{ [K in keyof HealthCheckBody]: NonNullable<HealthCheckBody[K]> }>;
+export type Mtls = { mode: 'disabled' | 'optional' | 'required'; ca_sha256: string[]; ca_bundle_pem?: string };
+
+/** Each setting group's canonical form. */
+export interface SettingForms {
+  tags: string[];
+  origin_url: string | null;
+  capture: { enabled: boolean; level: 'full' | 'metadata' | null };
+  ports: { tcp: number | null; udp: number | null };
+  mtls: Mtls;
+  health_check: HealthCheck;
+  auth: AuthState;
+  /** The library certificate by name; null: the platform certificate. */
+  certificate: string | null;
+}
+
 /** An endpoint in canonical form: settings groups, then rule maps; a group the file omits is absent (not managed). */
-export type Canonical = Partial<Record<SettingGroup, unknown>> & Partial<Record<RuleGroup, Record<string, Plain>>>;
+export type Canonical = Partial<SettingForms> & { [G in RuleGroup]?: Record<string, RuleForms[G]> };
+
+/** Compiles only when A and B have the same keys (the error names the keys that differ). */
+type SameKeys<A, B> = [Exclude<keyof A, keyof B>, Exclude<keyof B, keyof A>] extends [never, never] ? true : { only_in_form: Exclude<keyof A, keyof B>; only_in_api: Exclude<keyof B, keyof A> };
+/** The form carries every field of the API's create body but its name and endpoint (and what it sends elsewhere). */
+export type RuleFormChecks = [
+  SameKeys<Omit<ProviderRule, 'enabled'>, Omit<ProviderBody, 'name'>>,
+  SameKeys<RoleRule, Omit<RoleBody, 'name'>>,
+  SameKeys<RateLimitRule, Omit<RateLimitBody, 'name' | 'endpoint_id' | 'source_ip'>>,
+  SameKeys<RoutingRule, Omit<RoutingRuleBody, 'name'>>,
+  SameKeys<AlertRule, Omit<AlertBody, 'name' | 'endpoint_id'>>,
+  SameKeys<HealthCheck, HealthCheckBody>,
+];
+type AllTrue<T extends readonly true[]> = T;
+export type RuleFormsConform = AllTrue<RuleFormChecks>;
 
 /** A secret as read from the API: its stored hash or fingerprint (null: none known). Compared, never shown. */
 const SECRET_MARK = '\u0000stored:';
-export const storedSecret = (hash: string | null | undefined) => SECRET_MARK + (hash ?? '');
-export const isStoredSecret = (v: unknown): v is string => typeof v === 'string' && v.startsWith(SECRET_MARK);
+/** A stored secret's marker: a string the file never holds, so a plain secret narrows to `string` beside it. */
+export type StoredSecret = string & { readonly stored: unique symbol };
+export const storedSecret = (hash: string | null | undefined) => (SECRET_MARK + (hash ?? '')) as StoredSecret;
+export const isStoredSecret = (v: unknown): v is StoredSecret => typeof v === 'string' && v.startsWith(SECRET_MARK);
 const storedHash = (v: string) => v.slice(SECRET_MARK.length) || null;
 export const SECRET_FIELDS = new Set(['password', 'secret', 'client_secret']);
 
@@ -60,6 +172,12 @@ const lowerKeys = (o: Record<string, string> | undefined) => Object.fromEntries(
 /** The API stores windows in whole minutes (rounded up). */
 const minutes = (s: number) => Math.ceil(s / 60) * 60;
 
+/**
+ * A file's enum field: the file's schema takes its enums from control's schemas (document.ts), where they are strings
+ * with an `enum`, so the loader has already refused any other value; this names the API's literal union for it.
+ */
+type Enum<T extends string> = T;
+
 // ---------------------------------------------------------------------------------------------------------------
 // The file's side
 // ---------------------------------------------------------------------------------------------------------------
@@ -79,19 +197,19 @@ export function desiredEndpoint(e: EndpointDoc): Canonical {
   if (e.auth) out.auth = desiredAuth(e.auth, e.oauth_providers);
   // By the library certificate's name; null: the platform certificate.
   if (e.certificate !== undefined) out.certificate = e.certificate;
-  const map = <T>(m: Record<string, T> | undefined, f: (v: T) => Plain) => (m === undefined ? undefined : Object.fromEntries(Object.entries(m).map(([k, v]) => [k, f(v)])));
-  const groups: Partial<Record<RuleGroup, Record<string, Plain> | undefined>> = {
+  const map = <T, F>(m: Record<string, T> | undefined, f: (v: T) => F) => (m === undefined ? undefined : Object.fromEntries(Object.entries(m).map(([k, v]) => [k, f(v)])));
+  const groups: Canonical = {
     oauth_providers: map(e.oauth_providers, desiredProvider),
     rbac_roles: map(e.rbac_roles, desiredRole),
     rate_limits: map(e.rate_limits, desiredRateLimit),
     routing_rules: map(e.routing_rules, desiredRoutingRule),
     alerts: map(e.alerts, desiredAlert),
   };
-  for (const g of RULE_GROUPS) if (groups[g] !== undefined) out[g] = groups[g];
-  return out;
+  for (const g of RULE_GROUPS) if (groups[g] === undefined) delete groups[g];
+  return { ...out, ...groups };
 }
 
-function desiredAuth(a: AuthDoc, providers: Record<string, ProviderDoc> | undefined): Plain {
+function desiredAuth(a: AuthDoc, providers: Record<string, ProviderDoc> | undefined): AuthState {
   const sso = a.mode === 'oauth' || a.mode === 'oidc';
   // As the API reads it: a list naming every provider that could be offered is the same as no list.
   const offerable = Object.entries(providers ?? {})
@@ -109,10 +227,11 @@ function desiredAuth(a: AuthDoc, providers: Record<string, ProviderDoc> | undefi
     enabled_providers: sso && !everyOne ? listed : [],
     basic_users: [...(a.basic_users ?? [])]
       .sort((x, y) => x.username.localeCompare(y.username))
-      .map((u) => (u.password !== undefined ? { username: u.username, password: u.password } : { username: u.username, password_hash: u.password_hash })),
+      // The loader checked that each has exactly one of the two.
+      .map((u): BasicUser => (u.password !== undefined ? { username: u.username, password: u.password } : { username: u.username, password_hash: u.password_hash ?? null })),
     jwt: a.jwt ? { jwks_url: a.jwt.jwks_url ?? '', issuer: a.jwt.issuer ?? '', audience: a.jwt.audience ?? '', claim_headers: lowerValues(a.jwt.claim_headers) } : null,
     // Header names are stored lower-case.
-    webhook: a.webhook ? { header: (a.webhook.header ?? '').toLowerCase(), algo: a.webhook.algo ?? 'sha256', prefix: a.webhook.prefix ?? '', secret: a.webhook.secret } : null,
+    webhook: a.webhook ? { header: (a.webhook.header ?? '').toLowerCase(), algo: (a.webhook.algo ?? 'sha256') as Enum<'sha256' | 'sha1'>, prefix: a.webhook.prefix ?? '', secret: a.webhook.secret } : null,
   };
 }
 
@@ -120,24 +239,24 @@ function desiredAuth(a: AuthDoc, providers: Record<string, ProviderDoc> | undefi
  * What the API stores for a field a body omits (its full-write PUTs and creates alike): a file's rule takes these
  * for what it leaves out, and export leaves out what equals them.
  */
-export const RULE_DEFAULTS: Record<RuleGroup, Plain> = {
+export const RULE_DEFAULTS = {
   oauth_providers: { scopes: [], allowed_emails: [], allowed_domains: [], authorization_url: null, token_url: null, userinfo_url: null, enabled: true },
   rbac_roles: { description: '', priority: 0, is_default: false },
   rate_limits: { description: '', status: 'active', priority: 0, scope: 'edge', fail_mode: 'open', conditions: [], tags: [] },
   routing_rules: { priority: 0, enabled: true, target_agent_id: null, target_agent_tags: [], target_origin_url: null, tags: [] },
   alerts: { window_seconds: 300, tags: [] },
-};
-export const PERMISSION_DEFAULTS: Plain = { allowed_methods: [], denied_methods: [], allowed_paths: [], denied_paths: [], rate_limit_rps: 0, headers: {}, metadata: {} };
+} satisfies { [G in RuleGroup]: Partial<RuleForms[G]> };
+export const PERMISSION_DEFAULTS: Permissions = { allowed_methods: [], denied_methods: [], allowed_paths: [], denied_paths: [], rate_limit_rps: 0, headers: {}, metadata: {} };
 
-export const desiredProvider = (p: ProviderDoc): Plain => ({ ...RULE_DEFAULTS.oauth_providers, ...p });
+export const desiredProvider = (p: ProviderDoc): ProviderRule => ({ ...RULE_DEFAULTS.oauth_providers, ...p, kind: p.kind as Enum<ProviderRule['kind']> });
 
-export const desiredRole = (r: RoleDoc): Plain => ({
+export const desiredRole = (r: RoleDoc): RoleRule => ({
   ...RULE_DEFAULTS.rbac_roles,
   ...r,
   permissions: { ...PERMISSION_DEFAULTS, ...(r.permissions ?? {}), headers: lowerKeys(r.permissions?.headers) },
 });
 
-export const desiredRateLimit = (r: RateLimitDoc): Plain => ({
+export const desiredRateLimit = (r: RateLimitDoc): RateLimitRule => ({
   ...RULE_DEFAULTS.rate_limits,
   ...r,
   conditions: (r.conditions ?? []).map((c) => ({
@@ -147,7 +266,7 @@ export const desiredRateLimit = (r: RateLimitDoc): Plain => ({
   tags: sortedUnique(r.tags),
 });
 
-export const desiredRoutingRule = (r: RoutingRuleDoc): Plain => ({
+export const desiredRoutingRule = (r: RoutingRuleDoc): RoutingRule => ({
   ...RULE_DEFAULTS.routing_rules,
   ...r,
   target_agent_id: r.target_agent_id || null,
@@ -160,12 +279,12 @@ export const desiredRoutingRule = (r: RoutingRuleDoc): Plain => ({
   tags: sortedUnique(r.tags),
 });
 
-export const desiredAlert = (r: AlertDoc): Plain => ({
-  metric: r.metric,
-  comparison: r.comparison,
+export const desiredAlert = (r: AlertDoc): AlertRule => ({
+  metric: r.metric as Enum<AlertRule['metric']>,
+  comparison: r.comparison as Enum<AlertRule['comparison']>,
   threshold: r.threshold,
   window_seconds: minutes(r.window_seconds ?? 300),
-  channels: r.channels.map((c) => (c.type === 'webhook' ? { type: 'webhook', url: c.url ?? '', secret: c.secret ?? null } : { type: 'email', to: c.to ?? '' })),
+  channels: r.channels.map((c): AlertChannel => (c.type === 'webhook' ? { type: 'webhook', url: c.url ?? '', secret: c.secret ?? null } : { type: 'email', to: c.to ?? '' })),
   tags: sortedUnique(r.tags),
 });
 
@@ -173,7 +292,7 @@ export const desiredAlert = (r: AlertDoc): Plain => ({
 // The API's side (views as the /v1 API answers them)
 // ---------------------------------------------------------------------------------------------------------------
 
-export function actualSettings(view: EndpointView): Pick<Canonical, 'tags' | 'origin_url' | 'capture' | 'ports'> {
+export function actualSettings(view: EndpointView): Pick<SettingForms, 'tags' | 'origin_url' | 'capture' | 'ports'> {
   return {
     tags: sortedUnique(view.tags ?? []),
     origin_url: view.origin_url ?? null,
@@ -182,15 +301,15 @@ export function actualSettings(view: EndpointView): Pick<Canonical, 'tags' | 'or
   };
 }
 
-export const actualMtls = (v: MtlsView): Plain => ({ mode: v.mode, ca_sha256: sortedUnique((v.ca_certificates ?? []).map((c) => c.fingerprint_sha256)) });
+export const actualMtls = (v: MtlsView): Mtls => ({ mode: v.mode, ca_sha256: sortedUnique((v.ca_certificates ?? []).map((c) => c.fingerprint_sha256)) });
 
-export const actualHealth = (v: HealthCheckView): Plain => ({ enabled: v.enabled, path: v.path, interval_seconds: v.interval_seconds });
+export const actualHealth = (v: HealthCheckView): HealthCheck => ({ enabled: v.enabled, path: v.path, interval_seconds: v.interval_seconds });
 
 /**
  * The settings view in the file's terms. `token` (and its header / cookie forms) cannot be written by a file: the
  * mode is kept as the API names it, so a file's mode always differs from it and export leaves the group out.
  */
-export function actualAuth(v: SettingsView, providers: Record<string, Plain & { id?: number }>, providerIds: Map<number, string>): Plain {
+export function actualAuth(v: SettingsView, providers: Record<string, ProviderRule>, providerIds: Map<number, string>): AuthState {
   const config = v.config ?? {};
   let mode: string = v.mode === 'jwt' ? 'none' : v.mode;
   const enabledMap: Record<string, boolean> = v.enabled_auth_methods ?? {};
@@ -210,7 +329,7 @@ export function actualAuth(v: SettingsView, providers: Record<string, Plain & { 
     .map(([n]) => n);
   // A list naming every provider that could be offered reads the same as an empty one.
   const everyOne = offered.length === enabledNames.length;
-  const jwtOn = typeof config.jwks_url === 'string';
+  const jwks = config.jwks_url;
   let claims: Record<string, string> = {};
   try {
     claims = config.claim_headers ? JSON.parse(config.claim_headers) : {};
@@ -227,12 +346,12 @@ export function actualAuth(v: SettingsView, providers: Record<string, Plain & { 
     scopes: sso ? (config.scopes ?? []) : [],
     enabled_providers: sso && !everyOne ? sortedUnique(offered) : [],
     basic_users: mode === 'basic' ? [...(v.basic_users ?? [])].sort((x, y) => x.username.localeCompare(y.username)).map((u) => ({ username: u.username, password_hash: u.password_hash ?? null })) : [],
-    jwt: jwtOn ? { jwks_url: config.jwks_url, issuer: config.issuer ?? '', audience: config.audience ?? '', claim_headers: claims } : null,
+    jwt: jwks !== undefined ? { jwks_url: jwks, issuer: config.issuer ?? '', audience: config.audience ?? '', claim_headers: claims } : null,
     webhook: webhook ? { header: webhook.header, algo: webhook.algo, prefix: webhook.prefix ?? '', secret: storedSecret(webhook.secret_fingerprint) } : null,
   };
 }
 
-export const actualProvider = (p: ProviderView): Plain => ({
+export const actualProvider = (p: ProviderView): ProviderRule => ({
   kind: p.kind,
   issuer: p.issuer,
   client_id: p.client_id,
@@ -246,14 +365,14 @@ export const actualProvider = (p: ProviderView): Plain => ({
   enabled: p.enabled,
 });
 
-export const actualRole = (r: RoleView): Plain => ({
+export const actualRole = (r: RoleView): RoleRule => ({
   description: r.description ?? '',
   priority: r.priority,
   is_default: r.is_default,
   permissions: { ...PERMISSION_DEFAULTS, ...r.permissions },
 });
 
-export const actualRateLimit = (r: RateLimitView): Plain => ({
+export const actualRateLimit = (r: RateLimitView): RateLimitRule => ({
   description: r.description ?? '',
   requests_per_window: r.requests_per_window,
   window_size_seconds: r.window_size_seconds,
@@ -266,7 +385,7 @@ export const actualRateLimit = (r: RateLimitView): Plain => ({
   tags: sortedUnique(r.tags ?? []),
 });
 
-export const actualRoutingRule = (r: RoutingRuleView): Plain => ({
+export const actualRoutingRule = (r: RoutingRuleView): RoutingRule => ({
   priority: r.priority,
   enabled: r.enabled,
   target_agent_id: r.target_agent_id || null,
@@ -276,13 +395,13 @@ export const actualRoutingRule = (r: RoutingRuleView): Plain => ({
   tags: sortedUnique(r.tags ?? []),
 });
 
-export const actualAlert = (r: AlertView): Plain => ({
+export const actualAlert = (r: AlertView): AlertRule => ({
   metric: r.metric,
   comparison: r.comparison,
   threshold: r.threshold,
   window_seconds: r.window_seconds,
-  channels: (r.channels ?? []).map((c) =>
-    c.type === 'webhook' ? { type: 'webhook', url: c.url, secret: c.has_secret ? storedSecret(c.secret_fingerprint) : null } : { type: 'email', to: c.to },
+  channels: (r.channels ?? []).map((c): AlertChannel =>
+    c.type === 'webhook' ? { type: 'webhook', url: c.url ?? '', secret: c.has_secret ? storedSecret(c.secret_fingerprint) : null } : { type: 'email', to: c.to ?? '' },
   ),
   tags: sortedUnique(r.tags ?? []),
 });

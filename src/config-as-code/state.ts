@@ -1,7 +1,7 @@
 // Reads an account's current configuration through the /v1 API into the canonical form (model.ts), by endpoint
 // hostname and rule name, keeping the ids the apply needs; only the groups a run needs are read.
 import { ApiError, pool, type ApiClient } from './client.ts';
-import type { AlertView, CertificateView, DomainView, EndpointView, HealthCheckView, MtlsView, Page, ProviderView, RateLimitPage, RoleView, RoutingRuleView, SettingsView } from './views.ts';
+import type { AlertView, CertificateView, EndpointView, RoutingRuleView } from './views.ts';
 import {
   actualAlert,
   actualAuth,
@@ -13,8 +13,10 @@ import {
   actualRoutingRule,
   actualSettings,
   type Canonical,
-  type Plain,
+  type AlertRule,
+  type RuleForms,
   type RuleGroup,
+  type SettingForms,
   type SettingGroup,
 } from './model.ts';
 
@@ -37,7 +39,7 @@ export interface ActualState {
   /** The certificate library (read when a run names or exports certificates): the file refers to them by name. */
   certificates: CertificateView[];
   endpoints: Map<string, ActualEndpoint>;
-  alerts: Record<string, Plain>;
+  alerts: Record<string, AlertRule>;
   alertIds: Record<string, string>;
   alertDuplicates: { id: string; name: string }[];
   /** Export only: the key may not read alert rules (traffic:read), so none are in the file. */
@@ -61,8 +63,8 @@ async function allPages<T>(fetchPage: (page: number) => Promise<{ items: T[]; to
 }
 
 /** Keyed by name; later rules of an already-seen name are duplicates. */
-function byName<T extends { name: string }>(rows: T[], id: (r: T) => string | number, view: (r: T) => Plain) {
-  const state: Record<string, Plain> = {};
+function byName<T extends { name: string }, F>(rows: T[], id: (r: T) => string | number, view: (r: T) => F) {
+  const state: Record<string, F> = {};
   const ids: Record<string, string | number> = {};
   const dups: { id: string | number; name: string }[] = [];
   for (const r of rows) {
@@ -90,7 +92,7 @@ export async function readState(
   const readAlerts = async () => {
     if (!alerts) return { items: [] as AlertView[] };
     try {
-      return await client.get<{ items: AlertView[] }>('/v1/traffic/alerts');
+      return await client.call('get', '/v1/traffic/alerts', {});
     } catch (err) {
       if (alerts !== 'if-allowed' || !(err instanceof ApiError) || err.status !== 403) throw err;
       alertsUnread = true;
@@ -98,15 +100,15 @@ export async function readState(
     }
   };
   const [endpointViews, domains, rateLimits, alertList, library] = await Promise.all([
-    allPages((page) => client.get<Page<EndpointView>>(`/v1/endpoints?page=${page}&page_size=${PAGE}`)),
-    client.get<{ items: DomainView[] }>('/v1/domains'),
+    allPages((page) => client.call('get', '/v1/endpoints', { query: { page: String(page), page_size: String(PAGE) } })),
+    client.call('get', '/v1/domains', {}),
     // The rate-limit list also names the platform domain (endpoints with domain_id null live under it).
     allPages(async (page) => {
-      const r = await client.get<RateLimitPage>(`/v1/firewall/rate-limits?page=${page}&limit=${PAGE}`);
+      const r = await client.call('get', '/v1/firewall/rate-limits', { query: { page: String(page), limit: String(PAGE) } });
       return { items: [r], total: r.pagination.total };
     }),
     readAlerts(),
-    certificates ? client.get<{ items: CertificateView[] }>('/v1/certificates') : { items: [] as CertificateView[] },
+    certificates ? client.call('get', '/v1/certificates', {}) : { items: [] as CertificateView[] },
   ]);
   const certificateNames = new Map(library.items.map((c) => [c.id, c.name]));
   const platformDomain: string = rateLimits[0].defaultDomain;
@@ -119,25 +121,26 @@ export async function readState(
   await pool(selected, READ_CONCURRENCY, async (view) => {
     const need = needs(view.hostname);
     const uuid = view.uuid;
-    const base = `/v1/endpoints/${uuid}`;
+    const id = { params: { id: uuid } };
     const e: ActualEndpoint = { hostname: view.hostname, uuid, view, state: {}, ids: {}, duplicates: [] };
-    const settings = actualSettings(view);
-    for (const g of ['tags', 'origin_url', 'capture', 'ports'] as const) if (need.has(g)) e.state[g] = settings[g];
+    const settings: Partial<SettingForms> = actualSettings(view);
+    for (const g of ['tags', 'origin_url', 'capture', 'ports'] as const) if (!need.has(g)) delete settings[g];
+    Object.assign(e.state, settings);
     // By name, as the file refers to it (an id the library does not list, which a racing delete can leave, by id).
     if (need.has('certificate')) e.state.certificate = view.certificate_id === null ? null : (certificateNames.get(view.certificate_id) ?? `#${view.certificate_id}`);
     const [mtls, health, providers, roles, routing, auth] = await Promise.all([
-      need.has('mtls') ? client.get<MtlsView>(`${base}/mtls`) : undefined,
-      need.has('health_check') ? client.get<HealthCheckView>(`${base}/health-check`) : undefined,
-      need.has('oauth_providers') || need.has('auth') ? client.get<{ items: ProviderView[] }>(`${base}/oauth/providers`) : undefined,
-      need.has('rbac_roles') ? client.get<RoleView[]>(`${base}/rbac/roles`) : undefined,
-      need.has('routing_rules') ? readRouting(client, base) : undefined,
-      need.has('auth') ? client.get<SettingsView>(`${base}/settings`) : undefined,
+      need.has('mtls') ? client.call('get', '/v1/endpoints/{id}/mtls', id) : undefined,
+      need.has('health_check') ? client.call('get', '/v1/endpoints/{id}/health-check', id) : undefined,
+      need.has('oauth_providers') || need.has('auth') ? client.call('get', '/v1/endpoints/{id}/oauth/providers', id) : undefined,
+      need.has('rbac_roles') ? client.call('get', '/v1/endpoints/{id}/rbac/roles', id) : undefined,
+      need.has('routing_rules') ? readRouting(client, uuid) : undefined,
+      need.has('auth') ? client.call('get', '/v1/endpoints/{id}/settings', id) : undefined,
     ]);
     if (mtls) e.state.mtls = actualMtls(mtls);
     if (health) e.state.health_check = actualHealth(health);
-    const group = <T extends { name: string }>(g: RuleGroup, rows: T[], id: (r: T) => string | number, view: (r: T) => Plain) => {
+    const group = <G extends RuleGroup, T extends { name: string }>(g: G, rows: T[], id: (r: T) => string | number, view: (r: T) => RuleForms[G]) => {
       const r = byName(rows, id, view);
-      e.state[g] = r.state;
+      Object.assign(e.state, { [g]: r.state });
       e.ids[g] = r.ids;
       e.duplicates.push(...r.dups.map((d) => ({ group: g, ...d })));
     };
@@ -173,9 +176,9 @@ export async function readState(
 }
 
 /** Routing rules need a plan entitlement even to list: without it the endpoint has none to manage. */
-async function readRouting(client: ApiClient, base: string): Promise<RoutingRuleView[]> {
+async function readRouting(client: ApiClient, uuid: string): Promise<RoutingRuleView[]> {
   try {
-    return (await client.get<{ items: RoutingRuleView[] }>(`${base}/routing-rules`)).items;
+    return (await client.call('get', '/v1/endpoints/{id}/routing-rules', { params: { id: uuid } })).items;
   } catch (err) {
     if (err instanceof ApiError && err.code === 'entitlement_required') return [];
     throw err;

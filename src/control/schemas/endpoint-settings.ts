@@ -63,7 +63,18 @@ export const SettingsView = Type.Object(
     }),
     config: Type.Optional(
       Type.Object(
-        { webhook: Type.Optional(WebhookView) },
+        {
+          realm: Type.Optional(Type.String({ description: 'basic: the realm the browser shows' })),
+          header: Type.Optional(Type.String({ description: 'token: the request header the token is read from' })),
+          cookie: Type.Optional(Type.String({ description: 'token: the cookie the token is read from' })),
+          allowed_redirects: Type.Optional(Type.Array(Type.String(), { description: 'oauth/oidc: extra return_to targets' })),
+          scopes: Type.Optional(Type.Array(Type.String(), { description: 'oauth/oidc: scopes asked of every provider' })),
+          jwks_url: Type.Optional(Type.String({ description: 'JWT layer (while on): where signing keys are fetched' })),
+          issuer: Type.Optional(Nullable(Type.String({ description: 'JWT layer: the iss a token must carry; null: any' }))),
+          audience: Type.Optional(Nullable(Type.String({ description: 'JWT layer: the aud a token must carry; null: any' }))),
+          claim_headers: Type.Optional(Type.String({ description: 'JWT layer: claim → request header, as JSON object text' })),
+          webhook: Type.Optional(WebhookView),
+        },
         {
           additionalProperties: true,
           description:

@@ -69,6 +69,10 @@ export type ApiAnswer<Op> =
   | { [S in keyof Responses<Op> & number]: { status: S; body: BodyOf<Responses<Op>[S]>; headers: Headers } }[keyof Responses<Op> & number]
   | { status: Exclude<HttpStatus, keyof Responses<Op>>; body: unknown; headers: Headers };
 
+type SuccessStatus = 200 | 201 | 202 | 203 | 204 | 205 | 206;
+/** The body of the operation's 2xx answers (undefined for one without a body): what a caller that throws on the rest gets. */
+export type SuccessBody<Op> = { [S in keyof Responses<Op> & SuccessStatus]: BodyOf<Responses<Op>[S]> }[keyof Responses<Op> & SuccessStatus];
+
 /** Where calls go, and as whom. */
 export interface ApiTarget {
   /** The control API's base URL (`http://127.0.0.1:8081`); a trailing slash is ignored. */
@@ -78,7 +82,7 @@ export interface ApiTarget {
 }
 
 /** `/v1/endpoints/{id}` with `{id: 'a/b'}` → `/v1/endpoints/a%2Fb`. */
-function fillPath(template: string, params: Record<string, unknown> | undefined): string {
+export function fillPath(template: string, params: Record<string, unknown> | undefined): string {
   return template.replace(/\{([^}]+)\}/g, (_whole, name: string) => {
     const value = params?.[name];
     if (value === undefined || value === null) throw new TypeError(`apiCall: path parameter ${name} of ${template} is missing`);

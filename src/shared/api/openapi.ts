@@ -8291,6 +8291,24 @@ export interface operations {
                         mode: "none" | "token" | "header" | "cookie" | "basic" | "jwt" | "sso";
                         /** @description The mode’s config (basic: realm; token: header or cookie; oauth/oidc: allowed_redirects, scopes), then, while on, the JWT layer (jwks_url, issuer, audience, claim_headers) and webhook verification (webhook). Never a secret. Omitted when empty. */
                         config?: {
+                            /** @description basic: the realm the browser shows */
+                            realm?: string;
+                            /** @description token: the request header the token is read from */
+                            header?: string;
+                            /** @description token: the cookie the token is read from */
+                            cookie?: string;
+                            /** @description oauth/oidc: extra return_to targets */
+                            allowed_redirects?: string[];
+                            /** @description oauth/oidc: scopes asked of every provider */
+                            scopes?: string[];
+                            /** @description JWT layer (while on): where signing keys are fetched */
+                            jwks_url?: string;
+                            /** @description JWT layer: the iss a token must carry; null: any */
+                            issuer?: string | null;
+                            /** @description JWT layer: the aud a token must carry; null: any */
+                            audience?: string | null;
+                            /** @description JWT layer: claim → request header, as JSON object text */
+                            claim_headers?: string;
                             webhook?: {
                                 header: string;
                                 /** @enum {string} */
@@ -8499,6 +8517,24 @@ export interface operations {
                         mode: "none" | "token" | "header" | "cookie" | "basic" | "jwt" | "sso";
                         /** @description The mode’s config (basic: realm; token: header or cookie; oauth/oidc: allowed_redirects, scopes), then, while on, the JWT layer (jwks_url, issuer, audience, claim_headers) and webhook verification (webhook). Never a secret. Omitted when empty. */
                         config?: {
+                            /** @description basic: the realm the browser shows */
+                            realm?: string;
+                            /** @description token: the request header the token is read from */
+                            header?: string;
+                            /** @description token: the cookie the token is read from */
+                            cookie?: string;
+                            /** @description oauth/oidc: extra return_to targets */
+                            allowed_redirects?: string[];
+                            /** @description oauth/oidc: scopes asked of every provider */
+                            scopes?: string[];
+                            /** @description JWT layer (while on): where signing keys are fetched */
+                            jwks_url?: string;
+                            /** @description JWT layer: the iss a token must carry; null: any */
+                            issuer?: string | null;
+                            /** @description JWT layer: the aud a token must carry; null: any */
+                            audience?: string | null;
+                            /** @description JWT layer: claim → request header, as JSON object text */
+                            claim_headers?: string;
                             webhook?: {
                                 header: string;
                                 /** @enum {string} */
@@ -8832,6 +8868,24 @@ export interface operations {
                         mode: "none" | "token" | "header" | "cookie" | "basic" | "jwt" | "sso";
                         /** @description The mode’s config (basic: realm; token: header or cookie; oauth/oidc: allowed_redirects, scopes), then, while on, the JWT layer (jwks_url, issuer, audience, claim_headers) and webhook verification (webhook). Never a secret. Omitted when empty. */
                         config?: {
+                            /** @description basic: the realm the browser shows */
+                            realm?: string;
+                            /** @description token: the request header the token is read from */
+                            header?: string;
+                            /** @description token: the cookie the token is read from */
+                            cookie?: string;
+                            /** @description oauth/oidc: extra return_to targets */
+                            allowed_redirects?: string[];
+                            /** @description oauth/oidc: scopes asked of every provider */
+                            scopes?: string[];
+                            /** @description JWT layer (while on): where signing keys are fetched */
+                            jwks_url?: string;
+                            /** @description JWT layer: the iss a token must carry; null: any */
+                            issuer?: string | null;
+                            /** @description JWT layer: the aud a token must carry; null: any */
+                            audience?: string | null;
+                            /** @description JWT layer: claim → request header, as JSON object text */
+                            claim_headers?: string;
                             webhook?: {
                                 header: string;
                                 /** @enum {string} */
