@@ -1,14 +1,17 @@
-// The edge's access log (EDGE_ACCESS_LOG, docs/operations.md "Access log"): one JSON line per visitor request to a
-// known endpoint, with the fields operators grep for, written through an asynchronous buffered destination.
+// The edge's access log (EDGE_ACCESS_LOG, docs/operations.md "Access log"): one JSON line per visitor request, with
+// the fields operators grep for, written through an asynchronous buffered destination.
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { pino } from 'pino';
 import type { CapturedExchange, CaptureSink } from './capture.ts';
+import { edgeErrorOf } from './http/pages.ts';
 import type { RequestContext } from './pipeline/stage.ts';
 import { traceIdOf } from '../shared/tracing.ts';
 
 /** What one line holds (keys as written). `path` never has the query string: it may carry tokens. */
 export interface AccessLine {
   time: string;
-  endpoint: string;
+  /** null: refused before an endpoint was found (an unknown host, a malformed request). */
+  endpoint: string | null;
   host: string;
   method: string;
   path: string;
@@ -26,6 +29,9 @@ export interface AccessLine {
 }
 
 type Destination = ReturnType<typeof pino.destination>;
+
+/** How much of an unparsed host, method or path a refused request's line keeps. */
+const MAX_ECHOED = 512;
 
 export class AccessLog {
   private constructor(private readonly out: Destination) {}
@@ -50,6 +56,40 @@ export class AccessLog {
         next.record(exchange, detailed);
       },
     };
+  }
+
+  /**
+   * The line of a request refused before an endpoint was found (an unknown host, a malformed request), written when
+   * its response closes. Called before the refusal is sent, so its bytes are counted. What the visitor sent is
+   * logged as sent, cut to a bounded length: it was not valid enough to normalise.
+   */
+  refused(req: IncomingMessage, res: ServerResponse, client: string): void {
+    const at = Date.now();
+    const started = performance.now();
+    const socket = req.socket;
+    const writtenBefore = socket.bytesWritten;
+    const target = req.url ?? '';
+    const q = target.indexOf('?');
+    res.once('close', () => {
+      const line: AccessLine = {
+        time: new Date(at).toISOString(),
+        endpoint: null,
+        host: String(req.headers.host ?? '').slice(0, MAX_ECHOED),
+        method: (req.method ?? '').slice(0, MAX_ECHOED),
+        path: (q === -1 ? target : target.slice(0, q)).slice(0, MAX_ECHOED),
+        status: res.headersSent ? res.statusCode : 0,
+        duration_ms: Math.round((performance.now() - started) * 1000) / 1000,
+        bytes_in: 0,
+        bytes_out: Math.max(0, socket.bytesWritten - writtenBefore),
+        decided_by: 'edge',
+        client,
+      };
+      const code = edgeErrorOf(res);
+      if (code !== undefined) line.error = code;
+      const traceId = traceIdOf(req.headers.traceparent);
+      if (traceId !== undefined) line.trace_id = traceId;
+      this.out.write(`${JSON.stringify(line)}\n`);
+    });
   }
 
   private write(ctx: RequestContext, x: CapturedExchange): void {

@@ -2,6 +2,7 @@
 // failed pass is logged and skipped, because the next one judges the state afresh.
 import { SpanStatusCode, type Tracer } from '@opentelemetry/api';
 import type { Logger } from '../shared/log.ts';
+import { inTrace } from '../shared/trace-scope.ts';
 
 /** What watches a job's passes (src/worker/metrics.ts): its stable label, how long each took, whether it went through. */
 export interface JobObserver {
@@ -79,15 +80,19 @@ export class PeriodicJob {
       // A root span per pass: a job is not part of any request's trace.
       const span = this.tracer?.startSpan(this.label, { attributes: { 'edge.job': this.label } });
       let ok = false;
-      try {
-        const report = await this.pass();
-        ok = true;
-        this.lastOkAt = this.now();
-        if (report) this.logger.info(span === undefined ? report.fields : { ...report.fields, trace_id: span.spanContext().traceId }, report.msg);
-      } catch (err) {
-        span?.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });
-        this.logger.warn(span === undefined ? { err } : { err, trace_id: span.spanContext().traceId }, `${this.name} skipped`);
-      }
+      const run = async () => {
+        try {
+          const report = await this.pass();
+          ok = true;
+          this.lastOkAt = this.now();
+          if (report) this.logger.info(report.fields, report.msg);
+        } catch (err) {
+          span?.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });
+          this.logger.warn({ err }, `${this.name} skipped`);
+        }
+      };
+      // The pass's log lines, its own and those of what it calls, carry its trace id.
+      await (span === undefined ? run() : inTrace(span.spanContext().traceId, run));
       span?.end();
       this.observer?.jobPassed(this.label, (performance.now() - started) / 1000, ok);
     });

@@ -1,5 +1,6 @@
 // The edge's access log (EDGE_ACCESS_LOG, src/edge/access-log.ts): a real node writing to a file, a real agent and
-// service; one JSON line per request with the fields operators grep for, for a forwarded and a refused request.
+// service; one JSON line per request with the fields operators grep for: forwarded, refused by a stage, and refused
+// before any endpoint was found.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
@@ -90,5 +91,33 @@ describe('edge access log', () => {
     assert.equal(line.error, 'invalid_credentials');
     assert.equal(line.trace_id, undefined);
     assert.ok(!(await readFile(file, 'utf8')).includes('wrong-secret-xyz'));
+  });
+
+  it('a request refused before an endpoint is found (an unknown host): a line with endpoint null, the host as sent, the edge\'s code', async () => {
+    const traceId = randomBytes(16).toString('hex');
+    const r = await visit(t.node.edge!.httpPort, 'nobody-here.example.net', '/unknown-host?token=never-logged-either', { headers: { traceparent: `00-${traceId}-${randomBytes(8).toString('hex')}-01` } });
+    assert.equal(r.status, 404);
+    const line = await lineFor('/unknown-host');
+    assert.equal(line.endpoint, null);
+    assert.equal(line.host, 'nobody-here.example.net');
+    assert.equal(line.method, 'GET');
+    assert.equal(line.status, 404);
+    assert.equal(line.error, 'endpoint_not_found');
+    assert.equal(line.decided_by, 'edge');
+    assert.equal(line.client, '127.0.0.1');
+    assert.ok(line.bytes_out > r.body.length, 'the head and body written');
+    assert.equal(line.trace_id, traceId);
+    assert.ok(!(await readFile(file, 'utf8')).includes('never-logged-either'), 'no query string in the log');
+  });
+
+  it('a malformed request (a Host that is not host[:port]) is logged as sent, cut to a bounded length', async () => {
+    const badHost = `bad host ${'x'.repeat(2000)}`;
+    const r = await visit(t.node.edge!.httpPort, badHost, '/malformed-host');
+    assert.equal(r.status, 400);
+    const line = await lineFor('/malformed-host');
+    assert.equal(line.endpoint, null);
+    assert.equal(line.error, 'malformed_request');
+    assert.equal(line.status, 400);
+    assert.ok(line.host.startsWith('bad host x') && line.host.length === 512, `host cut to 512 characters, got ${line.host.length}`);
   });
 });

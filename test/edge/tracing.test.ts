@@ -21,9 +21,9 @@ const hex = (bytes: number) => randomBytes(bytes).toString('hex');
 const SERVER = 2; // OTLP SpanKind SERVER
 
 /** A node, a user and an agent in front of `service`; `tracing`: the agent's (null: off). */
-async function stack(env: Record<string, string | undefined> | undefined, service: LocalService<Seen>, tracing: Tracing | null) {
+async function stack(env: Record<string, string | undefined> | undefined, service: LocalService<Seen>, tracing: Tracing | null, logLines?: Record<string, unknown>[]) {
   // The origin test's service is on loopback.
-  const t = await startTestNode({ EDGE_ORIGIN_ALLOW_PRIVATE: 'true' }, env === undefined ? {} : { otelEnv: env });
+  const t = await startTestNode({ EDGE_ORIGIN_ALLOW_PRIVATE: 'true' }, env === undefined ? {} : { otelEnv: env }, { logLines });
   const user = await t.createUser('business');
   const api = (method: string, path: string, body?: unknown, expect = 200) => expectBody(expect, t.api(method, path, { key: user.api_key, body }), `${method} ${path}`);
   const e = await api('POST', '/v1/endpoints', {}, 201);
@@ -39,6 +39,8 @@ describe('tracing across visitor → edge → agent → service', () => {
   let on: Awaited<ReturnType<typeof stack>>;
   let off: Awaited<ReturnType<typeof stack>> | undefined;
   const agents: Agent[] = [];
+  /** The traced node's log, line by line. */
+  const edgeLog: Record<string, unknown>[] = [];
 
   before(async () => {
     receiver = await startOtlpReceiver();
@@ -51,7 +53,7 @@ describe('tracing across visitor → edge → agent → service', () => {
       () => {},
     );
     agentTracing = startTracing('agent', { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url }, { 'edge.agent_id': 'traced' })!;
-    on = await stack({ OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_SERVICE_NAME: 'edge-under-test' }, service, agentTracing);
+    on = await stack({ OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_SERVICE_NAME: 'edge-under-test' }, service, agentTracing, edgeLog);
     agents.push(on.agent);
   });
   after(async () => {
@@ -121,6 +123,40 @@ describe('tracing across visitor → edge → agent → service', () => {
     }
     await on.api('PUT', `/v1/endpoints/${on.uuid}/settings`, { mode: 'none' });
     await edgeCaughtUp(on.t);
+  });
+
+  it('a request refused before an endpoint is found (an unknown host) still gets its span, child of the visitor\'s', async () => {
+    const traceId = hex(16);
+    const visitorSpan = hex(8);
+    const r = await visit(on.t.node.edge!.httpPort, 'nobody-here.example.net', '/', { headers: { traceparent: `00-${traceId}-${visitorSpan}-01` } });
+    assert.equal(r.status, 404);
+    await flush();
+    const edge = await edgeSpanOf(traceId);
+    assert.equal(edge.parentSpanId, visitorSpan);
+    assert.equal(edge.kind, SERVER);
+    assert.equal(edge.name, 'GET edge');
+    assert.equal(edge.attributes['http.response.status_code'], 404);
+    assert.equal(edge.attributes['edge.error'], 'endpoint_not_found');
+    assert.equal(edge.attributes['edge.decided_by'], 'edge');
+    assert.equal(edge.attributes['edge.endpoint'], undefined);
+  });
+
+  it('a log line the edge writes while handling a traced request carries the request\'s trace id', async () => {
+    // The JWT layer with a key set nobody serves: the stage logs why it answers 503 (after its fetch failed, so the
+    // line is written from a callback the request started, not from the request's own call).
+    const e = await on.api('POST', '/v1/endpoints', {}, 201);
+    await on.api('PUT', `/v1/endpoints/${e.uuid}/settings/jwt`, { enabled: true, jwks_url: 'http://127.0.0.1:9/jwks.json' });
+    await edgeCaughtUp(on.t);
+    const b64 = (o: object) => Buffer.from(JSON.stringify(o)).toString('base64url');
+    const token = `${b64({ alg: 'RS256', kid: 'k1' })}.${b64({ sub: 'visitor', exp: Math.floor(Date.now() / 1000) + 600 })}.${b64({ sig: 1 })}`;
+    const traceId = hex(16);
+    const r = await visit(on.t.node.edge!.httpPort, e.hostname, '/', { headers: { traceparent: `00-${traceId}-${hex(8)}-01`, authorization: `Bearer ${token}` } });
+    assert.equal(r.status, 503, r.body);
+    const line = edgeLog.find((l) => l.endpoint === e.uuid && String(l.msg).startsWith('JWT layer unavailable'));
+    assert.ok(line, 'the JWT stage logged the unreachable key set');
+    assert.equal(line.trace_id, traceId);
+    // Lines written outside any request (startup, the feed) name no trace.
+    assert.ok(edgeLog.some((l) => l.trace_id === undefined));
   });
 
   it('a malformed traceparent is ignored: a new trace starts at the edge', async () => {

@@ -1,7 +1,8 @@
 // A pino logger whose entries a test reads back, for checking what the code logged (a warning, a refused config, a
 // failed pass) rather than only what it did.
 import { Writable } from 'node:stream';
-import { pino, type Level, type Logger } from 'pino';
+import type { Level, Logger } from 'pino';
+import { createLogger } from '../../src/shared/log.ts';
 
 /** A logger at `level` and the entries it wrote, parsed, in order. */
 export function capturedLogger(level: Level = 'warn'): { logger: Logger; lines: Array<Record<string, unknown>> } {
@@ -12,5 +13,6 @@ export function capturedLogger(level: Level = 'warn'): { logger: Logger; lines: 
       done();
     },
   });
-  return { logger: pino({ level }, stream), lines };
+  // The roles' own logger, so lines carry what theirs do (the trace id of traced work).
+  return { logger: createLogger(level, {}, stream), lines };
 }

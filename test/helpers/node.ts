@@ -30,7 +30,13 @@ export interface TestNode {
   close(): Promise<void>;
 }
 
-export async function startTestNode(overrides: Record<string, string> = {}, options: NodeOptions = {}): Promise<TestNode> {
+/** What a test reads of the node beyond its API: `logLines` collects its log as parsed JSON lines (at `logLevel`, default info). */
+export interface TestNodeExtras {
+  logLines?: Record<string, unknown>[];
+  logLevel?: string;
+}
+
+export async function startTestNode(overrides: Record<string, string> = {}, options: NodeOptions = {}, extras: TestNodeExtras = {}): Promise<TestNode> {
   const dataDir = await mkdtemp(join(tmpdir(), 'edge-test-'));
   const adminKey = `test-admin-${randomBytes(16).toString('hex')}`;
   const env: Record<string, string> = {
@@ -59,7 +65,9 @@ export async function startTestNode(overrides: Record<string, string> = {}, opti
   Object.assign(env, overrides);
   const config = loadConfig(env);
   if (!config.databaseUrl) await copyPgliteTemplate(join(config.dataDir, 'pglite'));
-  const node = await startNode(config, createLogger(config.logLevel), options);
+  const lines = extras.logLines;
+  const logger = lines === undefined ? createLogger(config.logLevel) : createLogger(extras.logLevel ?? 'info', {}, { write: (line: string) => void lines.push(JSON.parse(line)) });
+  const node = await startNode(config, logger, options);
   const controlUrl = `http://127.0.0.1:${node.control!.port}`;
 
   async function api<T>(method: string, path: string, opts: { key?: string | null; body?: unknown; raw?: string; headers?: Record<string, string> } = {}) {

@@ -4,6 +4,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTracing, TracingConfigError, traceIdOf, tracesUrl } from '../../src/shared/tracing.ts';
 import { PeriodicJob } from '../../src/worker/periodic.ts';
+import { capturedLogger } from '../helpers/logger.ts';
 import { createLogger } from '../../src/shared/log.ts';
 import { startOtlpReceiver, type OtlpReceiver } from '../helpers/otlp-receiver.ts';
 
@@ -82,6 +83,29 @@ describe('tracing setup', () => {
     assert.deepEqual(passes.map((s) => s.status), [0, 2], 'the failed pass is marked ERROR');
     assert.equal(passes[0].attributes['edge.job'], 'traced_sweep');
     assert.notEqual(passes[0].traceId, passes[1].traceId, 'each pass is its own trace');
+    await tracing.shutdown();
+  });
+
+  it('what a traced job logs during a pass, itself or in what it awaits, names the pass\'s trace; lines outside a pass do not', async () => {
+    const tracing = startTracing('worker', { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url })!;
+    const { logger, lines } = capturedLogger('info');
+    let n = 0;
+    const job = new PeriodicJob('Logged sweep', 3_600_000, logger, async () => {
+      await new Promise((resolve) => setImmediate(resolve));
+      logger.info('inside the pass, after an await');
+      if (++n === 2) throw new Error('store refused');
+      return { msg: 'pass done', fields: {} };
+    }).trace(tracing.tracer);
+    await job.sweep();
+    await job.sweep();
+    logger.info('between passes');
+    await tracing.forceFlush();
+    const [first, second] = receiver.spans.filter((s) => s.name === 'logged_sweep');
+    const traceOf = (msg: string) => lines.filter((l) => l.msg === msg).map((l) => l.trace_id);
+    assert.deepEqual(traceOf('inside the pass, after an await'), [first.traceId, second.traceId]);
+    assert.deepEqual(traceOf('pass done'), [first.traceId]);
+    assert.deepEqual(traceOf('Logged sweep skipped'), [second.traceId]);
+    assert.deepEqual(traceOf('between passes'), [undefined]);
     await tracing.shutdown();
   });
 });

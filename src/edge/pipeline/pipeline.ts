@@ -20,8 +20,9 @@ import { clientAddress, type TrustedProxies } from '../rate-limit/visitor-addres
 import type { TunnelRegistry } from '../tunnels/registry.ts';
 import type { RelayPeers } from '../relay/peers.ts';
 import type { RequestContext, Stage, Verdict } from './stage.ts';
-import { stageEvent, traceRequest } from './trace.ts';
+import { stageEvent, traceRefusal, traceRequest } from './trace.ts';
 import type { Tracing } from '../../shared/tracing.ts';
+import { inTrace } from '../../shared/trace-scope.ts';
 import type { AccessLog } from '../access-log.ts';
 
 export interface PipelineDeps {
@@ -197,7 +198,7 @@ function refuseNoAgent(ctx: RequestContext): void {
  * logged; the process goes on serving. Uncaught, the exception would end the process and every visitor's request.
  */
 function stageFailed(deps: PipelineDeps, ctx: RequestContext, err: unknown): void {
-  deps.logger?.error({ err, endpoint: ctx.endpoint.uuid, method: ctx.method, path: ctx.path, trace_id: ctx.span?.spanContext().traceId }, 'the pipeline failed on a request; answering 500');
+  deps.logger?.error({ err, endpoint: ctx.endpoint.uuid, method: ctx.method, path: ctx.path }, 'the pipeline failed on a request; answering 500');
   if (ctx.res.socket === null && !ctx.res.headersSent) ctx.req.socket.destroy();
   else sendEdgeError(ctx.res, 'internal', ctx.req.headers.accept);
 }
@@ -232,13 +233,26 @@ function judge(deps: PipelineDeps, ctx: RequestContext, stages: readonly Stage[]
 
 /** Handles one visitor request end to end. */
 export function handleRequest(deps: PipelineDeps, req: IncomingMessage, res: ServerResponse, secure: boolean): void {
-  const resolved = resolve(deps, req, res, secure, (code, detail) => sendEdgeError(res, code, req.headers.accept, detail));
+  const resolved = resolve(deps, req, res, secure, (code, detail) => {
+    if (deps.accessLog || deps.tracing) observeRefusal(deps, req, res);
+    sendEdgeError(res, code, req.headers.accept, detail);
+  });
   if (resolved === null) return;
   const { ctx, endpoint } = resolved;
   // Armed first, so answers from stages (redirects, refusals) are counted and captured like forwarded ones.
   captureExchange(deps.accessLog ? deps.accessLog.around(ctx, deps.capture) : deps.capture, ctx);
+  const stages = ctx.probe === true ? endpoint.probeStages : endpoint.stages;
   if (deps.tracing) traceRequest(deps.tracing, ctx);
-  judge(deps, ctx, ctx.probe === true ? endpoint.probeStages : endpoint.stages, forward);
+  if (ctx.span === undefined) return judge(deps, ctx, stages, forward);
+  // Every log line written for this request, now or in a callback it starts, names its trace.
+  inTrace(ctx.span.spanContext().traceId, () => judge(deps, ctx, stages, forward));
+}
+
+/** A request refused before an endpoint was found still gets its access-log line and span (when they are on). */
+function observeRefusal(deps: PipelineDeps, req: IncomingMessage, res: ServerResponse): void {
+  const client = clientAddress(req, deps.trustedProxies ?? null);
+  deps.accessLog?.refused(req, res, client);
+  if (deps.tracing) traceRefusal(deps.tracing, req, res, client);
 }
 
 function forward(deps: PipelineDeps, ctx: RequestContext): void {

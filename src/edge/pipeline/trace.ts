@@ -1,5 +1,6 @@
 // The edge's span per visitor request (docs/operations.md "Traces"): a SERVER span continuing the visitor's
 // traceparent, an event per policy stage that ran, and the span's own traceparent on what is forwarded.
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { SpanStatusCode } from '@opentelemetry/api';
 import { injectSpan, parentFrom, SpanKind, type Span, type Tracing } from '../../shared/tracing.ts';
 import { edgeErrorOf } from '../http/pages.ts';
@@ -40,6 +41,24 @@ export function traceRequest(tracing: Tracing, ctx: RequestContext): void {
     const code = edgeErrorOf(res);
     if (code !== undefined) span.setAttribute('edge.error', code);
     span.setAttribute('edge.decided_by', ctx.decidedBy ?? (code === undefined ? 'forwarded' : 'edge'));
+    if (status >= 500 || status === 0) span.setStatus({ code: SpanStatusCode.ERROR });
+    span.end();
+  });
+}
+
+/**
+ * The span of a request refused before an endpoint was found (an unknown host, a malformed request): the same SERVER
+ * span, with what could be read of the request, ended when the refusal closes. Called before the refusal is sent.
+ */
+export function traceRefusal(tracing: Tracing, req: IncomingMessage, res: ServerResponse, client: string): void {
+  const span = tracing.tracer.startSpan(`${req.method ?? 'GET'} edge`, { kind: SpanKind.SERVER }, parentFrom(req.headers));
+  if (!span.isRecording()) return;
+  span.setAttributes({ 'http.request.method': req.method ?? '', 'client.address': client, 'edge.decided_by': 'edge' });
+  res.once('close', () => {
+    const status = res.headersSent ? res.statusCode : 0;
+    span.setAttribute('http.response.status_code', status);
+    const code = edgeErrorOf(res);
+    if (code !== undefined) span.setAttribute('edge.error', code);
     if (status >= 500 || status === 0) span.setStatus({ code: SpanStatusCode.ERROR });
     span.end();
   });
