@@ -1,9 +1,13 @@
 // The edge's access log (EDGE_ACCESS_LOG, docs/operations.md "Access log"): one JSON line per visitor request, with
 // the fields operators grep for, written through an asynchronous buffered destination.
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { pino } from 'pino';
 import type { CapturedExchange, CaptureSink } from './capture.ts';
+import { upgradeAnswer } from './forward/upgrade.ts';
 import { edgeErrorOf } from './http/pages.ts';
+import { decidedBy } from './pipeline/trace.ts';
 import type { RequestContext } from './pipeline/stage.ts';
 import { traceIdOf } from '../shared/tracing.ts';
 
@@ -19,7 +23,7 @@ export interface AccessLine {
   duration_ms: number;
   bytes_in: number;
   bytes_out: number;
-  /** The stage that answered the request itself (`auth`, `rate-limit`, …), else `forwarded`. */
+  /** The stage that answered the request itself (`auth`, `rate-limit`, …), else `edge` for the edge's error pages, else `forwarded`. */
   decided_by: string;
   /** The edge's error code when the edge answered (a stage's refusal, agent_error, no_agent…). */
   error?: string;
@@ -86,9 +90,37 @@ export class AccessLog {
       };
       const code = edgeErrorOf(res);
       if (code !== undefined) line.error = code;
-      const traceId = traceIdOf(req.headers.traceparent);
-      if (traceId !== undefined) line.trace_id = traceId;
-      this.out.write(`${JSON.stringify(line)}\n`);
+      this.finish(line, traceIdOf(req.headers.traceparent));
+    });
+  }
+
+  /**
+   * The line of a WebSocket upgrade to a known endpoint, written when its connection closes: status 101 once switched
+   * (else the answer it got), the connection's whole life as the duration, and the bytes both ways over it
+   * (`headBytes`: what was read past the request head before the upgrade was handed over).
+   */
+  upgrade(ctx: RequestContext, socket: Duplex, headBytes: number): void {
+    const at = Date.now();
+    const started = performance.now();
+    const readBefore = socket instanceof Socket ? socket.bytesRead : 0;
+    const writtenBefore = socket instanceof Socket ? socket.bytesWritten : 0;
+    socket.once('close', () => {
+      const answer = upgradeAnswer(socket);
+      const line: AccessLine = {
+        time: new Date(at).toISOString(),
+        endpoint: ctx.endpoint.uuid,
+        host: ctx.host,
+        method: ctx.method,
+        path: ctx.path,
+        status: answer.status,
+        duration_ms: Math.round((performance.now() - started) * 1000) / 1000,
+        bytes_in: socket instanceof Socket ? socket.bytesRead - readBefore + headBytes : 0,
+        bytes_out: socket instanceof Socket ? Math.max(0, socket.bytesWritten - writtenBefore) : 0,
+        decided_by: decidedBy(ctx, answer.error),
+        client: ctx.clientIp,
+      };
+      if (answer.error !== undefined) line.error = answer.error;
+      this.finish(line, ctx.span?.spanContext().traceId ?? traceIdOf(ctx.req.headers.traceparent));
     });
   }
 
@@ -103,11 +135,14 @@ export class AccessLog {
       duration_ms: x.duration_ms,
       bytes_in: x.bytes_in,
       bytes_out: x.bytes_out,
-      decided_by: ctx.decidedBy ?? 'forwarded',
+      decided_by: decidedBy(ctx, x.edge_error ?? undefined),
       client: x.client_ip,
     };
     if (x.edge_error !== null) line.error = x.edge_error;
-    const traceId = ctx.span?.spanContext().traceId ?? traceIdOf(ctx.req.headers.traceparent);
+    this.finish(line, ctx.span?.spanContext().traceId ?? traceIdOf(ctx.req.headers.traceparent));
+  }
+
+  private finish(line: AccessLine, traceId: string | undefined): void {
     if (traceId !== undefined) line.trace_id = traceId;
     this.out.write(`${JSON.stringify(line)}\n`);
   }

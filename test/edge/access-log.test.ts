@@ -12,7 +12,7 @@ import type { AccessLine } from '../../src/edge/access-log.ts';
 import { loadConfig } from '../../src/shared/config.ts';
 import { edgeCaughtUp, expectBody } from '../helpers/endpoint-api.ts';
 import { eventually } from '../helpers/eventually.ts';
-import { visit } from '../helpers/http.ts';
+import { visit, wsUpgrade } from '../helpers/http.ts';
 import { startEchoService, type Echoed, type LocalService } from '../helpers/local-service.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
 
@@ -80,6 +80,21 @@ describe('edge access log', () => {
     assert.ok(!(await readFile(file, 'utf8')).includes('never-logged'), 'no query string in the log');
   });
 
+  it('a WebSocket upgrade: one line when its connection closes, status 101, the bytes both ways over it', async () => {
+    const r = await wsUpgrade(t.node.edge!.httpPort, host, '/socket?token=not-in-the-log');
+    assert.equal(r.status, 101);
+    assert.equal(r.echo?.message, 'ping');
+    const line = await lineFor('/socket');
+    assert.equal(line.endpoint, uuid);
+    assert.equal(line.method, 'GET');
+    assert.equal(line.status, 101);
+    assert.equal(line.decided_by, 'forwarded');
+    assert.equal(line.error, undefined);
+    // The visitor's frames (ping, close) in; the 101 head and the echo out.
+    assert.ok(line.bytes_in >= 'ping'.length, `bytes in: ${line.bytes_in}`);
+    assert.ok(line.bytes_out > 'HTTP/1.1 101 Switching Protocols\r\n'.length + JSON.stringify(r.echo).length, `bytes out: ${line.bytes_out}`);
+  });
+
   it('a refused request: the stage that decided and the edge\'s error code; no trace id without a traceparent', async () => {
     await api('PUT', `/v1/endpoints/${uuid}/settings`, { mode: 'basic', basic_users: [{ username: 'alice', password: 'alice-password-1' }] });
     await edgeCaughtUp(t);
@@ -91,6 +106,13 @@ describe('edge access log', () => {
     assert.equal(line.error, 'invalid_credentials');
     assert.equal(line.trace_id, undefined);
     assert.ok(!(await readFile(file, 'utf8')).includes('wrong-secret-xyz'));
+    // An upgrade the same stage refuses has its line too, with the refusal's status and code.
+    const refusedUpgrade = await wsUpgrade(t.node.edge!.httpPort, host, '/refused-socket');
+    assert.equal(refusedUpgrade.status, 401);
+    const upgradeLine = await lineFor('/refused-socket');
+    assert.equal(upgradeLine.status, 401);
+    assert.equal(upgradeLine.decided_by, 'auth');
+    assert.equal(upgradeLine.error, 'auth_required');
   });
 
   it('a request refused before an endpoint is found (an unknown host): a line with endpoint null, the host as sent, the edge\'s code', async () => {

@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { startAgent, type Agent } from '../../src/agent/agent.ts';
 import { startTracing, type Tracing } from '../../src/shared/tracing.ts';
 import { edgeCaughtUp, expectBody } from '../helpers/endpoint-api.ts';
-import { visit } from '../helpers/http.ts';
+import { visit, wsUpgrade } from '../helpers/http.ts';
 import { startLocalService, type LocalService } from '../helpers/local-service.ts';
 import { startTestNode } from '../helpers/node.ts';
 import { startOtlpReceiver, type OtlpReceiver } from '../helpers/otlp-receiver.ts';
@@ -50,7 +50,8 @@ describe('tracing across visitor → edge → agent → service', () => {
         req.resume();
         res.writeHead(200, { 'content-type': 'text/plain' }).end('ok');
       },
-      () => {},
+      // A WebSocket echoes the message and the upgrade's headers (wsUpgrade reads the traceparent from them).
+      (ws, req) => ws.on('message', (m) => ws.send(JSON.stringify({ message: String(m), headers: req.headers }))),
     );
     agentTracing = startTracing('agent', { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url }, { 'edge.agent_id': 'traced' })!;
     on = await stack({ OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_SERVICE_NAME: 'edge-under-test' }, service, agentTracing, edgeLog);
@@ -123,6 +124,20 @@ describe('tracing across visitor → edge → agent → service', () => {
     }
     await on.api('PUT', `/v1/endpoints/${on.uuid}/settings`, { mode: 'none' });
     await edgeCaughtUp(on.t);
+  });
+
+  it('a WebSocket upgrade: a span for the connection\'s life, status 101, its traceparent carried to the service', async () => {
+    const traceId = hex(16);
+    const visitorSpan = hex(8);
+    const r = await wsUpgrade(on.t.node.edge!.httpPort, on.host, '/socket', { headers: { traceparent: `00-${traceId}-${visitorSpan}-01` } });
+    assert.equal(r.status, 101);
+    await flush();
+    const edge = await edgeSpanOf(traceId);
+    assert.equal(edge.parentSpanId, visitorSpan);
+    assert.equal(edge.attributes['http.response.status_code'], 101);
+    assert.equal(edge.attributes['edge.decided_by'], 'forwarded');
+    // The agent carries an upgrade's bytes without parsing them (no span of its own): the service sees the edge's.
+    assert.equal(r.echo?.headers.traceparent, `00-${traceId}-${edge.spanId}-01`);
   });
 
   it('a request refused before an endpoint is found (an unknown host) still gets its span, child of the visitor\'s', async () => {

@@ -5,7 +5,7 @@ import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { ErrorCode } from '../../shared/errors.ts';
 import { endToEndHeaders } from '../../shared/tunnel/headers.ts';
-import { sendEdgeError } from '../http/pages.ts';
+import { edgeErrorOf, sendEdgeError } from '../http/pages.ts';
 import { originRequestHeaders, type ForwardRequest } from '../http/proxy-headers.ts';
 import { finalStatus } from './status.ts';
 
@@ -57,10 +57,27 @@ export function closeConnection(socket: Duplex): void {
  */
 export function responseOnSocket(req: IncomingMessage, socket: Duplex): ServerResponse {
   const res = new ServerResponse(req);
+  lastResponse.set(socket, res);
   res.assignSocket(socket as Socket);
   res.shouldKeepAlive = false;
   res.on('finish', () => closeConnection(socket));
   return res;
+}
+
+/** The last response bound to each upgrade's socket (a stage's refusal, a failure page, a relayed non-101 answer). */
+const lastResponse = new WeakMap<Duplex, ServerResponse>();
+/** Upgrades the upstream switched: their visitor got a 101 and then bytes both ways. */
+const switched = new WeakSet<Duplex>();
+
+/**
+ * What an upgrade's visitor was answered, for its span and access-log line once its connection closed: 101 when it
+ * was switched, else the status (and the edge's error code) of the response written to it; status 0 when none was.
+ */
+export function upgradeAnswer(socket: Duplex): { status: number; error?: ErrorCode } {
+  if (switched.has(socket)) return { status: 101 };
+  const res = lastResponse.get(socket);
+  if (res === undefined || !res.headersSent) return { status: 0 };
+  return { status: res.statusCode, error: edgeErrorOf(res) };
 }
 
 export interface UpgradeRelay {
@@ -109,6 +126,7 @@ export function relayUpgrade(out: ClientRequest, relay: UpgradeRelay): void {
     // RFC 9110 §7.8: the 101 names the protocol switched to, which must be the one asked for.
     if (res.headers.upgrade?.trim().toLowerCase() !== 'websocket') return fail();
     answered = true;
+    switched.add(socket);
     socket.write(switchingProtocolsHead(res), 'latin1');
     if (upstreamHead.length > 0) socket.write(upstreamHead);
     if (head.length > 0) upstream.write(head);

@@ -270,9 +270,15 @@ export function handleUpgrade(deps: PipelineDeps, req: IncomingMessage, socket: 
   socket.on('error', () => socket.destroy());
   // A response bound to the raw socket, so refusals and stages that answer (401, redirects) work as for requests.
   const res = responseOnSocket(req, socket);
-  const resolved = resolve(deps, req, res, secure, (code) => sendEdgeError(res, code, req.headers.accept));
+  const resolved = resolve(deps, req, res, secure, (code) => {
+    if (deps.accessLog || deps.tracing) observeRefusal(deps, req, res);
+    sendEdgeError(res, code, req.headers.accept);
+  });
   if (resolved === null) return;
   const { ctx, endpoint } = resolved;
+  // Its line and span cover the whole connection: they end when it closes.
+  deps.accessLog?.upgrade(ctx, socket, head.length);
+  if (deps.tracing) traceRequest(deps.tracing, ctx, socket);
   // Refused before any stage runs or anything is forwarded (./forward/upgrade.ts says which upgrades are carried).
   const refusal = upgradeRefusal(req);
   if (refusal !== null) return sendEdgeError(res, 'upgrade_not_supported', req.headers.accept, refusal);
@@ -293,5 +299,6 @@ export function handleUpgrade(deps: PipelineDeps, req: IncomingMessage, socket: 
     res.detachSocket(socket as Socket);
     forwardUpgrade(session, forwardRequest(ctx), socket, head);
   };
-  judge(deps, ctx, endpoint.stages, proceed);
+  if (ctx.span === undefined) return judge(deps, ctx, endpoint.stages, proceed);
+  inTrace(ctx.span.spanContext().traceId, () => judge(deps, ctx, endpoint.stages, proceed));
 }

@@ -3,16 +3,19 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { SpanStatusCode } from '@opentelemetry/api';
 import { injectSpan, parentFrom, SpanKind, type Span, type Tracing } from '../../shared/tracing.ts';
+import type { Duplex } from 'node:stream';
 import { edgeErrorOf } from '../http/pages.ts';
+import { upgradeAnswer } from '../forward/upgrade.ts';
 import type { RequestContext, Verdict } from './stage.ts';
 
 /**
  * Starts the request's span (child of the visitor's valid traceparent, else a new trace), names it as the parent on
  * the forwarded request (replacing the visitor's traceparent through upstreamHeaders, whose names the forwarders strip
- * from the visitor's fields; tracestate is carried on) and ends it when the response closes. Called only with
+ * from the visitor's fields; tracestate is carried on) and ends it when the response closes (an `upgrade`: when its
+ * connection does). Called only with
  * tracing on: with it off, the visitor's own traceparent passes through untouched, as any end-to-end field does.
  */
-export function traceRequest(tracing: Tracing, ctx: RequestContext): void {
+export function traceRequest(tracing: Tracing, ctx: RequestContext, upgrade?: Duplex): void {
   const { req, res } = ctx;
   const span = tracing.tracer.startSpan(`${ctx.method} edge`, { kind: SpanKind.SERVER }, parentFrom(req.headers));
   // The visitor's tracestate is the trace's: the propagator carries the one it extracted with the parent. An unsampled
@@ -32,18 +35,25 @@ export function traceRequest(tracing: Tracing, ctx: RequestContext): void {
   const socket = req.socket;
   const writtenBefore = socket.bytesWritten;
   let ended = false;
-  res.on('close', () => {
+  const end = () => {
     if (ended) return;
     ended = true;
-    const status = res.headersSent ? res.statusCode : 0;
+    const { status, error: code } = upgrade === undefined ? { status: res.headersSent ? res.statusCode : 0, error: edgeErrorOf(res) } : upgradeAnswer(upgrade);
     span.setAttribute('http.response.status_code', status);
     span.setAttribute('edge.bytes_out', Math.max(0, socket.bytesWritten - writtenBefore));
-    const code = edgeErrorOf(res);
     if (code !== undefined) span.setAttribute('edge.error', code);
-    span.setAttribute('edge.decided_by', ctx.decidedBy ?? (code === undefined ? 'forwarded' : 'edge'));
+    span.setAttribute('edge.decided_by', decidedBy(ctx, code));
     if (status >= 500 || status === 0) span.setStatus({ code: SpanStatusCode.ERROR });
     span.end();
-  });
+  };
+  // An upgrade's span lasts as long as its connection (the response is detached from the socket once switched).
+  if (upgrade === undefined) res.on('close', end);
+  else upgrade.once('close', end);
+}
+
+/** Who answered: the stage that did, else the edge when it sent one of its error pages, else what was forwarded to. */
+export function decidedBy(ctx: RequestContext, error: string | undefined): string {
+  return ctx.decidedBy ?? (error === undefined ? 'forwarded' : 'edge');
 }
 
 /**
