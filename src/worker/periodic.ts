@@ -2,7 +2,6 @@
 // failed pass is logged and skipped, because the next one judges the state afresh.
 import { SpanStatusCode, type Tracer } from '@opentelemetry/api';
 import type { Logger } from '../shared/log.ts';
-import { inTrace } from '../shared/trace-scope.ts';
 
 /** What watches a job's passes (src/worker/metrics.ts): its stable label, how long each took, whether it went through. */
 export interface JobObserver {
@@ -80,19 +79,16 @@ export class PeriodicJob {
       // A root span per pass: a job is not part of any request's trace.
       const span = this.tracer?.startSpan(this.label, { attributes: { 'edge.job': this.label } });
       let ok = false;
-      const run = async () => {
-        try {
-          const report = await this.pass();
-          ok = true;
-          this.lastOkAt = this.now();
-          if (report) this.logger.info(report.fields, report.msg);
-        } catch (err) {
-          span?.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });
-          this.logger.warn({ err }, `${this.name} skipped`);
-        }
-      };
-      // The pass's log lines, its own and those of what it calls, carry its trace id.
-      await (span === undefined ? run() : inTrace(span.spanContext().traceId, run));
+      const trace_id = span?.spanContext().traceId;
+      try {
+        const report = await this.pass();
+        ok = true;
+        this.lastOkAt = this.now();
+        if (report) this.logger.info({ ...report.fields, trace_id }, report.msg);
+      } catch (err) {
+        span?.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });
+        this.logger.warn({ err, trace_id }, `${this.name} skipped`);
+      }
       span?.end();
       this.observer?.jobPassed(this.label, (performance.now() - started) / 1000, ok);
     });

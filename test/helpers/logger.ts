@@ -13,6 +13,6 @@ export function capturedLogger(level: Level = 'warn'): { logger: Logger; lines: 
       done();
     },
   });
-  // The roles' own logger, so lines carry what theirs do (the trace id of traced work).
+  // The roles' own logger configuration (fields, timestamps), writing to the test.
   return { logger: createLogger(level, {}, stream), lines };
 }

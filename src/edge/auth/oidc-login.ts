@@ -17,7 +17,7 @@ import { sendEdgeError } from '../http/pages.ts';
 import { cookieValues } from '../match/cookies.ts';
 import type { AuthOutcome } from '../metrics.ts';
 import { LazyLru } from '../pipeline/lazy-cache.ts';
-import { clockOf, type RequestContext, type Stage, type StageDeps, type Verdict, type VisitorIdentity } from '../pipeline/stage.ts';
+import { clockOf, traceIdOfRequest, type RequestContext, type Stage, type StageDeps, type Verdict, type VisitorIdentity } from '../pipeline/stage.ts';
 import { httpsLocation } from '../stages/https-redirect.ts';
 import { AUTH_PREFIX, CALLBACK_PATH, LOGIN_FLOW_HEADERS, LOGIN_PATH, LOGOUT_PATH, loginHref, loginPage, sendLoginPage } from './login-page.ts';
 import { LoginFailedError, ProviderClient, ProviderUnavailableError, refusalOf } from './oidc-client.ts';
@@ -242,7 +242,7 @@ export function compileOAuth(endpoint: EndpointConfig, auth: VisitorAuthConfig, 
     const t = now();
     if (t - state.loggedAt >= LOG_EVERY_MS) {
       state.loggedAt = t;
-      deps.logger?.warn({ err, endpoint: uuid }, 'OAuth/OIDC login unavailable: the identity provider could not be reached; answering 503');
+      deps.logger?.warn({ err, endpoint: uuid, trace_id: traceIdOfRequest(ctx) }, 'OAuth/OIDC login unavailable: the identity provider could not be reached; answering 503');
     }
     const provider = err instanceof ProviderUnavailableError ? byId.get(err.provider)?.name : undefined;
     return refuse(ctx, 'auth_unavailable', 'unavailable', `the identity provider${provider ? ` ${provider}` : ''} could not be reached; try again shortly`, cookies);

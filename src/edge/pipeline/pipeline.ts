@@ -19,10 +19,9 @@ import { normalizePath, splitTarget } from '../http/normalize-path.ts';
 import { clientAddress, type TrustedProxies } from '../rate-limit/visitor-address.ts';
 import type { TunnelRegistry } from '../tunnels/registry.ts';
 import type { RelayPeers } from '../relay/peers.ts';
-import type { RequestContext, Stage, Verdict } from './stage.ts';
+import { traceIdOfRequest, type RequestContext, type Stage, type Verdict } from './stage.ts';
 import { stageEvent, traceRefusal, traceRequest } from './trace.ts';
 import type { Tracing } from '../../shared/tracing.ts';
-import { inTrace } from '../../shared/trace-scope.ts';
 import type { AccessLog } from '../access-log.ts';
 
 export interface PipelineDeps {
@@ -198,7 +197,7 @@ function refuseNoAgent(ctx: RequestContext): void {
  * logged; the process goes on serving. Uncaught, the exception would end the process and every visitor's request.
  */
 function stageFailed(deps: PipelineDeps, ctx: RequestContext, err: unknown): void {
-  deps.logger?.error({ err, endpoint: ctx.endpoint.uuid, method: ctx.method, path: ctx.path }, 'the pipeline failed on a request; answering 500');
+  deps.logger?.error({ err, endpoint: ctx.endpoint.uuid, method: ctx.method, path: ctx.path, trace_id: traceIdOfRequest(ctx) }, 'the pipeline failed on a request; answering 500');
   if (ctx.res.socket === null && !ctx.res.headersSent) ctx.req.socket.destroy();
   else sendEdgeError(ctx.res, 'internal', ctx.req.headers.accept);
 }
@@ -243,9 +242,7 @@ export function handleRequest(deps: PipelineDeps, req: IncomingMessage, res: Ser
   captureExchange(deps.accessLog ? deps.accessLog.around(ctx, deps.capture) : deps.capture, ctx);
   const stages = ctx.probe === true ? endpoint.probeStages : endpoint.stages;
   if (deps.tracing) traceRequest(deps.tracing, ctx);
-  if (ctx.span === undefined) return judge(deps, ctx, stages, forward);
-  // Every log line written for this request, now or in a callback it starts, names its trace.
-  inTrace(ctx.span.spanContext().traceId, () => judge(deps, ctx, stages, forward));
+  judge(deps, ctx, stages, forward);
 }
 
 /** A request refused before an endpoint was found still gets its access-log line and span (when they are on). */
@@ -299,6 +296,5 @@ export function handleUpgrade(deps: PipelineDeps, req: IncomingMessage, socket: 
     res.detachSocket(socket as Socket);
     forwardUpgrade(session, forwardRequest(ctx), socket, head);
   };
-  if (ctx.span === undefined) return judge(deps, ctx, endpoint.stages, proceed);
-  inTrace(ctx.span.spanContext().traceId, () => judge(deps, ctx, endpoint.stages, proceed));
+  judge(deps, ctx, endpoint.stages, proceed);
 }

@@ -31,7 +31,7 @@ import { sendEdgeError } from '../http/pages.ts';
 import { cookieValues } from '../match/cookies.ts';
 import type { AuthOutcome } from '../metrics.ts';
 import { LazyLru } from '../pipeline/lazy-cache.ts';
-import { clockOf, DEFAULT_STAGE_DEPS, type RequestContext, type Stage, type StageDeps, type StageFactory, type Verdict, type VisitorIdentity } from '../pipeline/stage.ts';
+import { clockOf, DEFAULT_STAGE_DEPS, traceIdOfRequest, type RequestContext, type Stage, type StageDeps, type StageFactory, type Verdict, type VisitorIdentity } from '../pipeline/stage.ts';
 
 /** The field the agent receives naming who authenticated (edge-owned: visitor copies are stripped in every spelling). */
 export { AUTH_USER_HEADER };
@@ -295,7 +295,7 @@ function compileBasic(endpoint: EndpointConfig, auth: VisitorAuthConfig, deps: S
       return pending.then(
         (user) => (user !== null ? accept(ctx, user) : wrong(ctx)),
         (err: unknown) => {
-          deps.logger?.error({ err, endpoint: endpoint.uuid }, 'password check failed');
+          deps.logger?.error({ err, endpoint: endpoint.uuid, trace_id: traceIdOfRequest(ctx) }, 'password check failed');
           count.count('unavailable');
           return refuse(ctx, 'auth_unavailable', null);
         },

@@ -30,7 +30,7 @@ import { dropAppender } from '../http/proxy-headers.ts';
 import type { AuthOutcome } from '../metrics.ts';
 import { literalRefusal, policyAgent, readBounded } from '../http/policy-fetch.ts';
 import { LazyLru } from '../pipeline/lazy-cache.ts';
-import { clockOf, DEFAULT_STAGE_DEPS, type RequestContext, type Stage, type StageDeps, type StageFactory, type Verdict } from '../pipeline/stage.ts';
+import { clockOf, DEFAULT_STAGE_DEPS, traceIdOfRequest, type RequestContext, type Stage, type StageDeps, type StageFactory, type Verdict } from '../pipeline/stage.ts';
 import { quoted } from './auth.ts';
 
 /** RFC 7518 §3.1 and RFC 8037: the signature algorithms whose verification key is public. */
@@ -292,7 +292,7 @@ function compileJwt(endpoint: EndpointConfig, jwt: JwtLayerConfig, deps: StageDe
     const t = now();
     if (t - state.loggedAt >= LOG_EVERY_MS) {
       state.loggedAt = t;
-      deps.logger?.warn({ err, endpoint: uuid, jwks_url: jwt.jwks_url }, 'JWT layer unavailable: the JWKS could not be fetched and no key held fits; answering 503');
+      deps.logger?.warn({ err, endpoint: uuid, jwks_url: jwt.jwks_url, trace_id: traceIdOfRequest(ctx) }, 'JWT layer unavailable: the JWKS could not be fetched and no key held fits; answering 503');
     }
     return refuse(ctx, 'auth_unavailable', 'unavailable', err instanceof JwksUnavailableError ? 'the key set that verifies tokens for this endpoint could not be fetched' : undefined);
   };

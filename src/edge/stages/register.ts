@@ -19,7 +19,7 @@ import { loginHref } from '../auth/login-page.ts';
 import { sessionReader, type SessionIdentity } from '../auth/oidc-login.ts';
 import { wantsJson } from '../http/negotiate.ts';
 import { sendEdgeError } from '../http/pages.ts';
-import { clockOf, DEFAULT_STAGE_DEPS, type RequestContext, type Stage, type StageDeps, type StageFactory, type Verdict } from '../pipeline/stage.ts';
+import { clockOf, DEFAULT_STAGE_DEPS, traceIdOfRequest, type RequestContext, type Stage, type StageDeps, type StageFactory, type Verdict } from '../pipeline/stage.ts';
 import { donePage, formPage, REGISTER_PAGE_HEADERS, sendPage, type FormKind } from '../rbac/register-page.ts';
 import { FormTokens, readPostedForm } from '../registration/form.ts';
 import { registrationOutcome } from '../registration/control-answer.ts';
@@ -187,12 +187,12 @@ function registerPages(endpoint: EndpointConfig, rbac: RbacConfig, deps: StageDe
           case 'refused':
             return refuse(ctx, outcome.code, outcome.text);
           default:
-            deps.logger?.warn({ endpoint: uuid, status: answer.status, body: answer.body }, 'the control API refused a registration unexpectedly');
+            deps.logger?.warn({ endpoint: uuid, status: answer.status, body: answer.body, trace_id: traceIdOfRequest(ctx) }, 'the control API refused a registration unexpectedly');
             return refuse(ctx, 'registration_unavailable', `the control API answered ${answer.status}`);
         }
       },
       (err: unknown) => {
-        deps.logger?.warn({ err, endpoint: uuid }, 'registration: the control API could not be reached');
+        deps.logger?.warn({ err, endpoint: uuid, trace_id: traceIdOfRequest(ctx) }, 'registration: the control API could not be reached');
         return refuse(ctx, 'registration_unavailable', 'the control API could not be reached; try again shortly');
       },
     );
