@@ -180,8 +180,8 @@ export function clockOf(deps: StageDeps): () => number {
 
 /**
  * The trace of a request whose span is recording, for its log lines (`trace_id`; pino leaves an undefined field out).
- * Passed by hand rather than through an async-local scope: on Node 20 that enables async hooks for the whole process,
- * which measured about a fifth more CPU per request with tracing on (docs/operations.md "Traces").
+ * Passed by hand rather than through an async-local scope read by every logger: on Node 20 entering one turns on
+ * async hooks for the rest of the process's life, every role in it included (docs/operations.md "Traces").
  */
 export function traceIdOfRequest(ctx: RequestContext): string | undefined {
   return ctx.span === undefined ? undefined : ctx.span.spanContext().traceId;
