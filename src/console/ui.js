@@ -54,9 +54,17 @@ export function useAction() {
 
 export function ErrorMessage({ error }) {
   if (!error) return null;
-  // Some refusals carry their reason as a string `detail` beside a general message ("Bad request": a rate-limit
-  // condition the API refuses, docs/api.md); the reason is what the person can act on.
-  const reason = typeof error.detail === 'string' && error.detail !== '' && error.detail !== error.message ? `: ${error.detail}` : '';
+  // Refusals carry their reason in `detail` beside a general message: a string ("Bad request": a rate-limit condition
+  // the API refuses), or the field and why for a body that fails validation (docs/errors.md). The reason is what the
+  // person can act on.
+  const detail = error.detail;
+  const why =
+    typeof detail === 'string'
+      ? detail
+      : detail && typeof detail === 'object' && typeof detail.reason === 'string'
+        ? `${typeof detail.field === 'string' && detail.field !== '' ? `${detail.field}: ` : ''}${detail.reason}`
+        : '';
+  const reason = why !== '' && why !== error.message ? `: ${why}` : '';
   return html`<p class="error" role="alert">${error.message}${reason}${error.code && error.status ? html` <span class="code">(${error.status} ${error.code})</span>` : ''}</p>`;
 }
 

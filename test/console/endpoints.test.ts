@@ -1,5 +1,5 @@
 // The console's endpoint screens in Chromium against a real node, a real agent and a real local service: the list
-// (create, search, delete), the overview with an agent online, visitor auth that a visitor then meets at the edge,
+// (create, search, delete, narrowed to a tag), the overview with an agent online and tags edited, visitor auth that a visitor then meets at the edge,
 // a shadowed rate-limit rule, routing rules, rules edited (conditions added and deleted, a refused edit that changes
 // nothing, a new routing target the edge then uses), RBAC, health with its chart, a missing plan feature named, API
 // values with markup shown as text, and an axe pass on the list and every tab.
@@ -114,6 +114,31 @@ describe('the endpoint screens in Chromium', { skip: skipConsoleSuite() }, () =>
     await page.getByText('Capture is on (full)').waitFor(WAIT);
     const endpoint = await expectBody(200, t.api('GET', `/v1/endpoints/${served.uuid}`, { key: owner.api_key }));
     assert.deepEqual([endpoint.capture_enabled, endpoint.capture_level], [true, 'full']);
+  });
+
+  it('tags an endpoint on its overview (a refused tag changes nothing) and narrows the list to a tag, kept in the URL', async () => {
+    await open(`/endpoints/${served.uuid}`);
+    // The section: the refusal shows under the form.
+    const form = page.locator('section').filter({ has: page.getByRole('heading', { name: 'Tags', exact: true }) });
+    await page.getByLabel('Tags, comma-separated').fill('team-a, Not A Tag!');
+    assert.match(await refusal(form, 'Save tags'), /tags/);
+    assert.deepEqual((await expectBody(200, t.api('GET', `/v1/endpoints/${served.uuid}`, { key: owner.api_key }))).tags, []);
+
+    await page.getByLabel('Tags, comma-separated').fill('team-a, prod');
+    await form.getByRole('button', { name: 'Save tags' }).click();
+    await page.getByText('Tagged team-a, prod.').waitFor(WAIT);
+    assert.deepEqual((await expectBody(200, t.api('GET', `/v1/endpoints/${served.uuid}`, { key: owner.api_key }))).tags, ['team-a', 'prod']);
+
+    await open('/endpoints');
+    const row = rows().filter({ hasText: served.hostname });
+    await row.getByRole('link', { name: 'Endpoints tagged team-a' }).click();
+    await page.waitForURL((url) => url.searchParams.get('tag') === 'team-a', WAIT);
+    await page.getByText('Showing endpoints tagged team-a.').waitFor(WAIT);
+    await page.waitForFunction(() => document.querySelectorAll('table tbody tr').length === 1, undefined, WAIT);
+    assert.equal(await rows().first().getByRole('link', { name: served.hostname, exact: true }).count(), 1);
+    await assertAccessible(page, 'the list narrowed to a tag');
+    await page.getByRole('link', { name: 'Show every endpoint' }).click();
+    await page.waitForURL((url) => !url.searchParams.has('tag'), WAIT);
   });
 
   it('turns on basic auth by adding a user (a username with markup stays text); a visitor without credentials gets 401', async () => {

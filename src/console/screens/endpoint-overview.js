@@ -1,7 +1,7 @@
 // The endpoint's overview tab: its public name and state, the agents serving it now (polled while the page is open),
-// dedicated ports, request capture, and promote / delete. API: docs/api.md "Endpoints", "Tunnels", "Request
-// capture", "Dedicated ports", "Promote".
-import { html, useEffect, useState } from '../vendor/htm-preact.mjs';
+// its tags, dedicated ports, request capture, and promote / delete. API: docs/api.md "Endpoints", "Tunnels", "Tags",
+// "Request capture", "Dedicated ports", "Promote".
+import { html, useEffect, useRef, useState } from '../vendor/htm-preact.mjs';
 import { api } from '../api.js';
 import { navigate } from '../router.js';
 import { ConfirmButton, ErrorMessage, Loading, formatTime, useAction, useApi } from '../ui.js';
@@ -76,6 +76,46 @@ function Capture({ endpoint, reloadEndpoint }) {
   </section>`;
 }
 
+/** The endpoint's tags as one comma-separated field: saving writes the whole set (PUT …/tags), empty clears it. */
+function EndpointTags({ endpoint, reloadEndpoint }) {
+  const shown = (endpoint.tags ?? []).join(', ');
+  const [text, setText] = useState(shown);
+  const [saved, setSaved] = useState(false);
+  const action = useAction();
+  // Follows a change of the stored tags (a save, a reload), never the first render: Preact runs effects after paint,
+  // and resetting then would wipe what was typed in between.
+  const lastShown = useRef(shown);
+  useEffect(() => {
+    if (lastShown.current === shown) return;
+    lastShown.current = shown;
+    setText(shown);
+  }, [shown]);
+  const submit = async (event) => {
+    event.preventDefault();
+    setSaved(false);
+    const tags = text.split(',').map((t) => t.trim()).filter(Boolean);
+    const ok = await action.run(async () => {
+      await api('PUT', endpointApi(endpoint.uuid, 'tags'), { tags });
+      return true;
+    });
+    if (ok) {
+      setSaved(true);
+      reloadEndpoint();
+    }
+  };
+  return html`<section aria-labelledby="tags-heading">
+    <h2 id="tags-heading">Tags</h2>
+    <p>${shown ? html`Tagged <strong>${shown}</strong>.` : 'No tags.'} Tags are labels for you and for configuration as code (<code>edge apply --select-tag</code>); the edge ignores them.</p>
+    <form class="toolbar" onSubmit=${submit}>
+      <label for="endpoint-tags">Tags, comma-separated</label>
+      <input id="endpoint-tags" value=${text} onInput=${(e) => setText(e.currentTarget.value)} autocomplete="off" />
+      <button type="submit" disabled=${action.busy}>Save tags</button>
+      ${saved ? html`<span role="status">Saved.</span>` : null}
+    </form>
+    <${ErrorMessage} error=${action.error} />
+  </section>`;
+}
+
 function Ports({ endpoint, reloadEndpoint }) {
   const [tcp, setTcp] = useState(endpoint.dedicated_tcp_port ?? '');
   const [udp, setUdp] = useState(endpoint.dedicated_udp_port ?? '');
@@ -131,6 +171,7 @@ export function OverviewTab({ endpoint, reloadEndpoint }) {
     </div>
     <${ErrorMessage} error=${action.error} />
     <${Agents} endpoint=${endpoint} />
+    <${EndpointTags} endpoint=${endpoint} reloadEndpoint=${reloadEndpoint} />
     <${Capture} endpoint=${endpoint} reloadEndpoint=${reloadEndpoint} />
     <${Ports} endpoint=${endpoint} reloadEndpoint=${reloadEndpoint} />
   </section>`;

@@ -1,6 +1,6 @@
 // The endpoints list (/console/endpoints): the active account's endpoints a page at a time (the API pages them,
-// newest first), searched by hostname, with create, delete and promote. The search and the page live in the URL's
-// query (`q`, `page`, `page_size`), so a link or a reload shows the same page. Agents online come from one
+// newest first), searched by hostname or narrowed to a tag, with create, delete and promote. The search, the tag and
+// the page live in the URL's query (`q`, `tag`, `page`, `page_size`), so a link or a reload shows the same page. Agents online come from one
 // GET /v1/endpoints/{uuid}/tunnels per row shown (the list itself does not carry them). API: docs/api.md "Endpoints".
 import { html, useEffect, useRef, useState } from '../vendor/htm-preact.mjs';
 import { api } from '../api.js';
@@ -17,14 +17,16 @@ function readQuery(query) {
   const size = Number.parseInt(query.get('page_size') ?? '20', 10);
   return {
     q: query.get('q') ?? '',
+    tag: query.get('tag') ?? '',
     page: Number.isFinite(page) && page >= 1 ? page : 1,
     pageSize: PAGE_SIZES.includes(size) ? size : 20,
   };
 }
 
-function listUrl({ q, page, pageSize }) {
+function listUrl({ q, tag, page, pageSize }) {
   const params = new URLSearchParams();
   if (q) params.set('q', q);
+  if (tag) params.set('tag', tag);
   if (page > 1) params.set('page', String(page));
   if (pageSize !== 20) params.set('page_size', String(pageSize));
   const s = params.toString();
@@ -67,7 +69,15 @@ function CreateForm({ onCreated, onCancel }) {
   </form>`;
 }
 
-function Row({ endpoint, tick, onChanged }) {
+/** An endpoint's tags, each a link to the list narrowed to it. */
+function Tags({ tags, where }) {
+  if (!tags || tags.length === 0) return html`—`;
+  return html`<ul class="tags">
+    ${tags.map((tag) => html`<li key=${tag}><${Link} to=${listUrl({ ...where, tag, page: 1 })} aria-label=${`Endpoints tagged ${tag}`}>${tag}</${Link}></li>`)}
+  </ul>`;
+}
+
+function Row({ endpoint, tick, where, onChanged }) {
   const action = useAction();
   const remove = () => action.run(async () => {
     await api('DELETE', `/v1/endpoints/${encodeURIComponent(endpoint.uuid)}`);
@@ -81,6 +91,7 @@ function Row({ endpoint, tick, onChanged }) {
     <td><${Link} to=${endpointPath(endpoint.uuid)}>${endpoint.hostname}</${Link}></td>
     <td><${EndpointStatus} endpoint=${endpoint} /></td>
     <td><${AgentsOnline} uuid=${endpoint.uuid} tick=${tick} /></td>
+    <td><${Tags} tags=${endpoint.tags} where=${where} /></td>
     <td>${endpoint.ephemeral ? 'ephemeral' : 'permanent'}</td>
     <td>${formatTime(endpoint.created_at)}</td>
     <td>
@@ -111,6 +122,7 @@ export function EndpointList({ query }) {
 
   const params = new URLSearchParams({ page: String(where.page), page_size: String(where.pageSize) });
   if (where.q) params.set('q', where.q);
+  if (where.tag) params.set('tag', where.tag);
   const { data, error, loading, reload } = useApi(`/v1/endpoints?${params}`);
   const refresh = () => {
     reload();
@@ -121,7 +133,7 @@ export function EndpointList({ query }) {
     setCreating(false);
     setNotice({ kind: 'created', endpoint: created });
     // Newest first: the new endpoint heads the first page of the unfiltered list.
-    if (where.q || where.page !== 1) navigate(listUrl({ ...where, q: '', page: 1 }));
+    if (where.q || where.tag || where.page !== 1) navigate(listUrl({ ...where, q: '', tag: '', page: 1 }));
     else refresh();
   };
   const onChanged = ({ deleted }) => {
@@ -139,6 +151,9 @@ export function EndpointList({ query }) {
       <button type="button" onClick=${refresh}>Refresh</button>
       ${creating ? null : html`<button type="button" class="primary" onClick=${() => { setCreating(true); setNotice(null); }}>New endpoint</button>`}
     </div>
+    ${where.tag
+      ? html`<p class="notice">Showing endpoints tagged <strong>${where.tag}</strong>. <${Link} to=${listUrl({ ...where, tag: '', page: 1 })}>Show every endpoint</${Link}></p>`
+      : null}
     ${creating ? html`<${CreateForm} onCreated=${onCreated} onCancel=${() => setCreating(false)} />` : null}
     <div aria-live="polite">
       ${notice?.kind === 'created'
@@ -152,11 +167,11 @@ export function EndpointList({ query }) {
     ${data
       ? html`<table>
           <caption class="visually-hidden">Endpoints, newest first</caption>
-          <thead><tr><th scope="col">Hostname</th><th scope="col">Status</th><th scope="col">Agents</th><th scope="col">Kind</th><th scope="col">Created</th><th scope="col">Actions</th></tr></thead>
+          <thead><tr><th scope="col">Hostname</th><th scope="col">Status</th><th scope="col">Agents</th><th scope="col">Tags</th><th scope="col">Kind</th><th scope="col">Created</th><th scope="col">Actions</th></tr></thead>
           <tbody>
             ${data.items.length === 0
-              ? html`<tr><td colspan="6">${where.q ? `No endpoint matches “${where.q}”.` : where.page > 1 ? 'No endpoints on this page.' : 'No endpoints yet.'}</td></tr>`
-              : data.items.map((e) => html`<${Row} key=${e.uuid} endpoint=${e} tick=${tick} onChanged=${onChanged} />`)}
+              ? html`<tr><td colspan="7">${where.q ? `No endpoint matches “${where.q}”.` : where.tag ? `No endpoint is tagged ${where.tag}.` : where.page > 1 ? 'No endpoints on this page.' : 'No endpoints yet.'}</td></tr>`
+              : data.items.map((e) => html`<${Row} key=${e.uuid} endpoint=${e} tick=${tick} where=${where} onChanged=${onChanged} />`)}
           </tbody>
         </table>
         <nav class="toolbar" aria-label="Pages">
