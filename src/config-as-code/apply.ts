@@ -255,7 +255,8 @@ async function execute(entry: Entry, ctx: Context): Promise<void> {
     for (const g of changed) if (!(g === 'auth' && ctx.deferAuth)) await writeSetting(ctx, g, desired, entry.actual);
     return;
   }
-  const endpoint = ctx.uuid ?? entry.host!;
+  // The endpoint's uuid once known, else its hostname (the API takes either); account-wide alerts have none.
+  const endpoint = ctx.uuid ?? entry.host ?? '';
   if (entry.action === 'delete') return deleteRule(client, entry.kind, endpoint, entry.id!);
   if (entry.kind === 'oauth_provider') return writeProvider(entry, ctx, endpoint);
   const made = await writeRule(entry, ctx, endpoint);
