@@ -33,6 +33,22 @@ export function useApi(path, { pollMs } = {}) {
   return { ...state, reload };
 }
 
+/**
+ * A form field's draft of a stored value: starts as `stored`, is what the person types, and takes `stored` again only
+ * when that changes (a save, a reload). Not on the first render: Preact runs effects after paint, and a reset then
+ * would wipe what was typed in between.
+ */
+export function useDraft(stored) {
+  const [draft, setDraft] = useState(stored);
+  const last = useRef(stored);
+  useEffect(() => {
+    if (last.current === stored) return;
+    last.current = stored;
+    setDraft(stored);
+  }, [stored]);
+  return [draft, setDraft];
+}
+
 /** Runs an API change, keeping its error to show next to the control that caused it. */
 export function useAction() {
   const [error, setError] = useState(null);

@@ -1,10 +1,10 @@
 // The endpoint's overview tab: its public name and state, the agents serving it now (polled while the page is open),
 // its tags, dedicated ports, request capture, and promote / delete. API: docs/api.md "Endpoints", "Tunnels", "Tags",
 // "Request capture", "Dedicated ports", "Promote".
-import { html, useEffect, useRef, useState } from '../vendor/htm-preact.mjs';
+import { html, useState } from '../vendor/htm-preact.mjs';
 import { api } from '../api.js';
 import { navigate } from '../router.js';
-import { ConfirmButton, ErrorMessage, Loading, formatTime, useAction, useApi } from '../ui.js';
+import { ConfirmButton, ErrorMessage, Loading, formatTime, useAction, useApi, useDraft } from '../ui.js';
 import { EndpointStatus, endpointApi } from './endpoint-common.js';
 
 const AGENTS_POLL_MS = 2000;
@@ -38,14 +38,10 @@ function Agents({ endpoint }) {
 }
 
 function Capture({ endpoint, reloadEndpoint }) {
-  const [enabled, setEnabled] = useState(!!endpoint.capture_enabled);
-  const [level, setLevel] = useState(endpoint.capture_level || 'metadata');
+  const [enabled, setEnabled] = useDraft(!!endpoint.capture_enabled);
+  const [level, setLevel] = useDraft(endpoint.capture_level || 'metadata');
   const action = useAction();
   const [saved, setSaved] = useState(false);
-  useEffect(() => {
-    setEnabled(!!endpoint.capture_enabled);
-    setLevel(endpoint.capture_level || 'metadata');
-  }, [endpoint.capture_enabled, endpoint.capture_level]);
   const submit = async (event) => {
     event.preventDefault();
     setSaved(false);
@@ -79,17 +75,9 @@ function Capture({ endpoint, reloadEndpoint }) {
 /** The endpoint's tags as one comma-separated field: saving writes the whole set (PUT …/tags), empty clears it. */
 function EndpointTags({ endpoint, reloadEndpoint }) {
   const shown = (endpoint.tags ?? []).join(', ');
-  const [text, setText] = useState(shown);
+  const [text, setText] = useDraft(shown);
   const [saved, setSaved] = useState(false);
   const action = useAction();
-  // Follows a change of the stored tags (a save, a reload), never the first render: Preact runs effects after paint,
-  // and resetting then would wipe what was typed in between.
-  const lastShown = useRef(shown);
-  useEffect(() => {
-    if (lastShown.current === shown) return;
-    lastShown.current = shown;
-    setText(shown);
-  }, [shown]);
   const submit = async (event) => {
     event.preventDefault();
     setSaved(false);
