@@ -37,17 +37,9 @@ type HealthCheckBody = Body<'/v1/endpoints/{id}/health-check', 'put'>;
 /** A secret field: the file's plain value, or the stored marker (storedSecret) once it matches what is stored. */
 export type SecretValue = string | StoredSecret;
 
-export type ProviderRule = {
-  kind: ProviderBody['kind'];
-  issuer: string;
-  client_id: string;
-  client_secret: SecretValue;
-  scopes: string[];
-  allowed_emails: string[];
-  allowed_domains: string[];
-  authorization_url: string | null;
-  token_url: string | null;
-  userinfo_url: string | null;
+/** The create body's fields, every one present; the optional URLs are null when unset. */
+type ProviderUrls = 'authorization_url' | 'token_url' | 'userinfo_url';
+export type ProviderRule = Required<Omit<ProviderBody, 'name' | ProviderUrls>> & { [U in ProviderUrls]: string | null } & {
   /** Written with …/toggle, not in the body. */
   enabled: boolean;
 };

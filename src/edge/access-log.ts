@@ -6,9 +6,9 @@ import type { Duplex } from 'node:stream';
 import { pino } from 'pino';
 import type { CapturedExchange, CaptureSink } from './capture.ts';
 import { upgradeAnswer } from './forward/upgrade.ts';
-import { edgeErrorOf } from './http/pages.ts';
+import { answerOf, type Answer } from './http/pages.ts';
 import { decidedBy } from './pipeline/trace.ts';
-import type { RequestContext } from './pipeline/stage.ts';
+import { traceIdOfRequest, type RequestContext } from './pipeline/stage.ts';
 import { traceIdOf } from '../shared/tracing.ts';
 
 /** What one line holds (keys as written). `path` never has the query string: it may carry tokens. */
@@ -33,6 +33,9 @@ export interface AccessLine {
 }
 
 type Destination = ReturnType<typeof pino.destination>;
+
+/** A line's trace: the edge span's when the request is traced, else the visitor's traceparent's. */
+const traceOfLine = (ctx: RequestContext) => traceIdOfRequest(ctx) ?? traceIdOf(ctx.req.headers.traceparent);
 
 /** How much of an unparsed host, method or path a refused request's line keeps. */
 const MAX_ECHOED = 512;
@@ -81,16 +84,14 @@ export class AccessLog {
         host: String(req.headers.host ?? '').slice(0, MAX_ECHOED),
         method: (req.method ?? '').slice(0, MAX_ECHOED),
         path: (q === -1 ? target : target.slice(0, q)).slice(0, MAX_ECHOED),
-        status: res.headersSent ? res.statusCode : 0,
+        status: 0,
         duration_ms: Math.round((performance.now() - started) * 1000) / 1000,
         bytes_in: 0,
         bytes_out: Math.max(0, socket.bytesWritten - writtenBefore),
         decided_by: 'edge',
         client,
       };
-      const code = edgeErrorOf(res);
-      if (code !== undefined) line.error = code;
-      this.finish(line, traceIdOf(req.headers.traceparent));
+      this.finish(line, answerOf(res), traceIdOf(req.headers.traceparent));
     });
   }
 
@@ -112,15 +113,14 @@ export class AccessLog {
         host: ctx.host,
         method: ctx.method,
         path: ctx.path,
-        status: answer.status,
+        status: 0,
         duration_ms: Math.round((performance.now() - started) * 1000) / 1000,
         bytes_in: socket instanceof Socket ? socket.bytesRead - readBefore + headBytes : 0,
         bytes_out: socket instanceof Socket ? Math.max(0, socket.bytesWritten - writtenBefore) : 0,
         decided_by: decidedBy(ctx, answer.error),
         client: ctx.clientIp,
       };
-      if (answer.error !== undefined) line.error = answer.error;
-      this.finish(line, ctx.span?.spanContext().traceId ?? traceIdOf(ctx.req.headers.traceparent));
+      this.finish(line, answer, traceOfLine(ctx));
     });
   }
 
@@ -131,18 +131,20 @@ export class AccessLog {
       host: x.host,
       method: x.method,
       path: x.path,
-      status: x.status,
+      status: 0,
       duration_ms: x.duration_ms,
       bytes_in: x.bytes_in,
       bytes_out: x.bytes_out,
       decided_by: decidedBy(ctx, x.edge_error ?? undefined),
       client: x.client_ip,
     };
-    if (x.edge_error !== null) line.error = x.edge_error;
-    this.finish(line, ctx.span?.spanContext().traceId ?? traceIdOf(ctx.req.headers.traceparent));
+    this.finish(line, { status: x.status, error: x.edge_error ?? undefined }, traceOfLine(ctx));
   }
 
-  private finish(line: AccessLine, traceId: string | undefined): void {
+  /** Sets the answer (status, the edge's code when it answered) and the trace, then writes the line. */
+  private finish(line: AccessLine, answer: Answer, traceId: string | undefined): void {
+    line.status = answer.status;
+    if (answer.error !== undefined) line.error = answer.error;
     if (traceId !== undefined) line.trace_id = traceId;
     this.out.write(`${JSON.stringify(line)}\n`);
   }

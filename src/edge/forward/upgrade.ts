@@ -5,7 +5,7 @@ import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { ErrorCode } from '../../shared/errors.ts';
 import { endToEndHeaders } from '../../shared/tunnel/headers.ts';
-import { edgeErrorOf, sendEdgeError } from '../http/pages.ts';
+import { answerOf, sendEdgeError, type Answer } from '../http/pages.ts';
 import { originRequestHeaders, type ForwardRequest } from '../http/proxy-headers.ts';
 import { finalStatus } from './status.ts';
 
@@ -73,11 +73,10 @@ const switched = new WeakSet<Duplex>();
  * What an upgrade's visitor was answered, for its span and access-log line once its connection closed: 101 when it
  * was switched, else the status (and the edge's error code) of the response written to it; status 0 when none was.
  */
-export function upgradeAnswer(socket: Duplex): { status: number; error?: ErrorCode } {
+export function upgradeAnswer(socket: Duplex): Answer {
   if (switched.has(socket)) return { status: 101 };
   const res = lastResponse.get(socket);
-  if (res === undefined || !res.headersSent) return { status: 0 };
-  return { status: res.statusCode, error: edgeErrorOf(res) };
+  return res === undefined ? { status: 0 } : answerOf(res);
 }
 
 export interface UpgradeRelay {

@@ -19,6 +19,17 @@ export function edgeErrorOf(res: ServerResponse): ErrorCode | undefined {
   return answered.get(res);
 }
 
+/** What a visitor was answered, for spans and the access log: the status (0: none was sent) and the edge's code. */
+export interface Answer {
+  status: number;
+  /** An ErrorCode; a string here, as the traffic record keeps it. */
+  error?: string;
+}
+
+export function answerOf(res: ServerResponse): Answer {
+  return res.headersSent ? { status: res.statusCode, error: answered.get(res) } : { status: 0 };
+}
+
 /**
  * Answers with the registry's page for `code`. `link`, when given, is offered on the HTML page (an edge path the
  * visitor may follow, such as the RBAC registration page); the JSON body carries its href as `link`.

@@ -4,7 +4,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { SpanStatusCode } from '@opentelemetry/api';
 import { injectSpan, parentFrom, SpanKind, type Span, type Tracing } from '../../shared/tracing.ts';
 import type { Duplex } from 'node:stream';
-import { edgeErrorOf } from '../http/pages.ts';
+import { answerOf, edgeErrorOf, type Answer } from '../http/pages.ts';
 import { upgradeAnswer } from '../forward/upgrade.ts';
 import type { RequestContext, Verdict } from './stage.ts';
 
@@ -38,13 +38,9 @@ export function traceRequest(tracing: Tracing, ctx: RequestContext, upgrade?: Du
   const end = () => {
     if (ended) return;
     ended = true;
-    const { status, error: code } = upgrade === undefined ? { status: res.headersSent ? res.statusCode : 0, error: edgeErrorOf(res) } : upgradeAnswer(upgrade);
-    span.setAttribute('http.response.status_code', status);
+    const answer = upgrade === undefined ? answerOf(res) : upgradeAnswer(upgrade);
     span.setAttribute('edge.bytes_out', Math.max(0, socket.bytesWritten - writtenBefore));
-    if (code !== undefined) span.setAttribute('edge.error', code);
-    span.setAttribute('edge.decided_by', decidedBy(ctx, code));
-    if (status >= 500 || status === 0) span.setStatus({ code: SpanStatusCode.ERROR });
-    span.end();
+    endSpan(span, answer, decidedBy(ctx, answer.error));
   };
   // An upgrade's span lasts as long as its connection (the response is detached from the socket once switched).
   if (upgrade === undefined) res.on('close', end);
@@ -63,15 +59,17 @@ export function decidedBy(ctx: RequestContext, error: string | undefined): strin
 export function traceRefusal(tracing: Tracing, req: IncomingMessage, res: ServerResponse, client: string): void {
   const span = tracing.tracer.startSpan(`${req.method ?? 'GET'} edge`, { kind: SpanKind.SERVER }, parentFrom(req.headers));
   if (!span.isRecording()) return;
-  span.setAttributes({ 'http.request.method': req.method ?? '', 'client.address': client, 'edge.decided_by': 'edge' });
-  res.once('close', () => {
-    const status = res.headersSent ? res.statusCode : 0;
-    span.setAttribute('http.response.status_code', status);
-    const code = edgeErrorOf(res);
-    if (code !== undefined) span.setAttribute('edge.error', code);
-    if (status >= 500 || status === 0) span.setStatus({ code: SpanStatusCode.ERROR });
-    span.end();
-  });
+  span.setAttributes({ 'http.request.method': req.method ?? '', 'client.address': client });
+  res.once('close', () => endSpan(span, answerOf(res), 'edge'));
+}
+
+/** Ends a request's span with what the visitor was answered and who decided; no answer or a 5xx marks it failed. */
+function endSpan(span: Span, answer: Answer, decided: string): void {
+  span.setAttribute('http.response.status_code', answer.status);
+  if (answer.error !== undefined) span.setAttribute('edge.error', answer.error);
+  span.setAttribute('edge.decided_by', decided);
+  if (answer.status >= 500 || answer.status === 0) span.setStatus({ code: SpanStatusCode.ERROR });
+  span.end();
 }
 
 /**
